@@ -1,0 +1,62 @@
+"""The ``Environment`` protocol the runner drives, and the values it exchanges with it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrunner.types import ToolSpec
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ResetResult(_Value):
+    """What an environment shows the model at the start of an episode."""
+
+    prompt: str
+    system: str | None = None
+    tools: tuple[ToolSpec, ...]
+    max_steps: int | None = None
+
+
+class ToolAction(_Value):
+    """One environment step: a tool name and its parsed arguments."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepResult(_Value):
+    """The outcome of one environment step.
+
+    ``observation`` is exactly what the model will see. ``error`` marks a tool-level
+    failure the model should read and recover from (bad path, missing match); a broken
+    environment raises :class:`agentrunner.errors.EnvironmentFailure` instead.
+    ``truncated`` says the environment's horizon (``max_steps``) ended the episode.
+    """
+
+    observation: str
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+    error: str | None = None
+    snapshot: str | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """An environment the runner can drive: reset with a task and seed, then step."""
+
+    def spec(self) -> dict[str, Any]:
+        """A JSON description (kind, tasks source, ...) recorded in ``episode.start``."""
+        ...
+
+    def reset(self, task_id: str, seed: int) -> ResetResult: ...
+
+    def step(self, action: ToolAction) -> StepResult: ...
+
+    def close(self) -> None: ...

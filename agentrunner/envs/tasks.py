@@ -1,0 +1,120 @@
+"""Tasks in the tasks.json format: loading, validation and the bundled task set.
+
+A tasks.json file is a JSON list of task objects::
+
+    {"task_id": "...", "prompt": "...", "difficulty": "easy|medium|hard",
+     "split": "train|test", "max_steps": 30, "reward_mode": "binary",
+     "files": {"path": "content"} | "files_dir": "dir",
+     "hidden_files": {...} | "hidden_dir": "dir",
+     "solution_dir": "dir", "verifier": null | ["cmd", "arg"]}
+
+``*_dir`` paths are relative to the tasks.json file. Visible files are laid into the
+workspace; hidden files (the verifier's tests) are never shown to the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentrunner.errors import UsageError
+
+BUNDLED_TASKS = Path(__file__).parent / "data" / "tasks.json"
+DEFAULT_TASK = "demo-mean"
+
+
+class Task(BaseModel):
+    """One task: a small repository, a prompt and a hidden verifier."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    task_id: str
+    prompt: str
+    difficulty: Literal["easy", "medium", "hard"] = "easy"
+    split: str = "train"
+    max_steps: int = Field(default=30, ge=1)
+    reward_mode: Literal["binary", "partial_credit", "continuous"] = "binary"
+    files: dict[str, str] = Field(default_factory=dict)
+    hidden_files: dict[str, str] = Field(default_factory=dict)
+    solution: dict[str, str] = Field(default_factory=dict)
+    verifier: list[str] | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The public description used by ``agentrunner tasks``."""
+        return {
+            "task_id": self.task_id,
+            "prompt": self.prompt,
+            "difficulty": self.difficulty,
+            "split": self.split,
+            "max_steps": self.max_steps,
+            "reward_mode": self.reward_mode,
+            "files": sorted(self.files),
+        }
+
+
+def _read_dir(root: Path) -> dict[str, str]:
+    if not root.is_dir():
+        raise UsageError(f"task folder not found: {root}")
+    return {
+        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _expand(entry: dict[str, Any], base: Path) -> dict[str, Any]:
+    out = dict(entry)
+    for key, target in (
+        ("files_dir", "files"),
+        ("hidden_dir", "hidden_files"),
+        ("solution_dir", "solution"),
+    ):
+        if key in out:
+            out[target] = {**_read_dir(base / out.pop(key)), **out.get(target, {})}
+    return out
+
+
+@cache
+def _load(path: Path) -> tuple[Task, ...]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"tasks file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read tasks file {path}: {exc}") from None
+    if not isinstance(raw, list):
+        raise UsageError(f"{path}: a tasks file is a JSON list of task objects")
+    tasks: list[Task] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise UsageError(f"{path}: task #{i} is not an object")
+        try:
+            tasks.append(Task.model_validate(_expand(entry, path.parent)))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UsageError(f"{path}: task #{i} field {where!r}: {first['msg']}") from None
+    ids = [t.task_id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise UsageError(f"{path}: duplicate task ids: {', '.join(dupes)}")
+    return tuple(tasks)
+
+
+def load_tasks(path: str | Path | None = None) -> tuple[Task, ...]:
+    """Load a tasks.json file (the bundled tasks when ``path`` is None)."""
+    return _load(Path(path).resolve() if path else BUNDLED_TASKS)
+
+
+def get_task(task_id: str, path: str | Path | None = None) -> Task:
+    """One task by id, with a clear error listing the known ids when it is missing."""
+    tasks = load_tasks(path)
+    for task in tasks:
+        if task.task_id == task_id:
+            return task
+    known = ", ".join(t.task_id for t in tasks)
+    raise UsageError(f"unknown task {task_id!r}; known tasks: {known}")

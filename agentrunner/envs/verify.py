@@ -1,0 +1,39 @@
+"""The default hidden-test verifier: runs a task's hidden ``unittest`` tests.
+
+Run as ``python -m agentrunner.envs.verify HIDDEN_DIR`` with the workspace as the working
+directory. It imports the workspace's code, runs every ``test*.py`` in ``HIDDEN_DIR`` with the
+standard library's unittest (so no test framework has to be installed in the sandbox), and
+prints one JSON line ``{"passed": P, "total": T, "failures": [...]}`` as its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import unittest
+
+
+def run(hidden_dir: str, workspace: str) -> dict[str, object]:
+    sys.path.insert(0, workspace)
+    loader = unittest.TestLoader()
+    suite = loader.discover(hidden_dir, pattern="test*.py", top_level_dir=hidden_dir)
+    result = unittest.TestResult()
+    suite.run(result)
+    broken = result.failures + result.errors
+    failures = sorted({test.id() for test, _ in broken})
+    total = result.testsRun
+    return {"passed": total - len(broken), "total": total, "failures": failures[:20]}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m agentrunner.envs.verify HIDDEN_DIR", file=sys.stderr)
+        return 2
+    outcome = run(argv[0], os.getcwd())
+    print(json.dumps(outcome, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

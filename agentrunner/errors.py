@@ -1,0 +1,113 @@
+"""The project's exception tree: every failure a user can meet, in one place.
+
+Foreign errors (sqlite3, httpx, provider SDKs, subprocess) are translated into these
+once, at the boundary where they happen; nothing else catches broadly.
+
+    AgentRunnerError
+    ├── UsageError            bad input from the user (unknown task, bad flag value)
+    ├── StoreError            the trace store cannot be used
+    │   ├── StoreCorruptError     not a SQLite file, or integrity check failed
+    │   ├── StoreSchemaError      written by a newer agentrunner
+    │   └── EpisodeNotFoundError  no such episode (or an ambiguous id prefix)
+    ├── EnvironmentFailure    the environment itself broke (not a tool error)
+    ├── ModelError            the model call failed
+    │   ├── ProviderConfigError   missing API key / unknown provider
+    │   ├── ProviderAuthError
+    │   ├── RateLimitError        (retryable)
+    │   ├── ProviderServerError   5xx, connection dropped (retryable)
+    │   ├── BadRequestError
+    │   ├── ContextOverflowError  the history no longer fits the model's window
+    │   └── IncompleteStreamError the stream ended without a finish reason
+    └── Cancelled             cooperative cancel (cancel_check, Ctrl-C, cancel request)
+"""
+
+from __future__ import annotations
+
+
+class AgentRunnerError(Exception):
+    """Base of every error agentrunner raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(AgentRunnerError):
+    """The user asked for something that cannot be done as asked."""
+
+    exit_code = 2
+
+
+class StoreError(AgentRunnerError):
+    """The trace store cannot be opened or used."""
+
+
+class StoreCorruptError(StoreError):
+    """The file is not a usable SQLite trace store."""
+
+
+class StoreSchemaError(StoreError):
+    """The store was written by a newer agentrunner; it is refused, never half-read."""
+
+
+class EpisodeNotFoundError(StoreError):
+    """No episode matches the given id or prefix (or more than one does)."""
+
+    exit_code = 2
+
+
+class EnvironmentFailure(AgentRunnerError):
+    """The environment broke (server died, workspace vanished); the episode is resumable."""
+
+
+class ModelError(AgentRunnerError):
+    """A model call failed."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class ProviderConfigError(ModelError):
+    """The provider cannot be used as configured (missing key, unknown provider)."""
+
+
+class ProviderAuthError(ModelError):
+    """The provider refused the credentials."""
+
+
+class RateLimitError(ModelError):
+    """The provider rate-limited the call."""
+
+    retryable = True
+
+
+class ProviderServerError(ModelError):
+    """The provider failed on its side or the connection broke."""
+
+    retryable = True
+
+
+class BadRequestError(ModelError):
+    """The provider rejected the request as malformed."""
+
+
+class ContextOverflowError(ModelError):
+    """The conversation no longer fits the model's context window."""
+
+
+class IncompleteStreamError(ModelError):
+    """The stream ended without a finish reason."""
+
+    retryable = True
+
+
+class Cancelled(AgentRunnerError):  # noqa: N818 - the name reads as the event it is
+    """The episode was cancelled cooperatively."""
+
+    exit_code = 130
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason

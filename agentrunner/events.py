@@ -1,0 +1,175 @@
+"""The event log's twelve kinds, as small tagged payload models in one discriminated union.
+
+The ``events`` table stores ``kind`` in its own column and the rest of the payload as JSON
+text; :func:`parse_payload` turns a row back into its typed model.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agentrunner.types import AgentUsage, Channel, OpaquePart
+
+EVENT_KINDS = (
+    "episode.start",
+    "model.request",
+    "model.chunk",
+    "model.response",
+    "usage",
+    "tool.call",
+    "tool.result",
+    "message",
+    "cancel",
+    "error",
+    "resume",
+    "episode.end",
+)
+
+STOP_REASON_STATUS = {
+    "done": "completed",
+    "max_turns": "completed",
+    "max_steps": "completed",
+    "cancelled": "cancelled",
+    "error": "failed",
+    "context_overflow": "failed",
+}
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class EpisodeStart(_Payload):
+    kind: Literal["episode.start"] = "episode.start"
+    task_id: str
+    seed: int
+    env: dict[str, Any]
+    model: dict[str, Any]
+    config: dict[str, Any]
+    version: str
+
+
+class ModelRequest(_Payload):
+    kind: Literal["model.request"] = "model.request"
+    call_id: str
+    tip_hash: str
+    tools_hash: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    provider: str
+    model: str
+
+
+class ModelChunk(_Payload):
+    kind: Literal["model.chunk"] = "model.chunk"
+    call_id: str
+    channel: Channel
+    index: int
+    text: str
+    tool_call_id: str | None = None
+
+
+class ModelResponse(_Payload):
+    kind: Literal["model.response"] = "model.response"
+    call_id: str
+    message_hash: str
+    stop_reason: str | None = None
+    provider_request_id: str | None = None
+    latency_s: float
+    refusal: str | None = None
+    opaque: tuple[OpaquePart, ...] = ()
+
+
+class Usage(AgentUsage):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: Literal["usage"] = "usage"
+    call_id: str
+
+
+class ToolCall(_Payload):
+    kind: Literal["tool.call"] = "tool.call"
+    call_id: str
+    name: str
+    arguments: str
+    parsed: dict[str, Any] | None = None
+    parse_error: str | None = None
+
+
+class ToolResult(_Payload):
+    kind: Literal["tool.result"] = "tool.result"
+    call_id: str
+    name: str
+    observation: str
+    reward: float | None = None
+    done: bool = False
+    error: str | None = None
+    duration_s: float = 0.0
+    message_hash: str
+    snapshot: str | None = None
+
+
+class MessageEvent(_Payload):
+    kind: Literal["message"] = "message"
+    role: str
+    message_hash: str
+    reason: str = "prompt"
+
+
+class Cancel(_Payload):
+    kind: Literal["cancel"] = "cancel"
+    where: Literal["generate", "tool", "between_turns"]
+    reason: str
+
+
+class Error(_Payload):
+    kind: Literal["error"] = "error"
+    where: str
+    type: str
+    message: str
+    retryable: bool = False
+    attempt: int = 1
+
+
+class Resume(_Payload):
+    kind: Literal["resume"] = "resume"
+    from_seq: int
+    env_restore: str
+    dangling: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class EpisodeEnd(_Payload):
+    kind: Literal["episode.end"] = "episode.end"
+    stop_reason: str
+    turns: int
+    total_reward: float
+    totals: dict[str, Any] = Field(default_factory=dict)
+
+
+EventPayload = Annotated[
+    EpisodeStart
+    | ModelRequest
+    | ModelChunk
+    | ModelResponse
+    | Usage
+    | ToolCall
+    | ToolResult
+    | MessageEvent
+    | Cancel
+    | Error
+    | Resume
+    | EpisodeEnd,
+    Field(discriminator="kind"),
+]
+
+_ADAPTER: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
+
+
+def parse_payload(kind: str, payload: dict[str, Any]) -> EventPayload:
+    """Validate a stored payload (without its ``kind``) into its typed model."""
+    return _ADAPTER.validate_python({**payload, "kind": kind})
+
+
+def status_for(stop_reason: str) -> str:
+    """The episode status an ``episode.end`` with this stop reason means."""
+    return STOP_REASON_STATUS.get(stop_reason, "failed")

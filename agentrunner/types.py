@@ -1,0 +1,128 @@
+"""Values that flow between models, the runner and environments (pure pydantic, no ids).
+
+Identity (message hashes, event seqs) belongs to the store; these are plain data.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Role = Literal["system", "user", "assistant", "tool"]
+Channel = Literal["reasoning", "text", "tool_args", "refusal"]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AgentToolCall(_Value):
+    """One tool call as the model wrote it.
+
+    ``arguments`` is kept as the raw string the model produced (a dict is accepted and
+    serialised), so malformed JSON is recorded exactly and reported back to the model.
+    """
+
+    call_id: str
+    name: str
+    arguments: str = "{}"
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _raw_arguments(cls, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a JSON object; raises ``ValueError`` with a readable reason."""
+        text = self.arguments.strip() or "{}"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+        return value
+
+
+class AgentUsage(_Value):
+    """Token usage of one model call, normalised across providers.
+
+    ``input_tokens`` includes cached tokens; ``cache_read_tokens`` / ``cache_write_tokens``
+    say how many of them were read from / written to the provider's prompt cache.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
+    price_source: str | None = None
+
+
+class OpaquePart(_Value):
+    """Provider-opaque data kept verbatim (thinking signatures, encrypted reasoning, ...)."""
+
+    provider: str
+    type: str
+    data: dict[str, Any]
+
+
+class Message(_Value):
+    """One message of the conversation, in a provider-neutral shape."""
+
+    role: Role
+    content: str = ""
+    reasoning: str | None = None
+    refusal: str | None = None
+    tool_calls: tuple[AgentToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    opaque: tuple[OpaquePart, ...] = ()
+
+
+class AgentTurn(_Value):
+    """What a model returns for one turn (the plain, provider-neutral form)."""
+
+    reasoning: str | None = None
+    message: str = ""
+    tool_calls: tuple[AgentToolCall, ...] = ()
+    usage: AgentUsage = Field(default_factory=AgentUsage)
+    provider: str | None = None
+    model: str | None = None
+    provider_request_id: str | None = None
+    stop_reason: str | None = None
+    refusal: str | None = None
+    opaque: tuple[OpaquePart, ...] = ()
+
+    def to_message(self) -> Message:
+        return Message(
+            role="assistant",
+            content=self.message,
+            reasoning=self.reasoning,
+            refusal=self.refusal,
+            tool_calls=self.tool_calls,
+            opaque=self.opaque,
+        )
+
+
+class ToolSpec(_Value):
+    """A tool offered to the model: name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}, "required": []}
+    )
+
+
+class Chunk(_Value):
+    """One streamed delta as it arrives from the model."""
+
+    channel: Channel
+    text: str
+    tool_call_id: str | None = None
