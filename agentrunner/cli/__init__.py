@@ -1,0 +1,1 @@
+"""The ``agentrunner`` command line."""

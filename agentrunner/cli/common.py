@@ -1,0 +1,66 @@
+"""What every subcommand shares: common options, opening the store, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from agentrunner.store import TraceStore, default_db_path
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """``--db``, ``--json`` and ``-v``: accepted by every subcommand."""
+    group = parser.add_argument_group("common options")
+    group.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="trace store file (default: $AGENTRUNNER_DB or traces/traces.db; "
+        "its folder is created when missing)",
+    )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (or array) on one line as the last line of stdout",
+    )
+    group.add_argument("-v", "--verbose", action="store_true", help="show more detail")
+
+
+def open_store(args: argparse.Namespace) -> TraceStore:
+    return TraceStore(args.db or default_db_path())
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def short_id(episode_id: str | None, width: int = 10) -> str:
+    return episode_id[:width] if episode_id else "-"
+
+
+def fmt_cost(cost: float | None) -> str:
+    return "-" if cost is None else f"${cost:.4f}"
+
+
+def fmt_tokens(tokens: dict[str, int]) -> str:
+    total = tokens.get("input", 0) + tokens.get("output", 0)
+    if total >= 1_000_000:
+        return f"{total / 1_000_000:.1f}M"
+    if total >= 10_000:
+        return f"{total / 1000:.0f}k"
+    return str(total)

@@ -1,0 +1,162 @@
+"""``agentrunner ls`` and ``agentrunner show``: read episodes back from the store."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.table import Table
+
+from agentrunner.cli.common import (
+    fmt_cost,
+    fmt_tokens,
+    open_store,
+    print_json,
+    short_id,
+    stderr_console,
+    stdout_console,
+)
+from agentrunner.cli.render import EventRenderer
+from agentrunner.store import EpisodeSummary, TraceStore
+
+STATUS_STYLE = {
+    "running": "bold blue",
+    "completed": "green",
+    "cancelled": "yellow",
+    "interrupted": "magenta",
+    "failed": "red",
+}
+FOLLOW_POLL_S = 0.25
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:  # type: ignore[type-arg]
+    ls = sub.add_parser(
+        "ls",
+        help="list episodes",
+        description="List episodes, newest first: id, parent, task, model, status, turns, "
+        "reward, tokens, cost and start time. Status is derived from the log and the "
+        "writer's liveness: a running episode whose process died shows as interrupted.",
+    )
+    ls.add_argument("--limit", type=int, default=50, metavar="N", help="at most N episodes (default 50, 0 = all)")
+    ls.add_argument("--status", choices=sorted(STATUS_STYLE), help="only episodes with this status")
+    show = sub.add_parser(
+        "show",
+        help="show one episode",
+        description="Show one episode: its summary and transcript. EP is an episode id or a "
+        "unique prefix of one.",
+    )
+    show.add_argument("episode", metavar="EP", help="episode id or unique prefix")
+    show.add_argument("--events", action="store_true", help="list the raw events (seq, turn, kind, payload)")
+    show.add_argument("--follow", action="store_true", help="tail a running episode until it ends")
+    return [ls, show]
+
+
+def _ls_rows(store: TraceStore, args: argparse.Namespace) -> list[EpisodeSummary]:
+    episodes = store.list_episodes(limit=None if args.status else (args.limit or None))
+    if args.status:
+        episodes = [e for e in episodes if e.status == args.status]
+        episodes = episodes[: args.limit] if args.limit else episodes
+    return episodes
+
+
+def ls(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    episodes = _ls_rows(store, args)
+    if args.json:
+        print_json([e.to_dict() for e in episodes])
+        return 0
+    if not episodes:
+        stderr_console().print(f"no episodes in {store.path}; start one with `agentrunner run`")
+        return 0
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("id", "parent", "task", "model", "status", "turns", "reward", "tokens", "cost", "started"):
+        table.add_column(col, justify="right" if col in ("turns", "reward", "tokens", "cost") else "left")
+    for e in episodes:
+        parent = "-" if e.parent_episode_id is None else f"{short_id(e.parent_episode_id, 8)}@{e.fork_seq}"
+        table.add_row(
+            short_id(e.episode_id),
+            parent,
+            e.task_id,
+            str(e.model.get("spec", "?")),
+            f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
+            str(e.turns),
+            f"{e.total_reward:g}",
+            fmt_tokens(e.tokens),
+            fmt_cost(e.cost_usd),
+            e.created_at[:19].replace("T", " "),
+        )
+    stdout_console().print(table)
+    return 0
+
+
+def _print_summary(e: EpisodeSummary) -> None:
+    out = stdout_console()
+    lines = [
+        f"[bold]episode[/] {e.episode_id}",
+        f"  task      {e.task_id} (seed {e.seed})",
+        f"  model     {e.model.get('spec', '?')}",
+        f"  env       {e.env.get('kind', '?')}",
+        f"  status    [{STATUS_STYLE.get(e.status, '')}]{e.status}[/]"
+        + (f" ({e.stop_reason})" if e.stop_reason else ""),
+        f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",
+        f"  reward    {e.total_reward:g}",
+        f"  tokens    {e.tokens.get('input', 0)} in · {e.tokens.get('output', 0)} out · cost {fmt_cost(e.cost_usd)}",
+        f"  started   {e.created_at}",
+    ]
+    if e.parent_episode_id:
+        lines.append(f"  parent    {e.parent_episode_id} at seq {e.fork_seq}")
+    for line in lines:
+        out.print(line)
+
+
+def show(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    summary = store.episode(args.episode)
+    episode_id = summary.episode_id
+    if args.follow:
+        return _follow(store, episode_id, args)
+    if args.json:
+        value = summary.to_dict()
+        if args.events:
+            value["events"] = [row.to_dict() for row in store.iter_events(episode_id)]
+        print_json(value)
+        return 0
+    _print_summary(summary)
+    out = stdout_console()
+    if args.events:
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("seq", "att", "turn", "kind", "ts", "payload"):
+            table.add_column(col, overflow="fold" if col == "payload" else "ellipsis")
+        for row in store.iter_events(episode_id):
+            payload = row.payload_json if args.verbose else row.payload_json[:120]
+            table.add_row(str(row.seq), str(row.attempt), str(row.turn), row.kind, row.ts[11:23], payload)
+        out.print(table)
+        return 0
+    out.print()
+    renderer = EventRenderer(out, verbose=args.verbose)
+    for row in store.iter_events(episode_id):
+        renderer(row.seq, row.turn, row.typed())
+    return 0
+
+
+def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int:
+    console = stderr_console() if args.json else stdout_console()
+    renderer = EventRenderer(console, verbose=args.verbose)
+    after = 0
+    segments = store.segments(episode_id)
+    while True:
+        batch = store.events(episode_id, after_seq=after, limit=500, segments=segments)
+        for row in batch:
+            renderer(row.seq, row.turn, row.typed())
+            after = row.seq
+        if len(batch) == 500:
+            continue
+        summary = store.episode(episode_id)
+        if summary.status != "running" and summary.last_seq <= after:
+            break
+        time.sleep(FOLLOW_POLL_S)
+    if args.json:
+        print_json(summary.to_dict())
+    else:
+        console.print(f"[bold]{summary.status}[/] · reward {summary.total_reward:g}")
+    return 0

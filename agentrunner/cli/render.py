@@ -1,0 +1,130 @@
+"""Human-readable rendering of events: the live view of ``run``, ``show`` and ``--follow``.
+
+Reasoning is dimmed, assistant text plain, tool calls and results highlighted, usage and
+errors on their own lines. Output goes to a ``rich`` console (stderr for live views).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.markup import escape
+
+from agentrunner import events as ev
+
+MAX_OBS_LINES = 12
+
+
+def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160) -> str:
+    if parsed is None:
+        text = arguments
+    else:
+        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class EventRenderer:
+    """Renders typed event payloads one at a time, as they are recorded."""
+
+    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+        self.console = console
+        self.verbose = verbose
+        self._open_channel: str | None = None
+
+    def _close_stream(self) -> None:
+        if self._open_channel is not None:
+            self.console.print()
+            self._open_channel = None
+
+    def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
+        handler = getattr(self, "_" + payload.kind.replace(".", "_"), None)  # type: ignore[attr-defined]
+        if handler is not None:
+            handler(turn, payload)
+
+    def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
+        model = p.model.get("spec", "?")
+        self.console.print(
+            f"[bold]episode[/] task [cyan]{escape(p.task_id)}[/] · seed {p.seed} · model "
+            f"[cyan]{escape(str(model))}[/] · env {escape(str(p.env.get('kind', '?')))}"
+        )
+
+    def _message(self, turn: int, p: ev.MessageEvent) -> None:
+        self._close_stream()
+        label = {"system": "system prompt", "prompt": "task", "continue": "continue"}.get(
+            p.reason, p.reason
+        )
+        self.console.print(f"[magenta]» {escape(label)}[/] [dim]({p.role})[/]")
+
+    def _model_request(self, turn: int, p: ev.ModelRequest) -> None:
+        self._close_stream()
+        self.console.rule(f"[bold]turn {turn}[/] · {escape(p.provider)}:{escape(p.model)}", style="dim")
+
+    def _model_chunk(self, turn: int, p: ev.ModelChunk) -> None:
+        if p.channel == "tool_args":
+            return
+        if self._open_channel != p.channel:
+            self._close_stream()
+            self._open_channel = p.channel
+            if p.channel == "reasoning":
+                self.console.print("[dim italic]thinking:[/] ", end="")
+        style = {"reasoning": "dim italic", "refusal": "bold red"}.get(p.channel, "")
+        text = escape(p.text)
+        self.console.print(f"[{style}]{text}[/]" if style else text, end="", soft_wrap=True)
+
+    def _model_response(self, turn: int, p: ev.ModelResponse) -> None:
+        self._close_stream()
+        if p.refusal:
+            self.console.print(f"[bold red]refusal:[/] {escape(p.refusal)}")
+        if p.stop_reason in (None, "incomplete"):
+            self.console.print("[yellow]stream ended without a finish reason[/]")
+
+    def _usage(self, turn: int, p: ev.Usage) -> None:
+        cost = "?" if p.cost_usd is None else f"${p.cost_usd:.4f}"
+        self.console.print(
+            f"[dim]  usage: {p.input_tokens} in · {p.output_tokens} out"
+            f" · {p.reasoning_tokens} reasoning · {cost}[/]"
+        )
+
+    def _tool_call(self, turn: int, p: ev.ToolCall) -> None:
+        self._close_stream()
+        args = _short_args(p.arguments, p.parsed)
+        self.console.print(f"[bold cyan]▶ {escape(p.name)}[/]([cyan]{escape(args)}[/])")
+
+    def _tool_result(self, turn: int, p: ev.ToolResult) -> None:
+        lines = p.observation.splitlines() or [""]
+        shown = lines if self.verbose else lines[:MAX_OBS_LINES]
+        style = "red" if p.error else "green"
+        for line in shown:
+            self.console.print(f"  [{style}]│[/] {escape(line)}", soft_wrap=True)
+        if len(shown) < len(lines):
+            self.console.print(f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]")
+        extra = []
+        if p.reward is not None:
+            extra.append(f"reward {p.reward:g}")
+        if p.done:
+            extra.append("done")
+        if extra:
+            self.console.print(f"  [bold green]{' · '.join(extra)}[/]")
+
+    def _cancel(self, turn: int, p: ev.Cancel) -> None:
+        self._close_stream()
+        self.console.print(f"[bold yellow]cancelled[/] during {p.where}: {escape(p.reason)}")
+
+    def _error(self, turn: int, p: ev.Error) -> None:
+        self._close_stream()
+        retry = " (retryable)" if p.retryable else ""
+        self.console.print(f"[bold red]error[/] in {escape(p.where)}: {escape(p.type)}: {escape(p.message)}{retry}")
+
+    def _resume(self, turn: int, p: ev.Resume) -> None:
+        self._close_stream()
+        self.console.print(f"[bold magenta]resumed[/] from seq {p.from_seq} ({escape(p.env_restore)})")
+
+    def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
+        self._close_stream()
+        self.console.print(
+            f"[bold]end[/]: {escape(p.stop_reason)} after {p.turns} turns · reward "
+            f"[bold]{p.total_reward:g}[/]"
+        )

@@ -1,0 +1,37 @@
+"""``agentrunner tasks``: the bundled (or given) tasks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.table import Table
+
+from agentrunner.cli.common import print_json, stdout_console
+from agentrunner.envs.tasks import load_tasks
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "tasks",
+        help="list tasks",
+        description="List the bundled tasks (or those of a tasks.json file) with difficulty, "
+        "split, horizon (max_steps) and reward mode.",
+    )
+    p.add_argument("--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)")
+    p.add_argument("--split", help="only tasks of this split (train, test, ...)")
+    return p
+
+
+def tasks(args: argparse.Namespace) -> int:
+    selected = [t for t in load_tasks(args.tasks) if not args.split or t.split == args.split]
+    if args.json:
+        print_json([t.summary() for t in selected])
+        return 0
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("task", "difficulty", "split", "max_steps", "reward", "prompt"):
+        table.add_column(col, overflow="ellipsis", no_wrap=col == "prompt", max_width=60 if col == "prompt" else None)
+    for t in selected:
+        table.add_row(t.task_id, t.difficulty, t.split, str(t.max_steps), t.reward_mode, t.prompt)
+    stdout_console().print(table)
+    return 0

@@ -1,0 +1,95 @@
+"""Ctrl-C and cross-thread cancel delivered at safe points.
+
+While a run is active on the main thread, SIGINT raises ``KeyboardInterrupt`` as usual,
+except inside a :func:`critical` section (a store append), where it is deferred to the end
+of the section, so an event is either fully committed and counted or not written at all.
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+_local = threading.local()
+
+
+class _Critical:
+    """Context manager marking a section where KeyboardInterrupt must not land."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _local.depth = getattr(_local, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _local.depth -= 1
+        if _local.depth == 0 and getattr(_local, "pending", None):
+            reason = _local.pending
+            _local.pending = None
+            raise KeyboardInterrupt(reason)
+
+
+critical = _Critical()
+
+
+class _Suppressed:
+    """Context manager: while finishing a cancel, further interrupts are ignored."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _local.suppressed = True
+
+    def __exit__(self, *exc: object) -> None:
+        _local.suppressed = False
+
+
+suppressed = _Suppressed()
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    reason = getattr(_local, "reason", None) or "SIGINT"
+    _local.reason = None
+    if getattr(_local, "suppressed", False):
+        return
+    if getattr(_local, "depth", 0) > 0:
+        _local.pending = reason
+        return
+    raise KeyboardInterrupt(reason)
+
+
+def interrupt_main(reason: str) -> None:
+    """From another thread: interrupt the main thread as Ctrl-C would, with a reason."""
+    _main_local_reason[0] = reason
+    _thread.interrupt_main(signal.SIGINT)
+
+
+_main_local_reason: list[str | None] = [None]
+
+
+def _main_handler(signum: int, frame: FrameType | None) -> None:
+    if _main_local_reason[0] is not None:
+        _local.reason = _main_local_reason[0]
+        _main_local_reason[0] = None
+    _handler(signum, frame)
+
+
+@contextmanager
+def sigint_guard() -> Iterator[bool]:
+    """Install the deferring SIGINT handler for the duration (main thread only).
+
+    Yields whether it was installed; off the main thread nothing changes and cancellation
+    is cooperative only.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    previous = signal.signal(signal.SIGINT, _main_handler)
+    try:
+        yield True
+    finally:
+        signal.signal(signal.SIGINT, previous)

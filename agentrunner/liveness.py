@@ -1,0 +1,64 @@
+"""The writer's heartbeat thread: refreshes the lease and watches for cancel requests.
+
+Every second it refreshes the episode's heartbeat in the control table and checks for a
+cancel request from another process (or the caller's ``cancel_check``). A request is
+remembered for the runner's cooperative checks and, when the run owns the main thread,
+also delivered as an interrupt so that a blocking model call or tool step stops at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from agentrunner import interrupts
+from agentrunner.store import TraceStore
+from agentrunner.store.control import HEARTBEAT_INTERVAL_S
+
+
+class Heartbeat:
+    """Background lease refresher and cancel watcher for one episode."""
+
+    def __init__(
+        self,
+        store: TraceStore,
+        episode_id: str,
+        cancel_check: Callable[[], bool] | None,
+        *,
+        interrupt_main: bool,
+        interval_s: float = HEARTBEAT_INTERVAL_S,
+    ) -> None:
+        self._store = store
+        self._episode_id = episode_id
+        self._cancel_check = cancel_check
+        self._interrupt_main = interrupt_main
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agentrunner-heartbeat", daemon=True)
+        self._reason: str | None = None
+        self._delivered = False
+
+    def reason(self) -> str | None:
+        """The pending cancel reason (polled by the runner between steps and chunks)."""
+        if self._reason is None and self._cancel_check is not None and self._cancel_check():
+            self._reason = "cancel_check"
+        return self._reason
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            requested = self._store.heartbeat(self._episode_id)
+            if self._reason is None and requested is not None:
+                self._reason = f"cancel request: {requested}"
+            if self._reason is None and self._cancel_check is not None and self._cancel_check():
+                self._reason = "cancel_check"
+            if self._reason is not None and self._interrupt_main and not self._delivered:
+                self._delivered = True
+                interrupts.interrupt_main(self._reason)

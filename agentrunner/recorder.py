@@ -1,0 +1,200 @@
+"""``Recorder``: turns what happens in one episode into appended events.
+
+It owns the episode's writer, the message chain's tip and the running totals, and tells an
+optional observer about every event it commits (the CLI's live view, the TUI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentrunner import events as ev
+from agentrunner.redaction import redact
+from agentrunner.store import EpisodeWriter, TraceStore
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
+
+Observer = Callable[[int, int, BaseModel], None]
+
+
+class Totals:
+    """Running totals over an episode's history."""
+
+    def __init__(self) -> None:
+        self.reward = 0.0
+        self.tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
+        self.cost_usd: float | None = None
+
+    def add_usage(self, usage: AgentUsage) -> None:
+        self.tokens["input"] += usage.input_tokens
+        self.tokens["output"] += usage.output_tokens
+        self.tokens["cache_read"] += usage.cache_read_tokens
+        self.tokens["cache_write"] += usage.cache_write_tokens
+        self.tokens["reasoning"] += usage.reasoning_tokens
+        if usage.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + usage.cost_usd
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tokens": dict(self.tokens), "cost_usd": self.cost_usd, "reward": self.reward}
+
+
+class Recorder:
+    """Appends one episode's events; keeps the chain tip and totals."""
+
+    def __init__(
+        self,
+        store: TraceStore,
+        writer: EpisodeWriter,
+        *,
+        secrets: dict[str, str],
+        tip: str | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.store = store
+        self.writer = writer
+        self.secrets = secrets
+        self.tip = tip
+        self.messages: list[Message] = []
+        self.totals = Totals()
+        self.observer = observer
+        self.turn = 0
+        self._chunk_index = 0
+
+    @property
+    def episode_id(self) -> str:
+        return self.writer.episode_id
+
+    def _append(self, payload: BaseModel) -> int:
+        seq = self.writer.append(self.turn, payload)
+        if self.observer is not None:
+            self.observer(seq, self.turn, payload)
+        return seq
+
+    def _extend_chain(self, message: Message) -> str:
+        self.tip = self.store.put_message(self.tip, message)
+        self.messages.append(message)
+        return self.tip
+
+    # -- events, in the order an episode produces them
+
+    def start(self, **fields: Any) -> None:
+        self._append(ev.EpisodeStart(**fields))
+
+    def message(self, message: Message, reason: str) -> None:
+        digest = self._extend_chain(message)
+        self._append(ev.MessageEvent(role=message.role, message_hash=digest, reason=reason))
+
+    def request(self, call_id: str, tools_hash: str, provider: str, model: str, params: dict[str, Any]) -> None:
+        self._chunk_index = 0
+        assert self.tip is not None, "a model request needs at least one message"
+        self._append(
+            ev.ModelRequest(
+                call_id=call_id,
+                tip_hash=self.tip,
+                tools_hash=tools_hash,
+                params=params,
+                provider=provider,
+                model=model,
+            )
+        )
+
+    def chunk(self, call_id: str, chunk: Chunk) -> None:
+        self._append(
+            ev.ModelChunk(
+                call_id=call_id,
+                channel=chunk.channel,
+                index=self._chunk_index,
+                text=chunk.text,
+                tool_call_id=chunk.tool_call_id,
+            )
+        )
+        self._chunk_index += 1
+
+    def response(self, call_id: str, turn: AgentTurn, latency_s: float) -> Message:
+        message = turn.to_message()
+        digest = self._extend_chain(message)
+        self._append(
+            ev.ModelResponse(
+                call_id=call_id,
+                message_hash=digest,
+                stop_reason=turn.stop_reason,
+                provider_request_id=turn.provider_request_id,
+                latency_s=round(latency_s, 6),
+                refusal=turn.refusal,
+                opaque=turn.opaque,
+            )
+        )
+        self.totals.add_usage(turn.usage)
+        self._append(ev.Usage(call_id=call_id, **turn.usage.model_dump()))
+        return message
+
+    def tool_call(self, call: AgentToolCall, parsed: dict[str, Any] | None, error: str | None) -> None:
+        self._append(
+            ev.ToolCall(
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                parsed=parsed,
+                parse_error=error,
+            )
+        )
+
+    def tool_result(
+        self,
+        call: AgentToolCall,
+        observation: str,
+        *,
+        reward: float | None = None,
+        done: bool = False,
+        error: str | None = None,
+        duration_s: float = 0.0,
+        snapshot: str | None = None,
+    ) -> str:
+        """Record a result and its tool message; return the observation as recorded."""
+        observation = redact(observation, self.secrets)
+        message = Message(
+            role="tool", content=observation, tool_call_id=call.call_id, name=call.name
+        )
+        digest = self._extend_chain(message)
+        if reward is not None:
+            self.totals.reward += reward
+        self._append(
+            ev.ToolResult(
+                call_id=call.call_id,
+                name=call.name,
+                observation=observation,
+                reward=reward,
+                done=done,
+                error=redact(error, self.secrets) if error else None,
+                duration_s=round(duration_s, 6),
+                message_hash=digest,
+                snapshot=snapshot,
+            )
+        )
+        return observation
+
+    def cancel(self, where: str, reason: str) -> None:
+        self._append(ev.Cancel(where=where, reason=reason))  # type: ignore[arg-type]
+
+    def error(self, where: str, exc: BaseException, *, retryable: bool = False, attempt: int = 1) -> None:
+        self._append(
+            ev.Error(
+                where=where,
+                type=type(exc).__name__,
+                message=redact(str(exc), self.secrets) or type(exc).__name__,
+                retryable=retryable,
+                attempt=attempt,
+            )
+        )
+
+    def end(self, stop_reason: str, turns: int) -> None:
+        self._append(
+            ev.EpisodeEnd(
+                stop_reason=stop_reason,
+                turns=turns,
+                total_reward=self.totals.reward,
+                totals=self.totals.as_dict(),
+            )
+        )

@@ -1,0 +1,326 @@
+"""The turn-based runner: drives one episode of a model against an environment.
+
+Model turns and environment steps are separate: each turn is one model call; each tool call
+the model makes is one environment step. Everything is recorded before it is acted on
+(``model.request`` before the call, ``tool.call`` before the step) and as it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrunner import __version__, interrupts
+from agentrunner.environment import Environment, ResetResult, ToolAction
+from agentrunner.errors import (
+    Cancelled,
+    ContextOverflowError,
+    EnvironmentFailure,
+    ModelError,
+    UsageError,
+)
+from agentrunner.events import status_for
+from agentrunner.liveness import Heartbeat
+from agentrunner.model import AgentContext, Model, as_model
+from agentrunner.recorder import Observer, Recorder
+from agentrunner.redaction import known_secrets
+from agentrunner.store import TraceStore
+from agentrunner.types import AgentToolCall, AgentTurn, Message
+
+MAX_TURNS_LIMIT = 500
+CONTINUE_PROMPT = (
+    "You did not call a tool. Continue working on the task: call one of the tools, "
+    "or call submit() when you are done."
+)
+
+
+class RunConfig(BaseModel):
+    """Runner settings recorded in ``episode.start``. ``max_turns`` is the only limit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_turns: int = Field(default=100, ge=1, le=MAX_TURNS_LIMIT)
+    continue_prompt: str = CONTINUE_PROMPT
+
+
+@dataclass
+class Rollout:
+    """The outcome of one episode run."""
+
+    episode_id: str
+    stop_reason: str
+    status: str
+    turns_completed: int
+    total_reward: float
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "turns": self.turns_completed,
+            "total_reward": self.total_reward,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
+class _EpisodeRun:
+    """One run of the loop for an episode whose start and prompt are already recorded."""
+
+    def __init__(
+        self,
+        env: Environment,
+        model: Model,
+        rec: Recorder,
+        reset: ResetResult,
+        config: RunConfig,
+        task_id: str,
+        seed: int,
+        first_turn: int,
+    ) -> None:
+        self.env, self.model, self.rec, self.config = env, model, rec, config
+        self.reset, self.task_id, self.seed = reset, task_id, seed
+        self.turn = first_turn - 1
+        self.first_turn = first_turn
+        self.tools_hash = rec.store.put_tools(reset.tools)
+        self.tool_names = {t.name for t in reset.tools}
+        self.phase = "between_turns"
+        self.cancel_reason: Callable[[], str | None] = lambda: None
+        self.observation: str | None = None
+
+    def loop(self) -> str:
+        """Run turns until a stop reason; return it."""
+        while self.turn < self.config.max_turns:
+            self._check_cancel("between_turns")
+            self.turn += 1
+            self.rec.turn = self.turn
+            turn = self._generate()
+            if turn.tool_calls:
+                stop = self._run_tools(turn.tool_calls)
+                if stop is not None:
+                    return stop
+            else:
+                self.rec.message(
+                    Message(role="user", content=self.config.continue_prompt), "continue"
+                )
+        return "max_turns"
+
+    def _check_cancel(self, where: str) -> None:
+        self.phase = where
+        reason = self.cancel_reason()
+        if reason is not None:
+            raise Cancelled(reason)
+
+    def _generate(self) -> AgentTurn:
+        self.phase = "generate"
+        call_id = f"call-{self.turn}-{self.rec.writer.attempt}"
+        params = dict(getattr(self.model, "params", {}) or {})
+        self.rec.request(call_id, self.tools_hash, self.model.provider, self.model.model, params)
+        context = AgentContext(
+            messages=list(self.rec.messages),
+            tools=list(self.reset.tools),
+            turn=self.turn,
+            task_id=self.task_id,
+            seed=self.seed,
+            observation=self.observation,
+            params=params,
+            on_chunk=lambda chunk: self.rec.chunk(call_id, chunk),
+            cancel_reason=self.cancel_reason,
+        )
+        started = time.monotonic()
+        turn = self.model(context)
+        if not isinstance(turn, AgentTurn):
+            raise TypeError(f"model_fn must return an AgentTurn, got {type(turn).__name__}")
+        self.rec.response(call_id, turn, time.monotonic() - started)
+        return turn
+
+    def _run_tools(self, calls: tuple[AgentToolCall, ...]) -> str | None:
+        stop: str | None = None
+        for call in calls:
+            if stop is None:
+                self._check_cancel("tool")
+            stop = self._run_tool(call, skip=stop is not None) or stop
+        return stop
+
+    def _run_tool(self, call: AgentToolCall, *, skip: bool) -> str | None:
+        parsed: dict[str, Any] | None = None
+        problem: str | None = None
+        try:
+            parsed = call.parsed_arguments()
+        except ValueError as exc:
+            problem = str(exc)
+        self.rec.tool_call(call, parsed, problem)
+        if skip:
+            self.rec.tool_result(call, "not run: the episode already ended", error="not run")
+            return None
+        if call.name not in self.tool_names:
+            known = ", ".join(sorted(self.tool_names))
+            problem = f"unknown tool {call.name!r}; available tools: {known}"
+        if problem is not None or parsed is None:
+            text = f"error: {problem}"
+            self.observation = self.rec.tool_result(call, text, error=problem)
+            return None
+        started = time.monotonic()
+        result = self.env.step(ToolAction(name=call.name, arguments=parsed))
+        self.observation = self.rec.tool_result(
+            call,
+            result.observation,
+            reward=result.reward,
+            done=result.done,
+            error=result.error,
+            duration_s=time.monotonic() - started,
+            snapshot=result.snapshot,
+        )
+        if result.truncated:
+            return "max_steps"
+        return "done" if result.done else None
+
+
+def _model_spec(model: Model) -> dict[str, Any]:
+    spec = getattr(model, "spec", None)
+    return dict(spec()) if callable(spec) else {"spec": f"{model.provider}:{model.model}"}
+
+
+def run_agent_episode(
+    *,
+    env: Environment,
+    task_id: str,
+    model_fn: Callable[[AgentContext], AgentTurn],
+    store: TraceStore,
+    seed: int = 0,
+    max_turns: int = 100,
+    cancel_check: Callable[[], bool] | None = None,
+    observer: Observer | None = None,
+    config: RunConfig | None = None,
+) -> Rollout:
+    """Run one episode to its end (or cancel), recording everything in ``store``.
+
+    ``model_fn(context) -> AgentTurn`` may be a plain function or a streaming adapter from
+    ``providers``. ``max_turns`` (at most 500) is the only runner limit. ``cancel_check``
+    is polled between turns, between tool calls and on every streamed chunk; Ctrl-C cancels
+    too. Both record a ``cancel`` event and end the episode as ``cancelled``.
+    """
+    if not 1 <= max_turns <= MAX_TURNS_LIMIT:
+        raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
+    cfg = config or RunConfig(max_turns=max_turns)
+    model = as_model(model_fn)
+    model_spec = _model_spec(model)
+    reset = env.reset(task_id, seed)
+    episode_id = store.create_episode(
+        task_id=task_id, seed=seed, env=env.spec(), model=model_spec
+    )
+    store.claim_writer(episode_id)
+    rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
+    rec.start(
+        task_id=task_id,
+        seed=seed,
+        env=env.spec(),
+        model=model_spec,
+        config=cfg.model_dump(),
+        version=__version__,
+        max_steps=reset.max_steps,
+    )
+    if reset.system:
+        rec.message(Message(role="system", content=reset.system), "system")
+    rec.message(Message(role="user", content=reset.prompt), "prompt")
+    run = _EpisodeRun(env, model, rec, reset, cfg, task_id, seed, first_turn=1)
+    return drive(run, store, episode_id, cancel_check)
+
+
+def drive(
+    run: _EpisodeRun,
+    store: TraceStore,
+    episode_id: str,
+    cancel_check: Callable[[], bool] | None,
+) -> Rollout:
+    """Run the loop with heartbeat, Ctrl-C handling and the episode's ending recorded."""
+    rec = run.rec
+    error: str | None = None
+    with interrupts.sigint_guard() as on_main:
+        heartbeat = Heartbeat(store, episode_id, cancel_check, interrupt_main=on_main)
+        run.cancel_reason = heartbeat.reason
+        try:
+            with heartbeat:
+                try:
+                    stop = run.loop()
+                except (KeyboardInterrupt, Cancelled) as exc:
+                    with interrupts.suppressed:
+                        reason = str(exc.args[0]) if exc.args else "SIGINT"
+                        rec.cancel(run.phase, reason)
+                        stop = "cancelled"
+                except ContextOverflowError as exc:
+                    with interrupts.suppressed:
+                        rec.error(run.phase, exc, retryable=False)
+                        stop, error = "context_overflow", str(exc)
+                except ModelError as exc:
+                    with interrupts.suppressed:
+                        rec.error(run.phase, exc, retryable=exc.retryable)
+                        stop, error = "error", str(exc)
+                except EnvironmentFailure as exc:
+                    with interrupts.suppressed:
+                        rec.error(run.phase, exc, retryable=True)
+                    store.release_writer(episode_id)
+                    return _rollout(run, "interrupted", "interrupted", str(exc))
+                except Exception as exc:  # record the crash, leave the episode resumable
+                    with interrupts.suppressed:
+                        rec.error(run.phase, exc, retryable=False)
+                    raise
+                with interrupts.suppressed:
+                    rec.end(stop, run.turn)
+        finally:
+            store.release_writer(episode_id)
+    return _rollout(run, stop, status_for(stop), error)
+
+
+def _rollout(run: _EpisodeRun, stop: str, status: str, error: str | None) -> Rollout:
+    totals = run.rec.totals
+    return Rollout(
+        episode_id=run.rec.episode_id,
+        stop_reason=stop,
+        status=status,
+        turns_completed=run.turn,
+        total_reward=totals.reward,
+        tokens=dict(totals.tokens),
+        cost_usd=totals.cost_usd,
+        error=error,
+    )
+
+
+async def arun_agent_episode(**kwargs: Any) -> Rollout:
+    """Async twin of :func:`run_agent_episode`; ``model_fn`` may be a coroutine function.
+
+    The episode runs in a worker thread; an async ``model_fn`` runs on the caller's loop.
+    Cancelling the awaiting task cancels the episode cooperatively.
+    """
+    loop = asyncio.get_running_loop()
+    model_fn = kwargs["model_fn"]
+    if inspect.iscoroutinefunction(model_fn) or inspect.iscoroutinefunction(
+        getattr(model_fn, "__call__", None)  # noqa: B004
+    ):
+        async_fn = model_fn
+
+        def sync_fn(context: AgentContext) -> AgentTurn:
+            result: AgentTurn = asyncio.run_coroutine_threadsafe(async_fn(context), loop).result()
+            return result
+
+        sync_fn.__name__ = getattr(model_fn, "__name__", "async_model")
+        kwargs["model_fn"] = sync_fn
+    stop = threading.Event()
+    user_check = kwargs.get("cancel_check")
+    kwargs["cancel_check"] = lambda: stop.is_set() or bool(user_check and user_check())
+    try:
+        return await asyncio.to_thread(lambda: run_agent_episode(**kwargs))
+    except asyncio.CancelledError:
+        stop.set()
+        raise

@@ -1,0 +1,119 @@
+"""Opening a trace store file: validation, pragmas, migrations, one connection per thread."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Literal
+
+from sqlite_utils import Database
+
+from agentrunner.errors import StoreCorruptError, StoreError, StoreSchemaError
+from agentrunner.store.schema import KNOWN_MIGRATIONS, MIGRATION_SET, migrations
+
+Synchronous = Literal["NORMAL", "FULL"]
+BUSY_TIMEOUT_S = 30.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a trace store file")
+    with path.open("rb") as fh:
+        head = fh.read(16)
+    if head != _SQLITE_MAGIC:
+        raise StoreCorruptError(f"{path} is not a SQLite database (is it the right --db path?)")
+
+
+class Connections:
+    """Per-thread SQLite connections to one store file, opened with the store's pragmas."""
+
+    def __init__(self, path: Path, synchronous: Synchronous = "NORMAL") -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"{self.path}: could not switch the store to WAL mode ({mode})")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(f"{self.path}: cannot open trace store: {exc}") from None
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a newer-schema store; apply pending migrations under an exclusive write lock."""
+    db = Database(conn, execute_plugins=False)
+    try:
+        applied = [m.name for m in migrations.applied(db)]
+        unknown = [name for name in applied if name not in KNOWN_MIGRATIONS]
+        if unknown:
+            raise StoreSchemaError(
+                f"{path} was written by a newer agentrunner (unknown schema migration "
+                f"{unknown[0]!r} in set {MIGRATION_SET!r}); upgrade agentrunner to read it"
+            )
+        if not migrations.pending(db):
+            return
+        _check_foreign_tables(db, path, applied)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            migrations.apply(db)  # re-checks pending inside the lock; savepoints nest
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorruptError(f"{path}: cannot read the store's schema: {exc}") from None
+
+
+def _check_foreign_tables(db: Database, path: Path, applied: list[str]) -> None:
+    if applied:
+        return
+    foreign = [t for t in db.table_names() if t not in ("_sqlite_migrations",)]
+    if foreign:
+        raise StoreError(
+            f"{path} is a SQLite database but not an agentrunner trace store "
+            f"(it has tables {', '.join(sorted(foreign)[:5])}); pick another --db path"
+        )
+
+
+def open_connections(path: Path, synchronous: Synchronous = "NORMAL") -> Connections:
+    """Validate ``path`` and return its connection pool, with the schema up to date."""
+    if synchronous not in ("NORMAL", "FULL"):
+        raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the store's folder {path.parent}: {exc}") from None
+    _check_file(path)
+    conns = Connections(path, synchronous)
+    migrate(conns.get(), path)
+    return conns

@@ -1,0 +1,101 @@
+"""The store's schema, as named, append-only migrations (sqlite-utils ``Migrations``).
+
+A migration, once released, is never edited or removed; changes are new migrations appended
+at the end. A store that has applied a migration this code does not know was written by a
+newer agentrunner and is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+from agentrunner.events import EVENT_KINDS
+
+MIGRATION_SET = "agentrunner"
+migrations = Migrations(MIGRATION_SET)
+KNOWN_MIGRATIONS: list[str] = []
+
+
+def _migration(fn: Callable[[Database], None]) -> Callable[[Database], None]:
+    migrations(name=fn.__name__)(fn)
+    KNOWN_MIGRATIONS.append(fn.__name__)
+    return fn
+
+
+_KINDS_SQL = ", ".join(f"'{k}'" for k in EVENT_KINDS)
+
+_INITIAL = (
+    """
+    CREATE TABLE episodes (
+        id TEXT PRIMARY KEY,
+        parent_episode_id TEXT REFERENCES episodes(id),
+        fork_seq INTEGER,
+        task_id TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        env TEXT NOT NULL CHECK (json_valid(env)),
+        model TEXT NOT NULL CHECK (json_valid(model)),
+        CHECK ((parent_episode_id IS NULL) = (fork_seq IS NULL))
+    )
+    """,
+    "CREATE INDEX episodes_parent ON episodes(parent_episode_id)",
+    f"""
+    CREATE TABLE events (
+        episode_id TEXT NOT NULL REFERENCES episodes(id),
+        seq INTEGER NOT NULL CHECK (seq >= 1),
+        attempt INTEGER NOT NULL CHECK (attempt >= 1),
+        turn INTEGER NOT NULL CHECK (turn >= 0),
+        kind TEXT NOT NULL CHECK (kind IN ({_KINDS_SQL})),
+        ts TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (episode_id, seq)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX events_kind ON events(episode_id, kind, seq)",
+    # Explicit removal permits: a DELETE on events is refused unless `agentrunner rm`
+    # (which checks fork lineage) has written a permit for that episode first.
+    "CREATE TABLE removals (episode_id TEXT PRIMARY KEY, requested_at TEXT NOT NULL)",
+    """
+    CREATE TRIGGER events_refuse_update BEFORE UPDATE ON events
+    BEGIN
+        SELECT RAISE(ABORT, 'events are append-only: UPDATE is refused');
+    END
+    """,
+    """
+    CREATE TRIGGER events_refuse_delete BEFORE DELETE ON events
+    WHEN NOT EXISTS (SELECT 1 FROM removals WHERE episode_id = OLD.episode_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'events are append-only: DELETE is refused (use agentrunner rm)');
+    END
+    """,
+    """
+    CREATE TABLE messages (
+        hash TEXT PRIMARY KEY,
+        parent_hash TEXT,
+        message TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+    "CREATE TABLE tools (hash TEXT PRIMARY KEY, tools TEXT NOT NULL) WITHOUT ROWID",
+    # The only rows updated in place: writer heartbeats and cancel requests.
+    """
+    CREATE TABLE control (
+        episode_id TEXT PRIMARY KEY REFERENCES episodes(id),
+        writer_pid INTEGER,
+        writer_host TEXT,
+        writer_started TEXT,
+        heartbeat_at REAL,
+        cancel_requested_at TEXT,
+        cancel_reason TEXT
+    )
+    """,
+)
+
+
+@_migration
+def m001_initial(db: Database) -> None:
+    """Episodes, the append-only event log, content-addressed messages and tools, control."""
+    for statement in _INITIAL:
+        db.execute(statement)

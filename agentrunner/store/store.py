@@ -1,0 +1,398 @@
+"""``TraceStore``: the append-only SQLite trace store (writes, reads, lineage, control).
+
+The hot append path uses the ``sqlite3`` connection directly, one autocommitted INSERT per
+event; sqlite-utils serves schema and migrations. Readers page events by ``seq`` (keyset),
+never loading a whole episode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from ulid import ULID
+
+from agentrunner import interrupts
+from agentrunner.errors import EpisodeNotFoundError, StoreError
+from agentrunner.events import EpisodeEnd, status_for
+from agentrunner.store import control
+from agentrunner.store.connection import Synchronous, open_connections
+from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
+from agentrunner.store.records import EpisodeSummary, EventRow, ModelInput, Segment
+from agentrunner.types import Message, ToolSpec
+
+DEFAULT_DB = Path("traces") / "traces.db"
+_INSERT_EVENT = (
+    "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_EVENT_COLS = "episode_id, seq, attempt, turn, kind, ts, payload"
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("AGENTRUNNER_DB") or DEFAULT_DB)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class EpisodeWriter:
+    """Appends events for one episode: dense seqs, one commit per event."""
+
+    def __init__(self, conn: sqlite3.Connection, episode_id: str, next_seq: int, attempt: int):
+        self._conn = conn
+        self.episode_id = episode_id
+        self.next_seq = next_seq
+        self.attempt = attempt
+
+    def append(self, turn: int, payload: BaseModel) -> int:
+        """Commit one event; return its seq. Ctrl-C is deferred until it is committed."""
+        kind = payload.kind  # type: ignore[attr-defined]
+        body = payload.model_dump_json(exclude={"kind"})
+        with interrupts.critical:
+            seq = self.next_seq
+            self._conn.execute(
+                _INSERT_EVENT, (self.episode_id, seq, self.attempt, turn, kind, utc_now(), body)
+            )
+            self.next_seq = seq + 1
+        return seq
+
+
+class TraceStore:
+    """A trace store file. Safe to share between threads; many processes may open one file."""
+
+    def __init__(self, path: str | Path | None = None, *, synchronous: Synchronous = "NORMAL"):
+        self.path = Path(path) if path is not None else default_db_path()
+        self._conns = open_connections(self.path, synchronous)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (for queries the store has no method for)."""
+        return self._conns.get()
+
+    def close(self) -> None:
+        self._conns.close()
+
+    def __enter__(self) -> TraceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- writes
+
+    def create_episode(
+        self,
+        *,
+        task_id: str,
+        seed: int,
+        env: dict[str, Any],
+        model: dict[str, Any],
+        parent_episode_id: str | None = None,
+        fork_seq: int | None = None,
+    ) -> str:
+        episode_id = str(ULID())
+        with interrupts.critical:
+            self.conn.execute(
+                "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed,"
+                " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    episode_id,
+                    parent_episode_id,
+                    fork_seq,
+                    task_id,
+                    seed,
+                    utc_now(),
+                    json.dumps(env, sort_keys=True),
+                    json.dumps(model, sort_keys=True),
+                ),
+            )
+        return episode_id
+
+    def writer(self, episode_id: str, *, attempt: int | None = None) -> EpisodeWriter:
+        """A writer appending after the episode's last event (its fork point when empty)."""
+        episode = self.episode(episode_id)
+        last_seq = episode.last_seq
+        current = episode.attempt if attempt is None else attempt
+        return EpisodeWriter(self.conn, episode.episode_id, last_seq + 1, max(current, 1))
+
+    def put_message(self, parent_hash: str | None, message: Message) -> str:
+        """Store a message once (content-addressed); return its hash, the chain's new tip."""
+        text = message_json(message)
+        digest = message_hash(parent_hash, text)
+        with interrupts.critical:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO messages (hash, parent_hash, message) VALUES (?, ?, ?)",
+                (digest, parent_hash, text),
+            )
+        return digest
+
+    def put_tools(self, tools: Sequence[ToolSpec]) -> str:
+        text = tools_json(tools)
+        digest = tools_hash(text)
+        with interrupts.critical:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO tools (hash, tools) VALUES (?, ?)", (digest, text)
+            )
+        return digest
+
+    # ---------------------------------------------------------------- control
+
+    def claim_writer(self, episode_id: str) -> bool:
+        return control.claim(self.conn, episode_id)
+
+    def heartbeat(self, episode_id: str) -> str | None:
+        return control.heartbeat(self.conn, episode_id)
+
+    def release_writer(self, episode_id: str) -> None:
+        control.release(self.conn, episode_id)
+
+    def request_cancel(self, episode_id: str, reason: str = "cancel requested") -> None:
+        """Ask the episode's writer (in any process) to cancel; it polls within a second."""
+        control.request_cancel(self.conn, self.resolve(episode_id), reason)
+
+    # ---------------------------------------------------------------- reads
+
+    def resolve(self, id_or_prefix: str) -> str:
+        """The full episode id for an id or a unique prefix (case-insensitive)."""
+        prefix = id_or_prefix.strip().upper()
+        if not prefix:
+            raise EpisodeNotFoundError("empty episode id")
+        rows = self.conn.execute(
+            "SELECT id FROM episodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 3",
+            (prefix, prefix + "\U0010ffff"),
+        ).fetchall()
+        if not rows:
+            raise EpisodeNotFoundError(f"no episode {id_or_prefix!r} in {self.path}")
+        if len(rows) > 1 and rows[0][0] != prefix:
+            ids = ", ".join(r[0] for r in rows[:2])
+            raise EpisodeNotFoundError(f"episode id {id_or_prefix!r} is ambiguous ({ids}, ...)")
+        return str(rows[0][0])
+
+    def episode(self, id_or_prefix: str) -> EpisodeSummary:
+        episode_id = self.resolve(id_or_prefix)
+        return self._summaries("WHERE e.id = ?", (episode_id,))[0]
+
+    def list_episodes(self, *, limit: int | None = None) -> list[EpisodeSummary]:
+        """Episodes, newest first, with derived status and totals."""
+        clause = "ORDER BY e.id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+        return self._summaries(clause, ())
+
+    def children(self, episode_id: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM episodes WHERE parent_episode_id = ? ORDER BY id", (episode_id,)
+        )
+        return [r[0] for r in rows]
+
+    def segments(self, episode_id: str) -> list[Segment]:
+        """Where an episode's history lives: ancestors' prefixes, then its own rows."""
+        chain: list[Segment] = []
+        current: str | None = episode_id
+        limit: int | None = None
+        while current is not None:
+            row = self.conn.execute(
+                "SELECT parent_episode_id, fork_seq FROM episodes WHERE id = ?", (current,)
+            ).fetchone()
+            if row is None:
+                raise EpisodeNotFoundError(f"no episode {current!r} in {self.path}")
+            parent, fork_seq = row
+            start = (fork_seq or 0) + 1
+            chain.append(Segment(current, start, limit))
+            current, limit = parent, fork_seq
+        return list(reversed(chain))
+
+    def events(
+        self,
+        episode_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+        segments: Sequence[Segment] | None = None,
+    ) -> list[EventRow]:
+        """One page of an episode's full history (inherited events included), by seq."""
+        out: list[EventRow] = []
+        kind_sql = ""
+        kind_args: tuple[str, ...] = ()
+        if kinds:
+            kind_sql = f" AND kind IN ({', '.join('?' for _ in kinds)})"
+            kind_args = tuple(kinds)
+        for seg in segments if segments is not None else self.segments(episode_id):
+            if len(out) >= limit:
+                break
+            if seg.end is not None and seg.end <= after_seq:
+                continue
+            lo = max(after_seq + 1, seg.start)
+            hi = seg.end if seg.end is not None else 2**62
+            rows = self.conn.execute(
+                f"SELECT {_EVENT_COLS} FROM events WHERE episode_id = ? AND seq >= ? AND seq <= ?"
+                f"{kind_sql} ORDER BY seq LIMIT ?",
+                (seg.episode_id, lo, hi, *kind_args, limit - len(out)),
+            ).fetchall()
+            out.extend(EventRow(*r) for r in rows)
+        return out
+
+    def iter_events(self, episode_id: str, *, page: int = 2000, **kw: Any) -> Iterator[EventRow]:
+        """Every event of an episode, paged."""
+        after = 0
+        segs = self.segments(episode_id)
+        while True:
+            batch = self.events(episode_id, after_seq=after, limit=page, segments=segs, **kw)
+            yield from batch
+            if len(batch) < page:
+                return
+            after = batch[-1].seq
+
+    def last_events(self, episode_id: str, n: int = 50) -> list[EventRow]:
+        """The last ``n`` events of an episode's own rows, in seq order (for tails)."""
+        rows = self.conn.execute(
+            f"SELECT {_EVENT_COLS} FROM events WHERE episode_id = ? ORDER BY seq DESC LIMIT ?",
+            (episode_id, n),
+        ).fetchall()
+        return [EventRow(*r) for r in reversed(rows)]
+
+    def message_chain(self, tip_hash: str | None) -> list[Message]:
+        """The messages of a chain, root first, ending at ``tip_hash``."""
+        if tip_hash is None:
+            return []
+        rows = self.conn.execute(
+            "WITH RECURSIVE chain(hash, parent_hash, message, depth) AS ("
+            " SELECT hash, parent_hash, message, 0 FROM messages WHERE hash = ?"
+            " UNION ALL SELECT m.hash, m.parent_hash, m.message, c.depth + 1"
+            " FROM messages m JOIN chain c ON m.hash = c.parent_hash)"
+            " SELECT message FROM chain ORDER BY depth DESC",
+            (tip_hash,),
+        ).fetchall()
+        if not rows:
+            raise StoreError(f"message {tip_hash[:12]} is missing from {self.path}")
+        return [Message.model_validate_json(r[0]) for r in rows]
+
+    def message(self, message_hash_: str) -> Message:
+        row = self.conn.execute(
+            "SELECT message FROM messages WHERE hash = ?", (message_hash_,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"message {message_hash_[:12]} is missing from {self.path}")
+        return Message.model_validate_json(row[0])
+
+    def tools(self, tools_hash_: str) -> list[ToolSpec]:
+        row = self.conn.execute("SELECT tools FROM tools WHERE hash = ?", (tools_hash_,)).fetchone()
+        if row is None:
+            raise StoreError(f"tool set {tools_hash_[:12]} is missing from {self.path}")
+        return [ToolSpec.model_validate(t) for t in json.loads(row[0])]
+
+    def reconstruct_request(self, episode_id: str, turn: int) -> ModelInput:
+        """The exact input the model received at ``turn`` (its last request at that turn)."""
+        episode_id = self.resolve(episode_id)
+        request = None
+        for seg in self.segments(episode_id):
+            hi = seg.end if seg.end is not None else 2**62
+            row = self.conn.execute(
+                "SELECT payload FROM events WHERE episode_id = ? AND kind = 'model.request'"
+                " AND turn = ? AND seq >= ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                (seg.episode_id, turn, seg.start, hi),
+            ).fetchone()
+            if row is not None:
+                request = json.loads(row[0])
+        if request is None:
+            raise EpisodeNotFoundError(f"episode {episode_id} has no model request at turn {turn}")
+        return ModelInput(
+            messages=self.message_chain(request["tip_hash"]),
+            tools=self.tools(request["tools_hash"]),
+            params=request.get("params", {}),
+            provider=request.get("provider", ""),
+            model=request.get("model", ""),
+            tip_hash=request["tip_hash"],
+        )
+
+    # ---------------------------------------------------------------- summaries
+
+    def _summaries(self, clause: str, args: tuple[Any, ...]) -> list[EpisodeSummary]:
+        rows = self.conn.execute(
+            "SELECT e.id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed, e.created_at,"
+            " e.env, e.model, c.writer_pid, c.writer_host, c.writer_started, c.heartbeat_at,"
+            " (SELECT seq || ' ' || attempt || ' ' || turn || ' ' || kind FROM events v"
+            "   WHERE v.episode_id = e.id ORDER BY seq DESC LIMIT 1) AS last"
+            f" FROM episodes e LEFT JOIN control c ON c.episode_id = e.id {clause}",
+            args,
+        ).fetchall()
+        return [self._summary(row) for row in rows]
+
+    def _summary(self, row: tuple[Any, ...]) -> EpisodeSummary:
+        episode_id, parent, fork_seq, task_id, seed, created, env, model = row[:8]
+        lease = control.Lease(*row[8:12])
+        if row[12]:
+            seq_s, attempt_s, turn_s, last_kind = row[12].split(" ")
+            last_seq, attempt, turn = int(seq_s), int(attempt_s), int(turn_s)
+        else:  # no own events yet: a fresh episode or a fork before its first append
+            last_seq, attempt, turn, last_kind = fork_seq or 0, 1, 0, ""
+        stop_reason = None
+        if last_kind == "episode.end":
+            end = EpisodeEnd.model_validate_json(
+                self.conn.execute(
+                    "SELECT payload FROM events WHERE episode_id = ? AND seq = ?",
+                    (episode_id, last_seq),
+                ).fetchone()[0]
+            )
+            stop_reason = end.stop_reason
+            status = status_for(end.stop_reason)
+            reward, tokens, cost = end.total_reward, end.totals.get("tokens", {}), None
+            cost = end.totals.get("cost_usd")
+        else:
+            status = "running" if lease.alive() else "interrupted"
+            reward, tokens, cost = self._running_totals(episode_id)
+        return EpisodeSummary(
+            episode_id=episode_id,
+            parent_episode_id=parent,
+            fork_seq=fork_seq,
+            task_id=task_id,
+            seed=seed,
+            created_at=created,
+            env=json.loads(env),
+            model=json.loads(model),
+            status=status,
+            stop_reason=stop_reason,
+            turns=turn,
+            last_seq=last_seq,
+            attempt=attempt,
+            total_reward=reward,
+            tokens=tokens,
+            cost_usd=cost,
+            writer_pid=lease.pid if status == "running" else None,
+        )
+
+    def _running_totals(self, episode_id: str) -> tuple[float, dict[str, int], float | None]:
+        reward = 0.0
+        tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
+        cost: float | None = None
+        for seg in self.segments(episode_id):
+            hi = seg.end if seg.end is not None else 2**62
+            rng = (seg.episode_id, seg.start, hi)
+            r = self.conn.execute(
+                "SELECT total(json_extract(payload, '$.reward')) FROM events WHERE episode_id = ?"
+                " AND kind = 'tool.result' AND seq BETWEEN ? AND ?",
+                rng,
+            ).fetchone()
+            reward += r[0] or 0.0
+            u = self.conn.execute(
+                "SELECT total(json_extract(payload, '$.input_tokens')),"
+                " total(json_extract(payload, '$.output_tokens')),"
+                " total(json_extract(payload, '$.cache_read_tokens')),"
+                " total(json_extract(payload, '$.cache_write_tokens')),"
+                " total(json_extract(payload, '$.reasoning_tokens')),"
+                " sum(json_extract(payload, '$.cost_usd'))"
+                " FROM events WHERE episode_id = ? AND kind = 'usage' AND seq BETWEEN ? AND ?",
+                rng,
+            ).fetchone()
+            for key, value in zip(tokens, u[:5], strict=True):
+                tokens[key] += int(value or 0)
+            if u[5] is not None:
+                cost = (cost or 0.0) + u[5]
+        return reward, tokens, cost

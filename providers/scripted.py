@@ -1,0 +1,145 @@
+"""The scripted model: an offline, deterministic model driven by a script file.
+
+A script is JSON: ``{"name": ..., "episodes": [{"match": "text in the task prompt",
+"turns": [{"reasoning": ..., "text": ..., "tool_calls": [{"name": ..., "arguments":
+{...} | "raw string"}]}, ...]}]}``. The next turn is a pure function of the conversation:
+the episode whose ``match`` occurs in the first user message, and the turn numbered by how
+many assistant messages the conversation already has. Tool-call ids are derived from that
+number, so equal conversations give equal turns. Past the end of its script the model calls
+``submit()``.
+
+Turns stream like a real provider: reasoning, then text, then each tool call's arguments, in
+small chunks with a short pause (``pace`` seconds per chunk; ``AGENTRUNNER_SCRIPTED_PACE``
+or ``pace=0`` turns pacing off).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from agentrunner.errors import UsageError
+from agentrunner.model import AgentContext
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
+
+SCRIPTS = Path(__file__).parent / "scripts"
+DEFAULT_PACE_S = 0.03
+FIRST_TOKEN_DELAY = 8  # a turn's first chunk waits this many chunk-paces ("thinking")
+CHUNK_CHARS = 16
+
+
+def _chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
+    """Split text into word-aligned pieces of about ``size`` characters (joined: ``text``)."""
+    out: list[str] = []
+    current = ""
+    for token in re.findall(r"\s*\S+|\s+", text):
+        if current and len(current) + len(token) > size:
+            out.append(current)
+            current = ""
+        current += token
+    if current:
+        out.append(current)
+    return out
+
+
+def _load_script(name: str) -> dict[str, Any]:
+    path = Path(name) if name.endswith(".json") else SCRIPTS / f"{name}.json"
+    try:
+        script: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        known = ", ".join(sorted(p.stem for p in SCRIPTS.glob("*.json")))
+        raise UsageError(
+            f"no script {name!r} for the scripted model (bundled: {known}; or give a .json path)"
+        ) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read script {path}: {exc}") from None
+    if not isinstance(script.get("episodes"), list):
+        raise UsageError(f"script {path} has no 'episodes' list")
+    return script
+
+
+class ScriptedModel:
+    """Plays a script back as a streaming model."""
+
+    provider = "scripted"
+
+    def __init__(self, name: str, *, pace: float | None = None) -> None:
+        self.model = name
+        self.script = _load_script(name)
+        if pace is None:
+            pace = float(os.environ.get("AGENTRUNNER_SCRIPTED_PACE", DEFAULT_PACE_S))
+        self.pace = max(0.0, pace)
+        self.params: dict[str, Any] = {}
+
+    def spec(self) -> dict[str, Any]:
+        return {"spec": f"scripted:{self.model}", "provider": "scripted", "model": self.model}
+
+    def _turns_for(self, context: AgentContext) -> list[dict[str, Any]]:
+        prompt = next((m.content for m in context.messages if m.role == "user"), "")
+        for episode in self.script["episodes"]:
+            if episode.get("match", "") in prompt:
+                turns: list[dict[str, Any]] = episode["turns"]
+                return turns
+        return []
+
+    def _sleep(self, context: AgentContext, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            context.check_cancel()
+            time.sleep(min(left, 0.05))
+
+    def _stream(self, context: AgentContext, channel: Channel, text: str, call_id: str | None = None) -> None:
+        for piece in _chunks(text):
+            if self.pace:
+                self._sleep(context, self.pace)
+            context.emit(channel, piece, call_id)
+
+    def __call__(self, context: AgentContext) -> AgentTurn:
+        index = sum(1 for m in context.messages if m.role == "assistant")
+        turns = self._turns_for(context)
+        step = turns[index] if index < len(turns) else {
+            "text": "I have nothing left to try; submitting.",
+            "tool_calls": [{"name": "submit", "arguments": {}}],
+        }
+        if self.pace:
+            self._sleep(context, self.pace * FIRST_TOKEN_DELAY)
+        reasoning = step.get("reasoning") or None
+        text = step.get("text", "")
+        if reasoning:
+            self._stream(context, "reasoning", reasoning)
+        if text:
+            self._stream(context, "text", text)
+        calls: list[AgentToolCall] = []
+        for i, call in enumerate(step.get("tool_calls", [])):
+            args = call.get("arguments", {})
+            raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            call_id = f"call_{index + 1:03d}_{i}"
+            self._stream(context, "tool_args", raw, call_id)
+            calls.append(AgentToolCall(call_id=call_id, name=call["name"], arguments=raw))
+        seen = sum(len(m.content) + len(m.reasoning or "") for m in context.messages)
+        out_chars = len(text) + len(reasoning or "") + sum(len(c.arguments) for c in calls)
+        usage = AgentUsage(
+            input_tokens=seen // 4 + 40,
+            output_tokens=out_chars // 4 + 1,
+            reasoning_tokens=len(reasoning or "") // 4,
+            cost_usd=0.0,
+            price_source="scripted (free)",
+        )
+        return AgentTurn(
+            reasoning=reasoning,
+            message=text,
+            tool_calls=tuple(calls),
+            usage=usage,
+            provider="scripted",
+            model=self.model,
+            provider_request_id=f"scripted-{index + 1}",
+            stop_reason="tool_use" if calls else "end_turn",
+        )
+
+
+def create(name: str, **options: Any) -> ScriptedModel:
+    return ScriptedModel(name, **options)
