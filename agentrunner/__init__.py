@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0"
 
-from agentrunner.environment import Environment, ResetResult, StepResult, ToolAction  # noqa: E402
-from agentrunner.errors import (  # noqa: E402
+from agentrunner.environment import Environment, ResetResult, StepResult, ToolAction
+from agentrunner.errors import (
     AgentRunnerError,
     Cancelled,
     EnvironmentFailure,
@@ -11,10 +11,10 @@ from agentrunner.errors import (  # noqa: E402
     StoreError,
     UsageError,
 )
-from agentrunner.model import AgentContext, Model  # noqa: E402
-from agentrunner.runner import Rollout, RunConfig, arun_agent_episode, run_agent_episode  # noqa: E402
-from agentrunner.store import EpisodeSummary, EventRow, ModelInput, TraceStore  # noqa: E402
-from agentrunner.types import (  # noqa: E402
+from agentrunner.model import AgentContext, Model
+from agentrunner.runner import Rollout, RunConfig, arun_agent_episode, run_agent_episode
+from agentrunner.store import EpisodeSummary, EventRow, ModelInput, TraceStore
+from agentrunner.types import (
     AgentToolCall,
     AgentTurn,
     AgentUsage,

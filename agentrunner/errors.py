@@ -103,7 +103,7 @@ class IncompleteStreamError(ModelError):
     retryable = True
 
 
-class Cancelled(AgentRunnerError):  # noqa: N818 - the name reads as the event it is
+class Cancelled(AgentRunnerError):
     """The episode was cancelled cooperatively."""
 
     exit_code = 130

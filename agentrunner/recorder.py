@@ -86,7 +86,9 @@ class Recorder:
         digest = self._extend_chain(message)
         self._append(ev.MessageEvent(role=message.role, message_hash=digest, reason=reason))
 
-    def request(self, call_id: str, tools_hash: str, provider: str, model: str, params: dict[str, Any]) -> None:
+    def request(
+        self, call_id: str, tools_hash: str, provider: str, model: str, params: dict[str, Any]
+    ) -> None:
         self._chunk_index = 0
         assert self.tip is not None, "a model request needs at least one message"
         self._append(
@@ -130,7 +132,9 @@ class Recorder:
         self._append(ev.Usage(call_id=call_id, **turn.usage.model_dump()))
         return message
 
-    def tool_call(self, call: AgentToolCall, parsed: dict[str, Any] | None, error: str | None) -> None:
+    def tool_call(
+        self, call: AgentToolCall, parsed: dict[str, Any] | None, error: str | None
+    ) -> None:
         self._append(
             ev.ToolCall(
                 call_id=call.call_id,
@@ -178,7 +182,9 @@ class Recorder:
     def cancel(self, where: str, reason: str) -> None:
         self._append(ev.Cancel(where=where, reason=reason))  # type: ignore[arg-type]
 
-    def error(self, where: str, exc: BaseException, *, retryable: bool = False, attempt: int = 1) -> None:
+    def error(
+        self, where: str, exc: BaseException, *, retryable: bool = False, attempt: int = 1
+    ) -> None:
         self._append(
             ev.Error(
                 where=where,

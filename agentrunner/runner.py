@@ -217,9 +217,7 @@ def run_agent_episode(
     model = as_model(model_fn)
     model_spec = _model_spec(model)
     reset = env.reset(task_id, seed)
-    episode_id = store.create_episode(
-        task_id=task_id, seed=seed, env=env.spec(), model=model_spec
-    )
+    episode_id = store.create_episode(task_id=task_id, seed=seed, env=env.spec(), model=model_spec)
     store.claim_writer(episode_id)
     rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
     rec.start(

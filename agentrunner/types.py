@@ -42,7 +42,9 @@ class AgentToolCall(_Value):
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+            raise ValueError(
+                f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+            ) from None
         if not isinstance(value, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
         return value

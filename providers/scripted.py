@@ -30,6 +30,10 @@ SCRIPTS = Path(__file__).parent / "scripts"
 DEFAULT_PACE_S = 0.03
 FIRST_TOKEN_DELAY = 8  # a turn's first chunk waits this many chunk-paces ("thinking")
 CHUNK_CHARS = 16
+_FINAL_TURN: dict[str, Any] = {
+    "text": "I have nothing left to try; submitting.",
+    "tool_calls": [{"name": "submit", "arguments": {}}],
+}
 
 
 def _chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
@@ -92,7 +96,9 @@ class ScriptedModel:
             context.check_cancel()
             time.sleep(min(left, 0.05))
 
-    def _stream(self, context: AgentContext, channel: Channel, text: str, call_id: str | None = None) -> None:
+    def _stream(
+        self, context: AgentContext, channel: Channel, text: str, call_id: str | None = None
+    ) -> None:
         for piece in _chunks(text):
             if self.pace:
                 self._sleep(context, self.pace)
@@ -101,14 +107,18 @@ class ScriptedModel:
     def __call__(self, context: AgentContext) -> AgentTurn:
         index = sum(1 for m in context.messages if m.role == "assistant")
         turns = self._turns_for(context)
-        step = turns[index] if index < len(turns) else {
-            "text": "I have nothing left to try; submitting.",
-            "tool_calls": [{"name": "submit", "arguments": {}}],
-        }
+        step = (
+            turns[index]
+            if index < len(turns)
+            else {
+                "text": "I have nothing left to try; submitting.",
+                "tool_calls": [{"name": "submit", "arguments": {}}],
+            }
+        )
         if self.pace:
             self._sleep(context, self.pace * FIRST_TOKEN_DELAY)
-        reasoning = step.get("reasoning") or None
-        text = step.get("text", "")
+        reasoning = str(step.get("reasoning") or "") or None
+        text = str(step.get("text") or "")
         if reasoning:
             self._stream(context, "reasoning", reasoning)
         if text:

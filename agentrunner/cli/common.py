@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,21 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-v", "--verbose", action="store_true", help="show more detail")
 
 
+def new_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """A subcommand parser with the common options and its handler attached."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    parser.set_defaults(handler=handler)
+    add_common(parser)
+    return parser
+
+
 def open_store(args: argparse.Namespace) -> TraceStore:
     return TraceStore(args.db or default_db_path())
 
@@ -41,7 +57,8 @@ def stderr_console() -> Console:
 
 
 def stdout_console() -> Console:
-    return Console(highlight=False)
+    """Stdout console; when piped, wide enough that tables are not cut."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def print_json(value: Any) -> None:

@@ -10,6 +10,7 @@ from rich.table import Table
 from agentrunner.cli.common import (
     fmt_cost,
     fmt_tokens,
+    new_command,
     open_store,
     print_json,
     short_id,
@@ -27,28 +28,52 @@ STATUS_STYLE = {
     "failed": "red",
 }
 FOLLOW_POLL_S = 0.25
+_MIN_WIDTH = {
+    "id": 10,
+    "status": 11,
+    "turns": 5,
+    "reward": 6,
+    "tokens": 6,
+    "cost": 7,
+    "started": 11,
+}
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:  # type: ignore[type-arg]
-    ls = sub.add_parser(
+def register(sub: argparse._SubParsersAction) -> None:
+    ls_p = new_command(
+        sub,
         "ls",
+        ls,
         help="list episodes",
         description="List episodes, newest first: id, parent, task, model, status, turns, "
         "reward, tokens, cost and start time. Status is derived from the log and the "
         "writer's liveness: a running episode whose process died shows as interrupted.",
     )
-    ls.add_argument("--limit", type=int, default=50, metavar="N", help="at most N episodes (default 50, 0 = all)")
-    ls.add_argument("--status", choices=sorted(STATUS_STYLE), help="only episodes with this status")
-    show = sub.add_parser(
+    ls_p.add_argument(
+        "--limit",
+        type=int,
+        default=50,
+        metavar="N",
+        help="at most N episodes (default 50, 0 = all)",
+    )
+    ls_p.add_argument(
+        "--status", choices=sorted(STATUS_STYLE), help="only episodes with this status"
+    )
+    show_p = new_command(
+        sub,
         "show",
+        show,
         help="show one episode",
         description="Show one episode: its summary and transcript. EP is an episode id or a "
         "unique prefix of one.",
     )
-    show.add_argument("episode", metavar="EP", help="episode id or unique prefix")
-    show.add_argument("--events", action="store_true", help="list the raw events (seq, turn, kind, payload)")
-    show.add_argument("--follow", action="store_true", help="tail a running episode until it ends")
-    return [ls, show]
+    show_p.add_argument("episode", metavar="EP", help="episode id or unique prefix")
+    show_p.add_argument(
+        "--events", action="store_true", help="list the raw events (seq, turn, kind, payload)"
+    )
+    show_p.add_argument(
+        "--follow", action="store_true", help="tail a running episode until it ends"
+    )
 
 
 def _ls_rows(store: TraceStore, args: argparse.Namespace) -> list[EpisodeSummary]:
@@ -68,11 +93,33 @@ def ls(args: argparse.Namespace) -> int:
     if not episodes:
         stderr_console().print(f"no episodes in {store.path}; start one with `agentrunner run`")
         return 0
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("id", "parent", "task", "model", "status", "turns", "reward", "tokens", "cost", "started"):
-        table.add_column(col, justify="right" if col in ("turns", "reward", "tokens", "cost") else "left")
+    table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
+    for col in (
+        "id",
+        "parent",
+        "task",
+        "model",
+        "status",
+        "turns",
+        "reward",
+        "tokens",
+        "cost",
+        "started",
+    ):
+        table.add_column(
+            col,
+            justify="right" if col in ("turns", "reward", "tokens", "cost") else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=_MIN_WIDTH.get(col),
+            max_width=22 if col in ("task", "model") else None,
+        )
     for e in episodes:
-        parent = "-" if e.parent_episode_id is None else f"{short_id(e.parent_episode_id, 8)}@{e.fork_seq}"
+        parent = (
+            "-"
+            if e.parent_episode_id is None
+            else f"{short_id(e.parent_episode_id, 8)}@{e.fork_seq}"
+        )
         table.add_row(
             short_id(e.episode_id),
             parent,
@@ -83,7 +130,7 @@ def ls(args: argparse.Namespace) -> int:
             f"{e.total_reward:g}",
             fmt_tokens(e.tokens),
             fmt_cost(e.cost_usd),
-            e.created_at[:19].replace("T", " "),
+            e.created_at[5:16].replace("T", " "),
         )
     stdout_console().print(table)
     return 0
@@ -100,7 +147,8 @@ def _print_summary(e: EpisodeSummary) -> None:
         + (f" ({e.stop_reason})" if e.stop_reason else ""),
         f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",
         f"  reward    {e.total_reward:g}",
-        f"  tokens    {e.tokens.get('input', 0)} in · {e.tokens.get('output', 0)} out · cost {fmt_cost(e.cost_usd)}",
+        f"  tokens    {e.tokens.get('input', 0)} in · {e.tokens.get('output', 0)} out"
+        f" · cost {fmt_cost(e.cost_usd)}",
         f"  started   {e.created_at}",
     ]
     if e.parent_episode_id:
@@ -124,12 +172,14 @@ def show(args: argparse.Namespace) -> int:
     _print_summary(summary)
     out = stdout_console()
     if args.events:
-        table = Table(box=None, header_style="bold", pad_edge=False)
+        table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
         for col in ("seq", "att", "turn", "kind", "ts", "payload"):
             table.add_column(col, overflow="fold" if col == "payload" else "ellipsis")
         for row in store.iter_events(episode_id):
             payload = row.payload_json if args.verbose else row.payload_json[:120]
-            table.add_row(str(row.seq), str(row.attempt), str(row.turn), row.kind, row.ts[11:23], payload)
+            table.add_row(
+                str(row.seq), str(row.attempt), str(row.turn), row.kind, row.ts[11:23], payload
+            )
         out.print(table)
         return 0
     out.print()

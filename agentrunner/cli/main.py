@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from agentrunner import __version__
 from agentrunner.cli import inspect_cmd, run_cmd, tasks_cmd
-from agentrunner.cli.common import add_common, stderr_console
+from agentrunner.cli.common import stderr_console
 from agentrunner.errors import AgentRunnerError
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,7 +23,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
+COMMAND_MODULES = (run_cmd, inspect_cmd, tasks_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="agentrunner",
         description="A local, crash-safe flight recorder for long-horizon LLM agents: run "
@@ -33,27 +34,25 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     )
     parser.add_argument("--version", action="version", version=f"agentrunner {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    handlers: dict[str, Handler] = {}
-    for p, fn in [
-        (run_cmd.add_parser(sub), run_cmd.run),
-        (tasks_cmd.add_parser(sub), tasks_cmd.tasks),
-    ]:
-        handlers[p.prog.split()[-1]] = fn
-    ls_p, show_p = inspect_cmd.add_parsers(sub)
-    handlers["ls"], handlers["show"] = inspect_cmd.ls, inspect_cmd.show
-    for name in handlers:
-        add_common(sub.choices[name])
-    return parser, handlers
+    for module in COMMAND_MODULES:
+        module.register(sub)
+    return parser
+
+
+def command_names() -> list[str]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(action.choices)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, handlers = build_parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return handlers[args.command](args)
+        return int(args.handler(args))
     except AgentRunnerError as exc:
         if getattr(args, "verbose", False):
             traceback.print_exc()

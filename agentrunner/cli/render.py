@@ -60,7 +60,9 @@ class EventRenderer:
 
     def _model_request(self, turn: int, p: ev.ModelRequest) -> None:
         self._close_stream()
-        self.console.rule(f"[bold]turn {turn}[/] · {escape(p.provider)}:{escape(p.model)}", style="dim")
+        self.console.rule(
+            f"[bold]turn {turn}[/] · {escape(p.provider)}:{escape(p.model)}", style="dim"
+        )
 
     def _model_chunk(self, turn: int, p: ev.ModelChunk) -> None:
         if p.channel == "tool_args":
@@ -100,7 +102,9 @@ class EventRenderer:
         for line in shown:
             self.console.print(f"  [{style}]│[/] {escape(line)}", soft_wrap=True)
         if len(shown) < len(lines):
-            self.console.print(f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]")
+            self.console.print(
+                f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]"
+            )
         extra = []
         if p.reward is not None:
             extra.append(f"reward {p.reward:g}")
@@ -116,11 +120,15 @@ class EventRenderer:
     def _error(self, turn: int, p: ev.Error) -> None:
         self._close_stream()
         retry = " (retryable)" if p.retryable else ""
-        self.console.print(f"[bold red]error[/] in {escape(p.where)}: {escape(p.type)}: {escape(p.message)}{retry}")
+        self.console.print(
+            f"[bold red]error[/] in {escape(p.where)}: {escape(p.type)}: {escape(p.message)}{retry}"
+        )
 
     def _resume(self, turn: int, p: ev.Resume) -> None:
         self._close_stream()
-        self.console.print(f"[bold magenta]resumed[/] from seq {p.from_seq} ({escape(p.env_restore)})")
+        self.console.print(
+            f"[bold magenta]resumed[/] from seq {p.from_seq} ({escape(p.env_restore)})"
+        )
 
     def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
         self._close_stream()

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agentrunner.cli.common import open_store, print_json, stderr_console, stdout_console
+from agentrunner.cli.common import (
+    new_command,
+    open_store,
+    print_json,
+    stderr_console,
+    stdout_console,
+)
 from agentrunner.cli.render import EventRenderer
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import DEFAULT_TASK
@@ -15,22 +21,28 @@ DEFAULT_MODEL = "scripted:demo"
 EXIT_BY_STATUS = {"completed": 0, "cancelled": 130}
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = sub.add_parser(
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
         "run",
+        run,
         help="run one episode and record it",
         description="Run one episode of a model against an environment, recording every "
         "request, chunk, tool call and result in the trace store as it happens. With no "
         "arguments it runs the offline scripted model on the bundled demo task.",
     )
     p.add_argument("--task", default=DEFAULT_TASK, help=f"task id (default: {DEFAULT_TASK})")
-    p.add_argument("--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)")
+    p.add_argument(
+        "--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)"
+    )
     p.add_argument(
         "--env",
         default="workspace",
         help="'workspace' (the coding workspace, default) or the URL of an OpenEnv server",
     )
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"PROVIDER:MODEL (default: {DEFAULT_MODEL})")
+    p.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"PROVIDER:MODEL (default: {DEFAULT_MODEL})"
+    )
     p.add_argument("--base-url", metavar="URL", help="the provider's base URL (any provider)")
     p.add_argument("--seed", type=int, default=0, help="episode seed (default: 0)")
     p.add_argument(
@@ -40,7 +52,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
         metavar="N",
         help=f"model turns at most (1..{MAX_TURNS_LIMIT}, default 100); the only runner limit",
     )
-    return p
 
 
 def rollout_exit_code(rollout: Rollout) -> int:

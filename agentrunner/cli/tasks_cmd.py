@@ -7,20 +7,23 @@ from pathlib import Path
 
 from rich.table import Table
 
-from agentrunner.cli.common import print_json, stdout_console
+from agentrunner.cli.common import new_command, print_json, stdout_console
 from agentrunner.envs.tasks import load_tasks
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = sub.add_parser(
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
         "tasks",
+        tasks,
         help="list tasks",
         description="List the bundled tasks (or those of a tasks.json file) with difficulty, "
         "split, horizon (max_steps) and reward mode.",
     )
-    p.add_argument("--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)")
+    p.add_argument(
+        "--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)"
+    )
     p.add_argument("--split", help="only tasks of this split (train, test, ...)")
-    return p
 
 
 def tasks(args: argparse.Namespace) -> int:
@@ -28,9 +31,14 @@ def tasks(args: argparse.Namespace) -> int:
     if args.json:
         print_json([t.summary() for t in selected])
         return 0
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     for col in ("task", "difficulty", "split", "max_steps", "reward", "prompt"):
-        table.add_column(col, overflow="ellipsis", no_wrap=col == "prompt", max_width=60 if col == "prompt" else None)
+        table.add_column(
+            col,
+            overflow="ellipsis",
+            no_wrap=col == "prompt",
+            max_width=60 if col == "prompt" else None,
+        )
     for t in selected:
         table.add_row(t.task_id, t.difficulty, t.split, str(t.max_steps), t.reward_mode, t.prompt)
     stdout_console().print(table)

@@ -1,0 +1,50 @@
+"""Shared fixtures: a real SQLite store file in a temp dir, the workspace env, scripts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner import TraceStore
+from agentrunner.envs.workspace import WorkspaceEnv
+from providers.scripted import ScriptedModel
+
+
+@pytest.fixture(autouse=True)
+def _no_pacing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTRUNNER_SCRIPTED_PACE", "0")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "traces" / "traces.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[TraceStore]:
+    s = TraceStore(db_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[WorkspaceEnv]:
+    e = WorkspaceEnv(snapshot_dir=tmp_path / "snapshots")
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def script(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Write a one-episode script (matching any prompt) and return a ScriptedModel for it."""
+
+    def make(turns: list[dict[str, Any]], pace: float = 0.0) -> ScriptedModel:
+        path = tmp_path / f"script-{len(list(tmp_path.glob('script-*')))}.json"
+        path.write_text(json.dumps({"name": "t", "episodes": [{"match": "", "turns": turns}]}))
+        return ScriptedModel(str(path), pace=pace)
+
+    return make

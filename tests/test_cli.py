@@ -1,0 +1,202 @@
+"""The ``agentrunner`` command line, run as a real subprocess where exit codes matter."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentrunner import TraceStore
+from agentrunner.cli.main import command_names, main
+
+COMMANDS = command_names()
+
+
+def _cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
+
+
+def _last_json(stdout: str) -> object:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_text(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and "--db" in out and "--json" in out and len(out) > 300
+
+
+def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(command in out for command in COMMANDS)
+
+
+def test_run_json_prints_one_result_object_last(db_path: Path) -> None:
+    proc = _cli("run", "--db", str(db_path), "--json")
+    result = _last_json(proc.stdout)
+    assert proc.returncode == 0
+    assert (
+        isinstance(result, dict)
+        and result["status"] == "completed"
+        and result["total_reward"] == 1.0
+    )
+    assert set(result) >= {
+        "episode_id",
+        "status",
+        "stop_reason",
+        "turns",
+        "total_reward",
+        "tokens",
+        "cost_usd",
+    }
+
+
+def test_run_shows_the_live_view_on_stderr(db_path: Path) -> None:
+    proc = _cli("run", "--db", str(db_path), "--json")
+    assert (
+        "turn 1" in proc.stderr and "submit" in proc.stderr and len(proc.stdout.splitlines()) == 1
+    )
+
+
+def test_run_without_arguments_writes_traces_db_in_the_working_dir(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_DB"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentrunner.cli.main", "run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "AGENTRUNNER_SCRIPTED_PACE": "0"},
+    )
+    assert proc.returncode == 0 and (tmp_path / "traces" / "traces.db").exists()
+
+
+def test_ls_and_show_display_a_recorded_episode(db_path: Path) -> None:
+    episode = _last_json(_cli("run", "--db", str(db_path), "--json").stdout)
+    assert isinstance(episode, dict)
+    listed = _last_json(_cli("ls", "--db", str(db_path), "--json").stdout)
+    shown = _cli("show", episode["episode_id"][:10], "--db", str(db_path))
+    assert isinstance(listed, list) and listed[0]["episode_id"] == episode["episode_id"]
+    assert shown.returncode == 0 and "completed" in shown.stdout and "submit" in shown.stdout
+
+
+def test_ls_json_has_the_documented_keys(db_path: Path) -> None:
+    _cli("run", "--db", str(db_path))
+    listed = _last_json(_cli("ls", "--db", str(db_path), "--json").stdout)
+    assert isinstance(listed, list)
+    assert set(listed[0]) >= {
+        "episode_id",
+        "status",
+        "parent_episode_id",
+        "task_id",
+        "total_reward",
+    }
+
+
+def test_show_events_json_lists_every_event(db_path: Path) -> None:
+    episode = _last_json(_cli("run", "--db", str(db_path), "--json").stdout)
+    assert isinstance(episode, dict)
+    shown = _last_json(
+        _cli("show", episode["episode_id"], "--events", "--json", "--db", str(db_path)).stdout
+    )
+    assert isinstance(shown, dict)
+    assert [e["seq"] for e in shown["events"]] == list(range(1, shown["last_seq"] + 1))
+
+
+def test_show_follow_tails_a_running_episode_to_its_end(db_path: Path) -> None:
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner.cli.main", "run", "--db", str(db_path)],
+        env={**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0.01"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if db_path.exists() and TraceStore(db_path).list_episodes():
+                break
+            time.sleep(0.05)
+        ep = TraceStore(db_path).list_episodes()[0].episode_id
+        follow = _cli("show", ep, "--follow", "--json", "--db", str(db_path))
+    finally:
+        runner.wait(timeout=60)
+    summary = _last_json(follow.stdout)
+    assert isinstance(summary, dict) and summary["status"] == "completed"
+    assert "end: done" in follow.stderr
+
+
+def test_unknown_episode_exits_2_with_one_clear_line(db_path: Path) -> None:
+    proc = _cli("show", "NOSUCHEPISODE", "--db", str(db_path))
+    assert proc.returncode == 2 and "no episode 'NOSUCHEPISODE'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_task_exits_2_listing_known_tasks(db_path: Path) -> None:
+    proc = _cli("run", "--task", "nope", "--db", str(db_path))
+    assert (
+        proc.returncode == 2 and "unknown task 'nope'" in proc.stderr and "demo-mean" in proc.stderr
+    )
+
+
+def test_unknown_provider_exits_2(db_path: Path) -> None:
+    proc = _cli("run", "--model", "nosuch:model", "--db", str(db_path))
+    assert proc.returncode == 2 and "unknown model provider 'nosuch'" in proc.stderr
+
+
+def test_bad_flag_exits_2(db_path: Path) -> None:
+    assert _cli("run", "--max-turns", "many", "--db", str(db_path)).returncode == 2
+
+
+def test_corrupt_store_exits_1_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage" * 100)
+    proc = _cli("ls", "--db", str(bad))
+    assert (
+        proc.returncode == 1
+        and "not a SQLite database" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
+
+
+def test_ctrl_c_mid_episode_exits_130_and_records_the_cancel(db_path: Path) -> None:
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner.cli.main", "run", "--db", str(db_path), "--json"],
+        env={**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0.02"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2.0)
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=30)
+    result = _last_json(out)
+    assert runner.returncode == 130 and isinstance(result, dict) and result["status"] == "cancelled"
+    with TraceStore(db_path) as store:
+        cancels = store.events(result["episode_id"], kinds=["cancel"])
+    assert cancels[0].payload["reason"] == "SIGINT" and "Traceback" not in err
+
+
+def test_tasks_json_lists_the_bundled_demo_task(db_path: Path) -> None:
+    tasks = _last_json(_cli("tasks", "--json", "--db", str(db_path)).stdout)
+    assert isinstance(tasks, list)
+    demo = next(t for t in tasks if t["task_id"] == "demo-mean")
+    assert set(demo) >= {"task_id", "prompt", "difficulty", "split", "max_steps"}
