@@ -94,13 +94,26 @@ class BadRequestError(ModelError):
 
 
 class ContextOverflowError(ModelError):
-    """The conversation no longer fits the model's context window."""
+    """The conversation no longer fits the model's context window.
+
+    The episode ends with stop reason ``context_overflow``; the way on is to fork it at an
+    earlier turn or resume it with a shorter history.
+    """
 
 
 class IncompleteStreamError(ModelError):
-    """The stream ended without a finish reason."""
+    """The stream ended without a finish reason; ``partial`` holds what had arrived.
+
+    ``partial`` is an :class:`agentrunner.types.AgentTurn` (typed loosely here to keep this
+    module free of imports); the runner records it as the response with stop reason
+    ``incomplete``.
+    """
 
     retryable = True
+
+    def __init__(self, message: str, *, partial: object | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 class Cancelled(AgentRunnerError):

@@ -33,6 +33,7 @@ STOP_REASON_STATUS = {
     "max_steps": "completed",
     "cancelled": "cancelled",
     "error": "failed",
+    "incomplete": "failed",
     "context_overflow": "failed",
 }
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from agentrunner.errors import Cancelled
+from agentrunner.errors import Cancelled, ModelError
 from agentrunner.types import AgentTurn, Channel, Chunk, Message, ToolSpec
 
 
@@ -27,6 +27,7 @@ class AgentContext:
     observation: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     on_chunk: Callable[[Chunk], None] | None = None
+    on_error: Callable[[ModelError, int], None] | None = None
     cancel_reason: Callable[[], str | None] = lambda: None
 
     @property
@@ -38,6 +39,11 @@ class AgentContext:
         reason = self.cancel_reason()
         if reason is not None:
             raise Cancelled(reason)
+
+    def report_error(self, error: ModelError, attempt: int) -> None:
+        """Record a failed attempt of this call (e.g. a 429 the adapter is about to retry)."""
+        if self.on_error is not None:
+            self.on_error(error, attempt)
 
     def emit(self, channel: Channel, text: str, tool_call_id: str | None = None) -> None:
         """Record one streamed delta as it arrives."""

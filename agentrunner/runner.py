@@ -23,6 +23,7 @@ from agentrunner.errors import (
     Cancelled,
     ContextOverflowError,
     EnvironmentFailure,
+    IncompleteStreamError,
     ModelError,
     UsageError,
 )
@@ -35,6 +36,10 @@ from agentrunner.store import TraceStore
 from agentrunner.types import AgentToolCall, AgentTurn, Message
 
 MAX_TURNS_LIMIT = 500
+OVERFLOW_HINT = (
+    "The history no longer fits the model's context window: fork the episode at an earlier "
+    "turn (agentrunner fork EP --turn K) or resume it with a shorter history."
+)
 CONTINUE_PROMPT = (
     "You did not call a tool. Continue working on the task: call one of the tools, "
     "or call submit() when you are done."
@@ -136,10 +141,19 @@ class _EpisodeRun:
             observation=self.observation,
             params=params,
             on_chunk=lambda chunk: self.rec.chunk(call_id, chunk),
+            on_error=lambda exc, attempt: self.rec.error(
+                "generate", exc, retryable=exc.retryable, attempt=attempt
+            ),
             cancel_reason=self.cancel_reason,
         )
         started = time.monotonic()
-        turn = self.model(context)
+        try:
+            turn = self.model(context)
+        except IncompleteStreamError as exc:
+            if isinstance(exc.partial, AgentTurn):
+                partial = exc.partial.model_copy(update={"stop_reason": "incomplete"})
+                self.rec.response(call_id, partial, time.monotonic() - started)
+            raise
         if not isinstance(turn, AgentTurn):
             raise TypeError(f"model_fn must return an AgentTurn, got {type(turn).__name__}")
         self.rec.response(call_id, turn, time.monotonic() - started)
@@ -260,7 +274,11 @@ def drive(
                 except ContextOverflowError as exc:
                     with interrupts.suppressed:
                         rec.error(run.phase, exc, retryable=False)
-                        stop, error = "context_overflow", str(exc)
+                        stop, error = "context_overflow", f"{exc} {OVERFLOW_HINT}"
+                except IncompleteStreamError as exc:
+                    with interrupts.suppressed:
+                        rec.error(run.phase, exc, retryable=True)
+                        stop, error = "incomplete", str(exc)
                 except ModelError as exc:
                     with interrupts.suppressed:
                         rec.error(run.phase, exc, retryable=exc.retryable)

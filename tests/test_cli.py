@@ -200,3 +200,63 @@ def test_tasks_json_lists_the_bundled_demo_task(db_path: Path) -> None:
     assert isinstance(tasks, list)
     demo = next(t for t in tasks if t["task_id"] == "demo-mean")
     assert set(demo) >= {"task_id", "prompt", "difficulty", "split", "max_steps"}
+
+
+def _start_run(db_path: Path, *extra: str, pace: str = "0.02") -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentrunner.cli.main",
+            "run",
+            "--db",
+            str(db_path),
+            "--json",
+            *extra,
+        ],
+        env={**os.environ, "AGENTRUNNER_SCRIPTED_PACE": pace},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_event(db_path: Path, kind: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db_path.exists():
+            with TraceStore(db_path) as store:
+                for episode in store.list_episodes():
+                    if store.events(episode.episode_id, kinds=[kind]):
+                        return episode.episode_id
+        time.sleep(0.05)
+    raise AssertionError(f"no {kind} event within {timeout}s")
+
+
+def test_cancel_request_from_another_process_stops_a_run_within_seconds(db_path: Path) -> None:
+    runner = _start_run(db_path)
+    ep = _wait_for_event(db_path, "model.chunk")
+    with TraceStore(db_path) as store:
+        store.request_cancel(ep, "stop from test")
+    asked = time.monotonic()
+    out, _ = runner.communicate(timeout=30)
+    assert time.monotonic() - asked < 3.0 and runner.returncode == 130
+    with TraceStore(db_path) as store:
+        assert "stop from test" in store.events(ep, kinds=["cancel"])[0].payload["reason"]
+
+
+def test_ctrl_c_during_a_long_tool_step_kills_it_and_records_where(
+    db_path: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "sleepy.json"
+    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]}]
+    script.write_text(json.dumps({"episodes": [{"match": "", "turns": turns}]}))
+    runner = _start_run(db_path, "--model", f"scripted:{script}", pace="0")
+    ep = _wait_for_event(db_path, "tool.call")
+    time.sleep(0.3)
+    runner.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    runner.communicate(timeout=30)
+    assert time.monotonic() - sent < 5 and runner.returncode == 130
+    with TraceStore(db_path) as store:
+        assert store.events(ep, kinds=["cancel"])[0].payload["where"] == "tool"

@@ -9,9 +9,22 @@ from typing import Any
 
 import pytest
 
-from agentrunner import AgentContext, AgentTurn, TraceStore, arun_agent_episode, run_agent_episode
+from agentrunner import (
+    AgentContext,
+    AgentToolCall,
+    AgentTurn,
+    TraceStore,
+    arun_agent_episode,
+    run_agent_episode,
+)
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
+from agentrunner.errors import (
+    ContextOverflowError,
+    IncompleteStreamError,
+    ProviderAuthError,
+    RateLimitError,
+    UsageError,
+)
 from providers import get_model
 
 
@@ -302,3 +315,51 @@ def test_usage_totals_are_summed_in_the_end_event(store: TraceStore, env: Worksp
     usage_in = sum(e.payload["input_tokens"] for e in store.events(ep, kinds=["usage"]))
     end = store.events(ep, kinds=["episode.end"])[0].payload
     assert end["totals"]["tokens"]["input"] == usage_in > 0
+
+
+def test_retry_reported_by_an_adapter_leaves_an_error_event(
+    store: TraceStore, env: WorkspaceEnv
+) -> None:
+    def model(context: AgentContext) -> AgentTurn:
+        if context.turn == 1:
+            context.report_error(RateLimitError("429 slow down"), attempt=1)
+        return AgentTurn(tool_calls=(AgentToolCall(call_id="s", name="submit"),))
+
+    ep = _run(store, env, model).episode_id
+    error = store.events(ep, kinds=["error"])[0].payload
+    assert (error["type"], error["retryable"], error["attempt"]) == ("RateLimitError", True, 1)
+
+
+def test_model_error_fails_the_episode_with_a_recorded_error(
+    store: TraceStore, env: WorkspaceEnv
+) -> None:
+    def model(context: AgentContext) -> AgentTurn:
+        raise ProviderAuthError("invalid API key")
+
+    rollout = _run(store, env, model)
+    error = store.events(rollout.episode_id, kinds=["error"])[0].payload
+    assert (rollout.status, rollout.stop_reason, error["where"]) == ("failed", "error", "generate")
+
+
+def test_incomplete_stream_records_partial_response_and_error(
+    store: TraceStore, env: WorkspaceEnv
+) -> None:
+    def model(context: AgentContext) -> AgentTurn:
+        context.emit("text", "half a tho")
+        raise IncompleteStreamError("stream ended early", partial=AgentTurn(message="half a tho"))
+
+    rollout = _run(store, env, model)
+    response = store.events(rollout.episode_id, kinds=["model.response"])[0].payload
+    kinds = _kinds(store, rollout.episode_id)
+    assert response["stop_reason"] == "incomplete" and rollout.stop_reason == "incomplete"
+    assert kinds[-2:] == ["error", "episode.end"]
+
+
+def test_context_overflow_ends_with_a_stop_reason_that_says_what_to_do(
+    store: TraceStore, env: WorkspaceEnv
+) -> None:
+    def model(context: AgentContext) -> AgentTurn:
+        raise ContextOverflowError("prompt is too long: 210000 tokens > 200000")
+
+    rollout = _run(store, env, model)
+    assert rollout.stop_reason == "context_overflow" and "fork" in (rollout.error or "")
