@@ -239,7 +239,7 @@ def test_cancel_request_from_another_process_stops_a_run_within_seconds(db_path:
     with TraceStore(db_path) as store:
         store.request_cancel(ep, "stop from test")
     asked = time.monotonic()
-    out, _ = runner.communicate(timeout=30)
+    runner.communicate(timeout=30)
     assert time.monotonic() - asked < 3.0 and runner.returncode == 130
     with TraceStore(db_path) as store:
         assert "stop from test" in store.events(ep, kinds=["cancel"])[0].payload["reason"]

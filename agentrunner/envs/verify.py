@@ -1,7 +1,7 @@
 """The default hidden-test verifier: runs a task's hidden ``unittest`` tests.
 
-Run as ``python -m agentrunner.envs.verify HIDDEN_DIR`` with the workspace as the working
-directory. It imports the workspace's code, runs every ``test*.py`` in ``HIDDEN_DIR`` with the
+Run as ``python -P verify.py HIDDEN_DIR`` (a plain script: standard library only, the
+package is not imported) with the workspace as the working directory. It imports the workspace's code, runs every ``test*.py`` in ``HIDDEN_DIR`` with the
 standard library's unittest (so no test framework has to be installed in the sandbox), and
 prints one JSON line ``{"passed": P, "total": T, "failures": [...]}`` as its last line.
 """
@@ -20,15 +20,20 @@ def run(hidden_dir: str, workspace: str) -> dict[str, object]:
     suite = loader.discover(hidden_dir, pattern="test*.py", top_level_dir=hidden_dir)
     result = unittest.TestResult()
     suite.run(result)
-    broken = result.failures + result.errors
-    failures = sorted({test.id() for test, _ in broken})
+    # A test with failing subtests is reported once per subtest: count tests, not reports.
+    failures = sorted({_test_id(test) for test, _ in result.failures + result.errors})
     total = result.testsRun
-    return {"passed": total - len(broken), "total": total, "failures": failures[:20]}
+    return {"passed": max(0, total - len(failures)), "total": total, "failures": failures[:20]}
+
+
+def _test_id(test: unittest.TestCase) -> str:
+    parent = getattr(test, "test_case", None)  # a _SubTest wraps its test case
+    return str(parent.id() if parent is not None else test.id())
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m agentrunner.envs.verify HIDDEN_DIR", file=sys.stderr)
+        print("usage: python -P verify.py HIDDEN_DIR", file=sys.stderr)
         return 2
     outcome = run(argv[0], os.getcwd())
     print(json.dumps(outcome, sort_keys=True))

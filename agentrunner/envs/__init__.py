@@ -1,0 +1,1 @@
+"""Environments the runner drives: the local coding workspace and its tasks."""
