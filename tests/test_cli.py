@@ -260,3 +260,53 @@ def test_ctrl_c_during_a_long_tool_step_kills_it_and_records_where(
     assert time.monotonic() - sent < 5 and runner.returncode == 130
     with TraceStore(db_path) as store:
         assert store.events(ep, kinds=["cancel"])[0].payload["where"] == "tool"
+
+
+@pytest.mark.parametrize("task", ["demo-mean", "paginate-off-by-one", "slugify-accents"])
+def test_scripted_demo_solves_bundled_task_through_run(task: str, db_path: Path) -> None:
+    proc = _cli("run", "--task", task, "--db", str(db_path), "--json")
+    result = _last_json(proc.stdout)
+    assert isinstance(result, dict) and (result["status"], result["total_reward"]) == (
+        "completed",
+        1.0,
+    )
+    with TraceStore(db_path) as store:
+        assert store.episode(result["episode_id"]).task_id == task
+
+
+def test_tasks_lists_a_user_tasks_file(tmp_path: Path) -> None:
+    tasks_file = tmp_path / "tasks.json"
+    tasks_file.write_text(
+        json.dumps(
+            [
+                {
+                    "task_id": "mine",
+                    "prompt": "Fix it.",
+                    "difficulty": "hard",
+                    "split": "test",
+                    "max_steps": 5,
+                    "files": {"a.py": "x = 1\n"},
+                    "hidden_files": {"test_hidden_a.py": ""},
+                }
+            ]
+        )
+    )
+    tasks = _last_json(_cli("tasks", "--tasks", str(tasks_file), "--json").stdout)
+    assert tasks == [
+        {
+            "task_id": "mine",
+            "prompt": "Fix it.",
+            "difficulty": "hard",
+            "split": "test",
+            "max_steps": 5,
+            "reward_mode": "binary",
+            "files": ["a.py"],
+        }
+    ]
+
+
+def test_tasks_with_a_broken_tasks_file_exits_2(tmp_path: Path) -> None:
+    tasks_file = tmp_path / "tasks.json"
+    tasks_file.write_text('[{"task_id": "x"}]')
+    proc = _cli("tasks", "--tasks", str(tasks_file))
+    assert proc.returncode == 2 and "field 'prompt'" in proc.stderr
