@@ -60,3 +60,10 @@ class Environment(Protocol):
     def step(self, action: ToolAction) -> StepResult: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Restorable(Protocol):
+    """An environment that can return to a snapshot a step produced (``StepResult.snapshot``)."""
+
+    def restore(self, snapshot_id: str, *, steps: int | None = None) -> None: ...

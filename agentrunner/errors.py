@@ -10,6 +10,7 @@ once, at the boundary where they happen; nothing else catches broadly.
     │   ├── StoreSchemaError      written by a newer agentrunner
     │   └── EpisodeNotFoundError  no such episode (or an ambiguous id prefix)
     ├── EnvironmentFailure    the environment itself broke (not a tool error)
+    │   └── DivergenceError       replaying recorded actions gave other observations
     ├── ModelError            the model call failed
     │   ├── ProviderConfigError   missing API key / unknown provider
     │   ├── ProviderAuthError
@@ -56,6 +57,14 @@ class EpisodeNotFoundError(StoreError):
 
 class EnvironmentFailure(AgentRunnerError):
     """The environment broke (server died, workspace vanished); the episode is resumable."""
+
+
+class DivergenceError(EnvironmentFailure):
+    """Replaying recorded actions gave observations other than the recorded ones."""
+
+    def __init__(self, message: str, *, report: list[dict[str, object]]) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class ModelError(AgentRunnerError):

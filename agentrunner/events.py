@@ -108,6 +108,7 @@ class ToolResult(_Payload):
     duration_s: float = 0.0
     message_hash: str
     snapshot: str | None = None
+    step: int | None = None  # the environment step this result came from (None: env not run)
 
 
 class MessageEvent(_Payload):
@@ -137,6 +138,7 @@ class Resume(_Payload):
     from_seq: int
     env_restore: str
     dangling: list[dict[str, Any]] = Field(default_factory=list)
+    reason: Literal["resume", "fork"] = "resume"
 
 
 class EpisodeEnd(_Payload):

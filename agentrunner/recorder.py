@@ -82,6 +82,9 @@ class Recorder:
     def start(self, **fields: Any) -> None:
         self._append(ev.EpisodeStart(**fields))
 
+    def resume(self, **fields: Any) -> None:
+        self._append(ev.Resume(**fields))
+
     def message(self, message: Message, reason: str) -> None:
         digest = self._extend_chain(message)
         self._append(ev.MessageEvent(role=message.role, message_hash=digest, reason=reason))
@@ -155,6 +158,7 @@ class Recorder:
         error: str | None = None,
         duration_s: float = 0.0,
         snapshot: str | None = None,
+        step: int | None = None,
     ) -> str:
         """Record a result and its tool message; return the observation as recorded."""
         observation = redact(observation, self.secrets)
@@ -175,6 +179,7 @@ class Recorder:
                 duration_s=round(duration_s, 6),
                 message_hash=digest,
                 snapshot=snapshot,
+                step=step,
             )
         )
         return observation

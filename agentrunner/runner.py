@@ -80,8 +80,20 @@ class Rollout:
         }
 
 
-class _EpisodeRun:
-    """One run of the loop for an episode whose start and prompt are already recorded."""
+@dataclass
+class PendingCall:
+    """A tool call of the last assistant message that has no result yet.
+
+    ``recorded`` says its ``tool.call`` is already in the log (a dangling call, re-run
+    without a second ``tool.call``); otherwise it is recorded before it runs.
+    """
+
+    call: AgentToolCall
+    recorded: bool
+
+
+class EpisodeLoop:
+    """The turn loop for an episode whose start and history are already recorded."""
 
     def __init__(
         self,
@@ -92,34 +104,45 @@ class _EpisodeRun:
         config: RunConfig,
         task_id: str,
         seed: int,
-        first_turn: int,
+        *,
+        last_turn: int = 0,
+        env_steps: int = 0,
     ) -> None:
         self.env, self.model, self.rec, self.config = env, model, rec, config
         self.reset, self.task_id, self.seed = reset, task_id, seed
-        self.turn = first_turn - 1
-        self.first_turn = first_turn
+        self.turn = last_turn
+        self.env_steps = env_steps
         self.tools_hash = rec.store.put_tools(reset.tools)
         self.tool_names = {t.name for t in reset.tools}
         self.phase = "between_turns"
         self.cancel_reason: Callable[[], str | None] = lambda: None
         self.observation: str | None = None
 
-    def loop(self) -> str:
-        """Run turns until a stop reason; return it."""
+    def loop(self, pending: list[PendingCall] | None = None, needs_continue: bool = False) -> str:
+        """Finish what a previous attempt left (``pending`` calls, a missing continuation),
+        then run turns until a stop reason; return it."""
+        self.rec.turn = self.turn
+        if pending:
+            stop = self._run_tools(pending)
+            if stop is not None:
+                return stop
+        elif needs_continue:
+            self._continue()
         while self.turn < self.config.max_turns:
             self._check_cancel("between_turns")
             self.turn += 1
             self.rec.turn = self.turn
             turn = self._generate()
             if turn.tool_calls:
-                stop = self._run_tools(turn.tool_calls)
+                stop = self._run_tools([PendingCall(c, recorded=False) for c in turn.tool_calls])
                 if stop is not None:
                     return stop
             else:
-                self.rec.message(
-                    Message(role="user", content=self.config.continue_prompt), "continue"
-                )
+                self._continue()
         return "max_turns"
+
+    def _continue(self) -> None:
+        self.rec.message(Message(role="user", content=self.config.continue_prompt), "continue")
 
     def _check_cancel(self, where: str) -> None:
         self.phase = where
@@ -159,22 +182,24 @@ class _EpisodeRun:
         self.rec.response(call_id, turn, time.monotonic() - started)
         return turn
 
-    def _run_tools(self, calls: tuple[AgentToolCall, ...]) -> str | None:
+    def _run_tools(self, calls: list[PendingCall]) -> str | None:
         stop: str | None = None
-        for call in calls:
+        for pending in calls:
             if stop is None:
                 self._check_cancel("tool")
-            stop = self._run_tool(call, skip=stop is not None) or stop
+            stop = self._run_tool(pending, skip=stop is not None) or stop
         return stop
 
-    def _run_tool(self, call: AgentToolCall, *, skip: bool) -> str | None:
+    def _run_tool(self, pending: PendingCall, *, skip: bool) -> str | None:
+        call = pending.call
         parsed: dict[str, Any] | None = None
         problem: str | None = None
         try:
             parsed = call.parsed_arguments()
         except ValueError as exc:
             problem = str(exc)
-        self.rec.tool_call(call, parsed, problem)
+        if not pending.recorded:
+            self.rec.tool_call(call, parsed, problem)
         if skip:
             self.rec.tool_result(call, "not run: the episode already ended", error="not run")
             return None
@@ -187,6 +212,7 @@ class _EpisodeRun:
             return None
         started = time.monotonic()
         result = self.env.step(ToolAction(name=call.name, arguments=parsed))
+        self.env_steps += 1
         self.observation = self.rec.tool_result(
             call,
             result.observation,
@@ -195,6 +221,7 @@ class _EpisodeRun:
             error=result.error,
             duration_s=time.monotonic() - started,
             snapshot=result.snapshot,
+            step=self.env_steps,
         )
         if result.truncated:
             return "max_steps"
@@ -246,17 +273,22 @@ def run_agent_episode(
     if reset.system:
         rec.message(Message(role="system", content=reset.system), "system")
     rec.message(Message(role="user", content=reset.prompt), "prompt")
-    run = _EpisodeRun(env, model, rec, reset, cfg, task_id, seed, first_turn=1)
+    run = EpisodeLoop(env, model, rec, reset, cfg, task_id, seed)
     return drive(run, store, episode_id, cancel_check)
 
 
 def drive(
-    run: _EpisodeRun,
+    run: EpisodeLoop,
     store: TraceStore,
     episode_id: str,
     cancel_check: Callable[[], bool] | None,
+    *,
+    pending: list[PendingCall] | None = None,
+    needs_continue: bool = False,
 ) -> Rollout:
-    """Run the loop with heartbeat, Ctrl-C handling and the episode's ending recorded."""
+    """Run the loop with heartbeat, Ctrl-C handling and the episode's ending recorded.
+
+    The caller has claimed the episode's writer lease; it is released on the way out."""
     rec = run.rec
     error: str | None = None
     with interrupts.sigint_guard() as on_main:
@@ -265,7 +297,7 @@ def drive(
         try:
             with heartbeat:
                 try:
-                    stop = run.loop()
+                    stop = run.loop(pending, needs_continue)
                 except (KeyboardInterrupt, Cancelled) as exc:
                     with interrupts.suppressed:
                         reason = str(exc.args[0]) if exc.args else "SIGINT"
@@ -299,7 +331,7 @@ def drive(
     return _rollout(run, stop, status_for(stop), error)
 
 
-def _rollout(run: _EpisodeRun, stop: str, status: str, error: str | None) -> Rollout:
+def _rollout(run: EpisodeLoop, stop: str, status: str, error: str | None) -> Rollout:
     totals = run.rec.totals
     return Rollout(
         episode_id=run.rec.episode_id,

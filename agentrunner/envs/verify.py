@@ -1,9 +1,10 @@
 """The default hidden-test verifier: runs a task's hidden ``unittest`` tests.
 
-Run as ``python -P verify.py HIDDEN_DIR`` (a plain script: standard library only, the
-package is not imported) with the workspace as the working directory. It imports the workspace's code, runs every ``test*.py`` in ``HIDDEN_DIR`` with the
-standard library's unittest (so no test framework has to be installed in the sandbox), and
-prints one JSON line ``{"passed": P, "total": T, "failures": [...]}`` as its last line.
+Run as ``python -P verify.py HIDDEN_DIR`` (a plain script: standard library only, the package
+is not imported) with the workspace as the working directory. It imports the workspace's
+code, runs every ``test*.py`` in ``HIDDEN_DIR`` with the standard library's unittest (so no
+test framework has to be installed in the sandbox), and prints one JSON line
+``{"passed": P, "total": T, "failures": [...]}`` as its last line.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from ulid import ULID
 
 from agentrunner import interrupts
-from agentrunner.errors import EpisodeNotFoundError, StoreError
+from agentrunner.errors import EpisodeNotFoundError, StoreError, UsageError
 from agentrunner.events import EpisodeEnd, status_for
 from agentrunner.store import control
 from agentrunner.store.connection import Synchronous, open_connections
@@ -191,6 +191,57 @@ class TraceStore:
         )
         return [r[0] for r in rows]
 
+    def ancestors(self, episode_id: str) -> list[str]:
+        """Parent, grandparent, ... up to the root."""
+        return [seg.episode_id for seg in reversed(self.segments(episode_id)[:-1])]
+
+    def tree(self, episode_id: str) -> list[tuple[str, str | None, int | None, int]]:
+        """The whole lineage tree ``episode_id`` belongs to, root first, depth-first:
+        ``(id, parent_id, fork_seq, depth)``."""
+        root = ([episode_id, *self.ancestors(episode_id)])[-1]
+        rows = self.conn.execute(
+            "WITH RECURSIVE t(id, parent, fork_seq, depth, path) AS ("
+            " SELECT id, parent_episode_id, fork_seq, 0, id FROM episodes WHERE id = ?"
+            " UNION ALL SELECT e.id, e.parent_episode_id, e.fork_seq, t.depth + 1,"
+            " t.path || '/' || e.id FROM episodes e JOIN t ON e.parent_episode_id = t.id)"
+            " SELECT id, parent, fork_seq, depth FROM t ORDER BY path",
+            (root,),
+        ).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def remove_episode(self, id_or_prefix: str) -> int:
+        """Delete an episode no fork depends on (explicit, never automatic); return the
+        number of events removed. Messages stay: they are shared by content."""
+        episode = self.episode(id_or_prefix)
+        episode_id = episode.episode_id
+        kids = self.children(episode_id)
+        if kids:
+            raise UsageError(
+                f"episode {episode_id} has {len(kids)} fork(s) that depend on it "
+                f"({', '.join(k[:10] for k in kids[:3])}); remove them first"
+            )
+        if episode.status == "running":
+            raise UsageError(f"episode {episode_id} is running (pid {episode.writer_pid})")
+        conn = self.conn
+        with interrupts.critical:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT OR REPLACE INTO removals (episode_id, requested_at) VALUES (?, ?)",
+                    (episode_id, utc_now()),
+                )
+                removed = conn.execute(
+                    "DELETE FROM events WHERE episode_id = ?", (episode_id,)
+                ).rowcount
+                conn.execute("DELETE FROM control WHERE episode_id = ?", (episode_id,))
+                conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+                conn.execute("DELETE FROM removals WHERE episode_id = ?", (episode_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return int(removed)
+
     def segments(self, episode_id: str) -> list[Segment]:
         """Where an episode's history lives: ancestors' prefixes, then its own rows."""
         chain: list[Segment] = []
@@ -257,6 +308,13 @@ class TraceStore:
             (episode_id, n),
         ).fetchall()
         return [EventRow(*r) for r in reversed(rows)]
+
+    def has_own_event(self, episode_id: str, kind: str) -> bool:
+        """Whether the episode's own rows (not inherited ones) hold an event of ``kind``."""
+        row = self.conn.execute(
+            "SELECT 1 FROM events WHERE episode_id = ? AND kind = ? LIMIT 1", (episode_id, kind)
+        ).fetchone()
+        return row is not None
 
     def message_chain(self, tip_hash: str | None) -> list[Message]:
         """The messages of a chain, root first, ending at ``tip_hash``."""
@@ -332,7 +390,7 @@ class TraceStore:
             seq_s, attempt_s, turn_s, last_kind = row[12].split(" ")
             last_seq, attempt, turn = int(seq_s), int(attempt_s), int(turn_s)
         else:  # no own events yet: a fresh episode or a fork before its first append
-            last_seq, attempt, turn, last_kind = fork_seq or 0, 1, 0, ""
+            last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
         stop_reason = None
         if last_kind == "episode.end":
             end = EpisodeEnd.model_validate_json(

@@ -1,0 +1,122 @@
+"""Forks: branch an episode at a model turn, with an optional edit, never changing the parent.
+
+A fork is a new episode with ``parent_episode_id`` and ``fork_seq``. It inherits its
+parent's events up to ``fork_seq`` by reference and numbers its own from ``fork_seq + 1``.
+The fork point of turn K is just before that turn's first ``model.request``, so the fork's
+history is exactly what the model saw at turn K. The fork then either re-samples turn K
+(maybe with another model, maybe after an injected user message) or replaces it with an
+edited assistant message / tool call(s), which its first run executes. A new fork has no
+writer: it shows as ``interrupted`` until it is run (``--run`` or ``agentrunner resume``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentrunner.errors import EpisodeNotFoundError, UsageError
+from agentrunner.events import MessageEvent
+from agentrunner.store import TraceStore
+from agentrunner.types import AgentToolCall, Message
+
+
+def fork_point(store: TraceStore, episode_id: str, turn: int) -> int:
+    """The seq just before turn ``turn``'s first model request in the episode's history."""
+    if turn < 1:
+        raise UsageError("--turn counts model turns from 1")
+    for row in store.iter_events(episode_id, kinds=["model.request"]):
+        if row.turn == turn:
+            return row.seq - 1
+    turns = store.episode(episode_id).turns
+    raise EpisodeNotFoundError(
+        f"episode {episode_id} has no model turn {turn} (it has {turns}); "
+        f"fork at a turn between 1 and {turns}"
+    )
+
+
+def parse_action(action: str | dict[str, Any] | list[Any], turn: int) -> Message:
+    """The assistant message an ``--action`` edit stands for.
+
+    Accepted: one tool call ``{"name": ..., "arguments": {...}}``, a list of them, or a whole
+    message ``{"message": "text", "tool_calls": [...]}``.
+    """
+    try:
+        value = json.loads(action) if isinstance(action, str) else action
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--action is not valid JSON: {exc.msg} at char {exc.pos}") from None
+    if isinstance(value, dict) and "name" in value:
+        text, raw_calls = "", [value]
+    elif isinstance(value, list):
+        text, raw_calls = "", value
+    elif isinstance(value, dict) and ("tool_calls" in value or "message" in value):
+        text, raw_calls = str(value.get("message", "")), list(value.get("tool_calls", []))
+    else:
+        raise UsageError(
+            '--action must be a tool call {"name": ..., "arguments": {...}}, a list of them, '
+            'or {"message": ..., "tool_calls": [...]}'
+        )
+    calls = []
+    for i, raw in enumerate(raw_calls):
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise UsageError(f"--action tool call #{i + 1} needs a string 'name'")
+        calls.append(
+            AgentToolCall(
+                call_id=str(raw.get("call_id") or f"edit_{turn:03d}_{i}"),
+                name=raw["name"],
+                arguments=raw.get("arguments", {}),
+            )
+        )
+    return Message(role="assistant", content=text, tool_calls=tuple(calls))
+
+
+def fork_episode(
+    store: TraceStore,
+    episode_id: str,
+    *,
+    turn: int,
+    message: str | None = None,
+    action: str | dict[str, Any] | list[Any] | None = None,
+    model: str | None = None,
+    n: int = 1,
+) -> list[str]:
+    """Create ``n`` forks of ``episode_id`` at ``turn``; return their ids (not yet run).
+
+    ``message`` injects a user message before the turn is re-sampled; ``action`` replaces the
+    turn's output with an edited assistant message (see :func:`parse_action`); ``model``
+    re-samples with another model spec. The parent is never changed.
+    """
+    if message is not None and action is not None:
+        raise UsageError("give --message or --action, not both")
+    if n < 1:
+        raise UsageError("-n must be at least 1")
+    parent = store.episode(episode_id)
+    seq = fork_point(store, parent.episode_id, turn)
+    edit = parse_action(action, turn) if action is not None else None
+    if model is not None:
+        from providers import get_model
+
+        model_spec = get_model(model).spec()
+    else:
+        model_spec = parent.model
+    from agentrunner.state import rebuild
+
+    tip = rebuild(store, parent.episode_id, upto_seq=seq).tip
+    forks = []
+    for _ in range(n):
+        fork_id = store.create_episode(
+            task_id=parent.task_id,
+            seed=parent.seed,
+            env=parent.env,
+            model=model_spec,
+            parent_episode_id=parent.episode_id,
+            fork_seq=seq,
+        )
+        writer = store.writer(fork_id, attempt=1)
+        if message is not None:
+            digest = store.put_message(tip, Message(role="user", content=message))
+            writer.append(turn - 1, MessageEvent(role="user", message_hash=digest, reason="fork"))
+        elif edit is not None:
+            digest = store.put_message(tip, edit)
+            writer.append(turn, MessageEvent(role="assistant", message_hash=digest, reason="edit"))
+        forks.append(fork_id)
+    return forks

@@ -1,0 +1,157 @@
+"""Resuming an episode: rebuild its state from the store, restore the environment, finish
+the work a previous attempt left open, and continue the same episode as ``attempt + 1``.
+
+Forks use the same path for their first run: a fork is an episode whose own history is
+empty (or holds only the edit that made it), continued from its parent's fork point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentrunner.environment import Environment
+from agentrunner.errors import UsageError
+from agentrunner.model import AgentContext, Model, as_model
+from agentrunner.recorder import Observer, Recorder
+from agentrunner.redaction import known_secrets
+from agentrunner.restore import restore_env
+from agentrunner.runner import EpisodeLoop, Rollout, RunConfig, drive
+from agentrunner.state import EpisodeState, describe_dangling, rebuild
+from agentrunner.store import TraceStore
+from agentrunner.types import AgentTurn
+
+RESUMABLE = ("cancelled", "interrupted", "failed")
+
+
+def check_resumable(state: EpisodeState) -> None:
+    """Refuse, with a clear message, an episode that cannot be resumed."""
+    ep = state.episode
+    if ep.status == "completed":
+        raise UsageError(
+            f"episode {ep.episode_id} is completed ({ep.stop_reason}); fork it instead"
+        )
+    if ep.status == "running":
+        raise UsageError(
+            f"episode {ep.episode_id} is being written by process {ep.writer_pid}; "
+            "cancel it first (agentrunner tui, x) or wait for it"
+        )
+    if ep.status == "failed":
+        retryable = bool(state.last_error and state.last_error.get("retryable"))
+        if not retryable:
+            reason = (state.last_error or {}).get("message", ep.stop_reason)
+            raise UsageError(
+                f"episode {ep.episode_id} failed on a non-retryable error ({reason}); "
+                "fork it at an earlier turn instead"
+            )
+
+
+def _model_for(state: EpisodeState, model_fn: Callable[[AgentContext], AgentTurn] | None) -> Model:
+    if model_fn is not None:
+        return as_model(model_fn)
+    spec = state.episode.model
+    if spec.get("provider") == "custom" or not spec.get("spec"):
+        raise UsageError(
+            f"episode {state.episode.episode_id} was run with a Python model_fn "
+            f"({spec.get('spec')}); pass model_fn to continue it"
+        )
+    from providers import get_model
+
+    options = {k: spec[k] for k in ("base_url",) if spec.get(k)}
+    return get_model(str(spec["spec"]), **options)
+
+
+def resume_episode(
+    store: TraceStore,
+    episode_id: str,
+    *,
+    env: Environment | None = None,
+    model_fn: Callable[[AgentContext], AgentTurn] | None = None,
+    accept_divergence: bool = False,
+    max_turns: int | None = None,
+    cancel_check: Callable[[], bool] | None = None,
+    observer: Observer | None = None,
+) -> Rollout:
+    """Continue a cancelled, interrupted or (retryably) failed episode, or run a new fork.
+
+    ``env`` and ``model_fn`` default to the ones the episode was recorded with. The
+    environment is restored from a snapshot or by replaying the recorded actions; a replay
+    whose observations differ stops with :class:`agentrunner.errors.DivergenceError` unless
+    ``accept_divergence``.
+    """
+    episode_id = store.resolve(episode_id)
+    state = rebuild(store, episode_id)
+    check_resumable(state)
+    model = _model_for(state, model_fn)
+    if not store.claim_writer(episode_id):
+        raise UsageError(f"episode {episode_id} is being written by another process")
+    own_env = env is None
+    if env is None:
+        from agentrunner.envs.factory import env_from_spec
+
+        env = env_from_spec(state.start.env)
+    try:
+        return _continue(
+            store, state, env, model, accept_divergence, max_turns, cancel_check, observer
+        )
+    except BaseException:
+        store.release_writer(episode_id)
+        raise
+    finally:
+        if own_env:
+            env.close()
+
+
+def _continue(
+    store: TraceStore,
+    state: EpisodeState,
+    env: Environment,
+    model: Model,
+    accept_divergence: bool,
+    max_turns: int | None,
+    cancel_check: Callable[[], bool] | None,
+    observer: Observer | None,
+) -> Rollout:
+    ep = state.episode
+    start = state.start
+    reset, how = restore_env(
+        env, start.task_id, start.seed, state.env_steps, accept_divergence=accept_divergence
+    )
+    config_fields: dict[str, Any] = dict(start.config)
+    if max_turns is not None:
+        config_fields["max_turns"] = max_turns
+    config = RunConfig.model_validate(config_fields)
+    first_fork_run = ep.parent_episode_id is not None and not store.has_own_event(
+        ep.episode_id, "resume"
+    )
+    writer = store.writer(ep.episode_id, attempt=1 if first_fork_run else ep.attempt + 1)
+    rec = Recorder(store, writer, secrets=known_secrets(), tip=state.tip, observer=observer)
+    rec.messages = list(state.messages)
+    rec.totals = state.totals
+    rec.turn = state.turn
+    rec.resume(
+        from_seq=state.last_seq,
+        env_restore=how,
+        dangling=describe_dangling(state, store),
+        reason="fork" if first_fork_run else "resume",
+    )
+    last_turn = state.turn - 1 if state.open_request is not None else state.turn
+    loop = EpisodeLoop(
+        env,
+        model,
+        rec,
+        reset,
+        config,
+        start.task_id,
+        start.seed,
+        last_turn=last_turn,
+        env_steps=len(state.env_steps),
+    )
+    return drive(
+        loop,
+        store,
+        ep.episode_id,
+        cancel_check,
+        pending=state.pending,
+        needs_continue=state.needs_continue,
+    )
