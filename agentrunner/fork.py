@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentrunner.errors import EpisodeNotFoundError, UsageError
+from agentrunner.errors import UsageError
 from agentrunner.events import MessageEvent
 from agentrunner.store import TraceStore
 from agentrunner.types import AgentToolCall, Message
@@ -28,7 +28,7 @@ def fork_point(store: TraceStore, episode_id: str, turn: int) -> int:
         if row.turn == turn:
             return row.seq - 1
     turns = store.episode(episode_id).turns
-    raise EpisodeNotFoundError(
+    raise UsageError(
         f"episode {episode_id} has no model turn {turn} (it has {turns}); "
         f"fork at a turn between 1 and {turns}"
     )

@@ -221,12 +221,16 @@ def _start_run(db_path: Path, *extra: str, pace: str = "0.02") -> subprocess.Pop
     )
 
 
-def _wait_for_event(db_path: Path, kind: str, timeout: float = 30) -> str:
+def _wait_for_event(
+    db_path: Path, kind: str, timeout: float = 30, skip: tuple[str, ...] = ()
+) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if db_path.exists():
             with TraceStore(db_path) as store:
                 for episode in store.list_episodes():
+                    if episode.episode_id in skip:
+                        continue
                     if store.events(episode.episode_id, kinds=[kind]):
                         return episode.episode_id
         time.sleep(0.05)
@@ -310,3 +314,73 @@ def test_tasks_with_a_broken_tasks_file_exits_2(tmp_path: Path) -> None:
     tasks_file.write_text('[{"task_id": "x"}]')
     proc = _cli("tasks", "--tasks", str(tasks_file))
     assert proc.returncode == 2 and "field 'prompt'" in proc.stderr
+
+
+def test_resume_continues_a_ctrl_c_cancelled_run_to_completion(db_path: Path) -> None:
+    runner = _start_run(db_path)
+    ep = _wait_for_event(db_path, "tool.result")
+    runner.send_signal(signal.SIGINT)
+    runner.communicate(timeout=30)
+    listed = _last_json(_cli("ls", "--db", str(db_path), "--json").stdout)
+    resumed = _cli("resume", ep[:12], "--db", str(db_path), "--json")
+    result = _last_json(resumed.stdout)
+    assert isinstance(listed, list) and listed[0]["status"] == "cancelled"
+    assert resumed.returncode == 0 and isinstance(result, dict)
+    assert (result["status"], result["total_reward"]) == ("completed", 1.0)
+
+
+def test_resume_all_resumes_every_resumable_episode(db_path: Path) -> None:
+    seen: tuple[str, ...] = ()
+    for _ in range(2):
+        runner = _start_run(db_path)
+        seen += (_wait_for_event(db_path, "model.chunk", skip=seen),)
+        runner.send_signal(signal.SIGINT)
+        runner.communicate(timeout=30)
+    proc = _cli("resume", "--all", "--db", str(db_path), "--json")
+    result = _last_json(proc.stdout)
+    assert proc.returncode == 0 and isinstance(result, dict)
+    assert [r["status"] for r in result["resumed"]] == ["completed", "completed"]
+
+
+def test_resume_of_a_completed_episode_exits_2_with_a_reason(db_path: Path) -> None:
+    episode = _last_json(_cli("run", "--db", str(db_path), "--json").stdout)
+    assert isinstance(episode, dict)
+    proc = _cli("resume", episode["episode_id"], "--db", str(db_path))
+    assert proc.returncode == 2 and "is completed" in proc.stderr
+
+
+def test_replay_of_a_deterministic_episode_matches_and_exits_0(db_path: Path) -> None:
+    episode = _last_json(_cli("run", "--db", str(db_path), "--json").stdout)
+    assert isinstance(episode, dict)
+    proc = _cli("replay", episode["episode_id"], "--db", str(db_path), "--json")
+    result = _last_json(proc.stdout)
+    assert proc.returncode == 0 and isinstance(result, dict)
+    assert (result["ok"], result["matched"], result["steps"]) == (True, 6, 6)
+
+
+def test_fork_run_json_lists_forks_and_their_outcomes(db_path: Path) -> None:
+    episode = _last_json(_cli("run", "--db", str(db_path), "--json").stdout)
+    assert isinstance(episode, dict)
+    proc = _cli(
+        "fork",
+        episode["episode_id"],
+        "--turn",
+        "3",
+        "-n",
+        "2",
+        "--run",
+        "--db",
+        str(db_path),
+        "--json",
+    )
+    result = _last_json(proc.stdout)
+    assert proc.returncode == 0 and isinstance(result, dict) and len(result["forks"]) == 2
+    assert [r["status"] for r in result["rollouts"]] == ["completed", "completed"]
+
+
+def test_rm_of_a_parent_with_forks_exits_2(db_path: Path) -> None:
+    episode = _last_json(_cli("run", "--db", str(db_path), "--json").stdout)
+    assert isinstance(episode, dict)
+    _cli("fork", episode["episode_id"], "--turn", "2", "--db", str(db_path))
+    proc = _cli("rm", episode["episode_id"], "--db", str(db_path))
+    assert proc.returncode == 2 and "depend on it" in proc.stderr
