@@ -20,11 +20,11 @@ from ulid import ULID
 
 from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreError, UsageError
-from agentrunner.events import EpisodeEnd, status_for
 from agentrunner.store import control
 from agentrunner.store.connection import Synchronous, open_connections
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.records import EpisodeSummary, EventRow, ModelInput, Segment
+from agentrunner.store.summaries import summaries
 from agentrunner.types import Message, ToolSpec
 
 DEFAULT_DB = Path("traces") / "traces.db"
@@ -178,12 +178,12 @@ class TraceStore:
 
     def episode(self, id_or_prefix: str) -> EpisodeSummary:
         episode_id = self.resolve(id_or_prefix)
-        return self._summaries("WHERE e.id = ?", (episode_id,))[0]
+        return summaries(self, "WHERE e.id = ?", (episode_id,))[0]
 
     def list_episodes(self, *, limit: int | None = None) -> list[EpisodeSummary]:
         """Episodes, newest first, with derived status and totals."""
         clause = "ORDER BY e.id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        return self._summaries(clause, ())
+        return summaries(self, clause, ())
 
     def children(self, episode_id: str) -> list[str]:
         rows = self.conn.execute(
@@ -369,88 +369,3 @@ class TraceStore:
             model=request.get("model", ""),
             tip_hash=request["tip_hash"],
         )
-
-    # ---------------------------------------------------------------- summaries
-
-    def _summaries(self, clause: str, args: tuple[Any, ...]) -> list[EpisodeSummary]:
-        rows = self.conn.execute(
-            "SELECT e.id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed, e.created_at,"
-            " e.env, e.model, c.writer_pid, c.writer_host, c.writer_started, c.heartbeat_at,"
-            " (SELECT seq || ' ' || attempt || ' ' || turn || ' ' || kind FROM events v"
-            "   WHERE v.episode_id = e.id ORDER BY seq DESC LIMIT 1) AS last"
-            f" FROM episodes e LEFT JOIN control c ON c.episode_id = e.id {clause}",
-            args,
-        ).fetchall()
-        return [self._summary(row) for row in rows]
-
-    def _summary(self, row: tuple[Any, ...]) -> EpisodeSummary:
-        episode_id, parent, fork_seq, task_id, seed, created, env, model = row[:8]
-        lease = control.Lease(*row[8:12])
-        if row[12]:
-            seq_s, attempt_s, turn_s, last_kind = row[12].split(" ")
-            last_seq, attempt, turn = int(seq_s), int(attempt_s), int(turn_s)
-        else:  # no own events yet: a fresh episode or a fork before its first append
-            last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
-        stop_reason = None
-        if last_kind == "episode.end":
-            end = EpisodeEnd.model_validate_json(
-                self.conn.execute(
-                    "SELECT payload FROM events WHERE episode_id = ? AND seq = ?",
-                    (episode_id, last_seq),
-                ).fetchone()[0]
-            )
-            stop_reason = end.stop_reason
-            status = status_for(end.stop_reason)
-            reward, tokens, cost = end.total_reward, end.totals.get("tokens", {}), None
-            cost = end.totals.get("cost_usd")
-        else:
-            status = "running" if lease.alive() else "interrupted"
-            reward, tokens, cost = self._running_totals(episode_id)
-        return EpisodeSummary(
-            episode_id=episode_id,
-            parent_episode_id=parent,
-            fork_seq=fork_seq,
-            task_id=task_id,
-            seed=seed,
-            created_at=created,
-            env=json.loads(env),
-            model=json.loads(model),
-            status=status,
-            stop_reason=stop_reason,
-            turns=turn,
-            last_seq=last_seq,
-            attempt=attempt,
-            total_reward=reward,
-            tokens=tokens,
-            cost_usd=cost,
-            writer_pid=lease.pid if status == "running" else None,
-        )
-
-    def _running_totals(self, episode_id: str) -> tuple[float, dict[str, int], float | None]:
-        reward = 0.0
-        tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
-        cost: float | None = None
-        for seg in self.segments(episode_id):
-            hi = seg.end if seg.end is not None else 2**62
-            rng = (seg.episode_id, seg.start, hi)
-            r = self.conn.execute(
-                "SELECT total(json_extract(payload, '$.reward')) FROM events WHERE episode_id = ?"
-                " AND kind = 'tool.result' AND seq BETWEEN ? AND ?",
-                rng,
-            ).fetchone()
-            reward += r[0] or 0.0
-            u = self.conn.execute(
-                "SELECT total(json_extract(payload, '$.input_tokens')),"
-                " total(json_extract(payload, '$.output_tokens')),"
-                " total(json_extract(payload, '$.cache_read_tokens')),"
-                " total(json_extract(payload, '$.cache_write_tokens')),"
-                " total(json_extract(payload, '$.reasoning_tokens')),"
-                " sum(json_extract(payload, '$.cost_usd'))"
-                " FROM events WHERE episode_id = ? AND kind = 'usage' AND seq BETWEEN ? AND ?",
-                rng,
-            ).fetchone()
-            for key, value in zip(tokens, u[:5], strict=True):
-                tokens[key] += int(value or 0)
-            if u[5] is not None:
-                cost = (cost or 0.0) + u[5]
-        return reward, tokens, cost
