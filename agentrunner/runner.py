@@ -244,6 +244,7 @@ def run_agent_episode(
     cancel_check: Callable[[], bool] | None = None,
     observer: Observer | None = None,
     config: RunConfig | None = None,
+    episode_id: str | None = None,
 ) -> Rollout:
     """Run one episode to its end (or cancel), recording everything in ``store``.
 
@@ -251,6 +252,7 @@ def run_agent_episode(
     ``providers``. ``max_turns`` (at most 500) is the only runner limit. ``cancel_check``
     is polled between turns, between tool calls and on every streamed chunk; Ctrl-C cancels
     too. Both record a ``cancel`` event and end the episode as ``cancelled``.
+    ``episode_id`` runs an episode created beforehand (with no events yet), e.g. by a batch.
     """
     if not 1 <= max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
@@ -258,8 +260,14 @@ def run_agent_episode(
     model = as_model(model_fn)
     model_spec = _model_spec(model)
     reset = env.reset(task_id, seed)
-    episode_id = store.create_episode(task_id=task_id, seed=seed, env=env.spec(), model=model_spec)
-    store.claim_writer(episode_id)
+    if episode_id is None:
+        episode_id = store.create_episode(
+            task_id=task_id, seed=seed, env=env.spec(), model=model_spec
+        )
+    elif store.episode(episode_id).last_seq:
+        raise UsageError(f"episode {episode_id} already has events; resume it instead")
+    if not store.claim_writer(episode_id):
+        raise UsageError(f"episode {episode_id} is being written by another process")
     rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
     rec.start(
         task_id=task_id,

@@ -13,6 +13,7 @@ import pytest
 from agentrunner import TraceStore
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, StoreSchemaError
 from agentrunner.events import ModelChunk
+from agentrunner.store.schema import KNOWN_MIGRATIONS
 from agentrunner.types import Message
 
 
@@ -228,7 +229,8 @@ def test_reopening_a_store_applies_no_migration_twice(db_path: Path) -> None:
     TraceStore(db_path).close()
     TraceStore(db_path).close()
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT count(*) FROM _sqlite_migrations").fetchone()[0] == 1
+        applied = conn.execute("SELECT count(*) FROM _sqlite_migrations").fetchone()[0]
+    assert applied == len(KNOWN_MIGRATIONS)
 
 
 def test_store_folder_is_created_when_missing(tmp_path: Path) -> None:

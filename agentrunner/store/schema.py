@@ -99,3 +99,67 @@ def m001_initial(db: Database) -> None:
     """Episodes, the append-only event log, content-addressed messages and tools, control."""
     for statement in _INITIAL:
         db.execute(statement)
+
+
+_GROUPS = (
+    # Counterfactual fan-out: K candidate actions x N samples forked at one point.
+    """
+    CREATE TABLE fork_groups (
+        id TEXT PRIMARY KEY,
+        parent_episode_id TEXT NOT NULL REFERENCES episodes(id),
+        fork_seq INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        config TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE fork_group_members (
+        group_id TEXT NOT NULL REFERENCES fork_groups(id),
+        episode_id TEXT NOT NULL REFERENCES episodes(id),
+        candidate INTEGER NOT NULL,
+        sample INTEGER NOT NULL,
+        action TEXT,
+        PRIMARY KEY (group_id, candidate, sample)
+    )
+    """,
+    "CREATE INDEX fork_group_members_episode ON fork_group_members(episode_id)",
+    # Batch runs: one episode per (task, seed); re-running the same batch resumes it.
+    """
+    CREATE TABLE batches (
+        id TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        config TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE batch_members (
+        batch_id TEXT NOT NULL REFERENCES batches(id),
+        task_id TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        episode_id TEXT NOT NULL REFERENCES episodes(id),
+        PRIMARY KEY (batch_id, task_id, seed)
+    )
+    """,
+    "CREATE INDEX batch_members_episode ON batch_members(episode_id)",
+    # Verifier results, scored after the fact.
+    """
+    CREATE TABLE verifications (
+        id INTEGER PRIMARY KEY,
+        episode_id TEXT NOT NULL REFERENCES episodes(id),
+        verifier TEXT NOT NULL,
+        score REAL,
+        passed INTEGER,
+        details TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX verifications_episode ON verifications(episode_id, verifier)",
+)
+
+
+@_migration
+def m002_groups_batches_verifications(db: Database) -> None:
+    """Side tables for fork groups, batch runs and verifier results."""
+    for statement in _GROUPS:
+        db.execute(statement)

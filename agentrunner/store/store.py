@@ -233,7 +233,8 @@ class TraceStore:
                 removed = conn.execute(
                     "DELETE FROM events WHERE episode_id = ?", (episode_id,)
                 ).rowcount
-                conn.execute("DELETE FROM control WHERE episode_id = ?", (episode_id,))
+                for table in ("control", "batch_members", "fork_group_members", "verifications"):
+                    conn.execute(f"DELETE FROM {table} WHERE episode_id = ?", (episode_id,))
                 conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
                 conn.execute("DELETE FROM removals WHERE episode_id = ?", (episode_id,))
                 conn.execute("COMMIT")

@@ -1,0 +1,324 @@
+"""Batch runs: many episodes (task x seed) with bounded concurrency into one store.
+
+A batch is identified by its configuration (model, environment, pairs, turn limit), so
+running the same batch again resumes it: finished episodes are skipped, interrupted or
+cancelled ones resumed, missing ones run. Each (task, seed) gets one episode, created
+together with its batch membership in one transaction, so no pair is ever run twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agentrunner.environment import Environment
+from agentrunner.errors import AgentRunnerError, UsageError
+from agentrunner.model import AgentContext, Model, as_model
+from agentrunner.resume import resume_episode
+from agentrunner.runner import Rollout, run_agent_episode
+from agentrunner.store import TraceStore
+from agentrunner.store.groups import batch_members, create_batch_episode, ensure_batch
+from agentrunner.store.hashing import canonical_json
+from agentrunner.types import AgentToolCall, AgentTurn
+
+ModelFn = Callable[[AgentContext], AgentTurn]
+PolicyFn = Callable[[str | None, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class BatchEpisode:
+    """What happened to one (task, seed) pair in this run of the batch."""
+
+    task_id: str
+    seed: int
+    episode_id: str | None
+    action: str  # ran | resumed | skipped | error
+    status: str
+    stop_reason: str | None
+    total_reward: float
+    turns: int
+    cost_usd: float | None
+    error: str | None = None
+
+
+@dataclass
+class BatchResult:
+    batch_id: str
+    episodes: list[BatchEpisode]
+
+    def summary(self) -> dict[str, Any]:
+        done = [e for e in self.episodes if e.status == "completed"]
+        costs = [e.cost_usd for e in self.episodes if e.cost_usd is not None]
+        return {
+            "episodes": len(self.episodes),
+            "completed": len(done),
+            "ran": sum(e.action == "ran" for e in self.episodes),
+            "resumed": sum(e.action == "resumed" for e in self.episodes),
+            "skipped": sum(e.action == "skipped" for e in self.episodes),
+            "errors": sum(e.action == "error" for e in self.episodes),
+            "mean_reward": (sum(e.total_reward for e in done) / len(done)) if done else None,
+            "cost_usd": sum(costs) if costs else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "summary": self.summary(),
+            "episodes": [asdict(e) for e in self.episodes],
+        }
+
+
+class PolicyModel:
+    """Adapts ``policy_fn(observation, info) -> action`` to a model.
+
+    The action is a tool call ``{"name": ..., "arguments": {...}}`` (or an AgentToolCall),
+    a list of them, or a string (a message with no tool call).
+    """
+
+    provider = "policy"
+
+    def __init__(self, policy_fn: PolicyFn) -> None:
+        self._fn = policy_fn
+        self.model = getattr(policy_fn, "__name__", "policy_fn")
+        self.params: dict[str, Any] = {}
+
+    def spec(self) -> dict[str, Any]:
+        return {"spec": f"policy:{self.model}", "provider": "policy"}
+
+    def __call__(self, context: AgentContext) -> AgentTurn:
+        observation = context.observation
+        if observation is None:
+            observation = next((m.content for m in context.messages if m.role == "user"), None)
+        info = {
+            "turn": context.turn,
+            "task_id": context.task_id,
+            "seed": context.seed,
+            "tools": [t.name for t in context.tools],
+        }
+        action = self._fn(observation, info)
+        if isinstance(action, str):
+            return AgentTurn(message=action, provider="policy", model=self.model)
+        actions = action if isinstance(action, list) else [action]
+        calls = tuple(
+            a
+            if isinstance(a, AgentToolCall)
+            else AgentToolCall(
+                call_id=f"policy_{context.turn:03d}_{i}",
+                name=a["name"],
+                arguments=a.get("arguments", {}),
+            )
+            for i, a in enumerate(actions)
+        )
+        return AgentTurn(tool_calls=calls, provider="policy", model=self.model)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]``."""
+    seeds: list[int] = []
+    try:
+        for part in text.replace(" ", "").split(","):
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
+            seeds.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    except ValueError:
+        raise UsageError(f"--seeds must look like 0-7 or 1,2,5 (got {text!r})") from None
+    if not seeds:
+        raise UsageError("--seeds selects no seed")
+    return list(dict.fromkeys(seeds))
+
+
+def batch_id_for(config: dict[str, Any]) -> str:
+    return "batch-" + hashlib.sha256(canonical_json(config).encode()).hexdigest()[:16]
+
+
+def run_batch(
+    store: TraceStore,
+    *,
+    task_seed_pairs: Iterable[tuple[str, int] | dict[str, Any]],
+    env_factory: Callable[[], Environment],
+    model_fn: ModelFn | None = None,
+    model_factory: Callable[[], Model] | None = None,
+    policy_fn: PolicyFn | None = None,
+    concurrency: int = 4,
+    max_turns: int = 100,
+    name: str | None = None,
+    on_episode: Callable[[BatchEpisode], None] | None = None,
+    cancel_check: Callable[[], bool] | None = None,
+) -> BatchResult:
+    """Run (or continue) a batch; one episode per (task, seed), ``concurrency`` at a time.
+
+    The model is ``model_fn`` (shared by all workers), ``model_factory`` (one per worker) or
+    ``policy_fn(observation, info) -> action``. ``cancel_check`` stops the batch: running
+    episodes are cancelled cooperatively (and resumed by the next run of the batch).
+    """
+    pairs = _pairs(task_seed_pairs)
+    if sum(x is not None for x in (model_fn, model_factory, policy_fn)) != 1:
+        raise UsageError("give exactly one of model_fn, model_factory or policy_fn")
+    if concurrency < 1:
+        raise UsageError("concurrency must be at least 1")
+    if policy_fn is not None:
+        model_fn = PolicyModel(policy_fn)
+    probe = model_factory() if model_factory else as_model(model_fn)  # type: ignore[arg-type]
+    probe_env = env_factory()
+    env_spec = probe_env.spec()
+    probe_env.close()
+    model_spec: dict[str, Any] = probe.spec()
+    config = {
+        "name": name,
+        "model": model_spec,
+        "env": {k: env_spec.get(k) for k in ("kind", "tasks", "url")},
+        "pairs": sorted([list(p) for p in pairs]),
+        "max_turns": max_turns,
+    }
+    batch_id = batch_id_for(config)
+    ensure_batch(store, batch_id, config)
+    members = batch_members(store, batch_id)
+    stop = threading.Event()
+    local = threading.local()
+
+    def worker_model() -> Model:
+        if model_factory is None:
+            return probe
+        if not hasattr(local, "model"):
+            local.model = model_factory()
+        model: Model = local.model
+        return model
+
+    def stopped() -> bool:
+        if not stop.is_set() and cancel_check is not None and cancel_check():
+            stop.set()
+        return stop.is_set()
+
+    def one(task_id: str, seed: int) -> BatchEpisode:
+        existing = members.get((task_id, seed))
+        if stopped():
+            return _outcome(task_id, seed, existing, "skipped", None, "batch cancelled")
+        env = env_factory()
+        try:
+            model = worker_model()
+            if existing is None:
+                existing = create_batch_episode(
+                    store,
+                    batch_id,
+                    task_id=task_id,
+                    seed=seed,
+                    env=env.spec(),
+                    model=model_spec,
+                )
+                action = "ran"
+            else:
+                summary = store.episode(existing)
+                if summary.status in ("completed", "running"):
+                    return _summary_outcome(store, task_id, seed, existing, "skipped")
+                action = "resumed" if summary.last_seq else "ran"
+            if action == "ran":
+                rollout = run_agent_episode(
+                    env=env,
+                    task_id=task_id,
+                    seed=seed,
+                    model_fn=model,
+                    store=store,
+                    max_turns=max_turns,
+                    cancel_check=stopped,
+                    episode_id=existing,
+                )
+            else:
+                rollout = resume_episode(
+                    store, existing, env=env, model_fn=model, cancel_check=stopped
+                )
+            return _outcome(task_id, seed, existing, action, rollout)
+        except AgentRunnerError as exc:
+            return _outcome(task_id, seed, existing, "error", None, str(exc))
+        finally:
+            env.close()
+
+    results: list[BatchEpisode] = []
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentrunner-batch")
+    try:
+        futures = [pool.submit(one, t, s) for t, s in pairs]
+        for future in as_completed(futures):
+            result = future.result()
+            results.append(result)
+            if on_episode is not None:
+                on_episode(result)
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    order = {p: i for i, p in enumerate(pairs)}
+    results.sort(key=lambda e: order[(e.task_id, e.seed)])
+    return BatchResult(batch_id=batch_id, episodes=results)
+
+
+def _pairs(raw: Iterable[tuple[str, int] | dict[str, Any]]) -> list[tuple[str, int]]:
+    pairs: list[tuple[str, int]] = []
+    for item in raw:
+        if isinstance(item, dict):
+            pairs.append((str(item["task_id"]), int(item.get("seed", 0))))
+        else:
+            pairs.append((str(item[0]), int(item[1])))
+    if not pairs:
+        raise UsageError("the batch selects no (task, seed) pair")
+    return list(dict.fromkeys(pairs))
+
+
+def _outcome(
+    task_id: str,
+    seed: int,
+    episode_id: str | None,
+    action: str,
+    rollout: Rollout | None,
+    error: str | None = None,
+) -> BatchEpisode:
+    if rollout is None:
+        return BatchEpisode(
+            task_id,
+            seed,
+            episode_id,
+            action,
+            "failed" if action == "error" else "skipped",
+            None,
+            0.0,
+            0,
+            None,
+            error,
+        )
+    return BatchEpisode(
+        task_id,
+        seed,
+        rollout.episode_id,
+        action,
+        rollout.status,
+        rollout.stop_reason,
+        rollout.total_reward,
+        rollout.turns_completed,
+        rollout.cost_usd,
+        rollout.error,
+    )
+
+
+def _summary_outcome(
+    store: TraceStore, task_id: str, seed: int, episode_id: str, action: str
+) -> BatchEpisode:
+    e = store.episode(episode_id)
+    return BatchEpisode(
+        task_id,
+        seed,
+        episode_id,
+        action,
+        e.status,
+        e.stop_reason,
+        e.total_reward,
+        e.turns,
+        e.cost_usd,
+    )
+
+
+def select_pairs(task_ids: Sequence[str], seeds: Sequence[int]) -> list[tuple[str, int]]:
+    return [(t, s) for t in task_ids for s in seeds]

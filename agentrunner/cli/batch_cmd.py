@@ -1,0 +1,175 @@
+"""``agentrunner batch``: many episodes (task x seed) with a progress bar; re-run resumes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agentrunner.batch import BatchEpisode, parse_seeds, run_batch, select_pairs
+from agentrunner.cli.common import (
+    fmt_cost,
+    new_command,
+    open_store,
+    print_json,
+    stderr_console,
+    stdout_console,
+)
+from agentrunner.cli.run_cmd import DEFAULT_MODEL
+from agentrunner.envs.factory import make_env
+from agentrunner.envs.tasks import load_tasks
+from agentrunner.errors import UsageError
+from agentrunner.runner import MAX_TURNS_LIMIT
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
+        "batch",
+        batch,
+        help="run many episodes (tasks x seeds)",
+        description="Run one episode per (task, seed) pair with bounded concurrency into one "
+        "store, with a progress bar (running mean reward and cost) and a summary table. "
+        "Running the same command again resumes the batch: finished episodes are skipped, "
+        "interrupted or cancelled ones resumed, missing ones run. Ctrl-C cancels the running "
+        "episodes cleanly (a second Ctrl-C quits at once; they stay resumable).",
+    )
+    p.add_argument(
+        "--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)"
+    )
+    p.add_argument(
+        "--task", action="append", metavar="ID", help="a task id (repeatable; default: all)"
+    )
+    p.add_argument("--split", help="only tasks of this split (train, test, ...)")
+    p.add_argument("--seeds", required=True, help="seeds, e.g. 0-7 or 1,2,5")
+    p.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"PROVIDER:MODEL (default {DEFAULT_MODEL})"
+    )
+    p.add_argument("--base-url", metavar="URL", help="the provider's base URL")
+    p.add_argument("--env", default="workspace", help="'workspace' (default) or an OpenEnv URL")
+    p.add_argument(
+        "--concurrency", type=int, default=4, metavar="N", help="episodes at once (default 4)"
+    )
+    p.add_argument(
+        "--max-turns",
+        type=int,
+        default=100,
+        metavar="N",
+        help="model turns per episode (default 100)",
+    )
+    p.add_argument("--name", help="a name for the batch (part of its identity)")
+
+
+def _task_ids(args: argparse.Namespace) -> list[str]:
+    tasks = load_tasks(args.tasks)
+    known = {t.task_id for t in tasks}
+    unknown = [t for t in args.task or [] if t not in known]
+    if unknown:
+        raise UsageError(f"unknown task(s): {', '.join(unknown)}; see `agentrunner tasks`")
+    selected = [
+        t.task_id
+        for t in tasks
+        if (not args.task or t.task_id in args.task) and (not args.split or t.split == args.split)
+    ]
+    if not selected:
+        raise UsageError("the selection (--task/--split) matches no task")
+    return selected
+
+
+def batch(args: argparse.Namespace) -> int:
+    from providers import get_model
+
+    if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
+        raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
+    pairs = select_pairs(_task_ids(args), parse_seeds(args.seeds))
+    options = (
+        {"base_url": args.base_url}
+        if args.base_url and not args.model.startswith("scripted:")
+        else {}
+    )
+    get_model(args.model, **options)  # fail fast on a bad spec or a missing key
+    store = open_store(args)
+    snapshots = store.path.parent / "snapshots"
+
+    rewards: list[float] = []
+    costs: list[float] = []
+    progress = Progress(
+        TextColumn("[bold]batch"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=False,
+    )
+    bar = progress.add_task("batch", total=len(pairs), stats="")
+
+    def on_episode(e: BatchEpisode) -> None:
+        if e.status == "completed":
+            rewards.append(e.total_reward)
+        if e.cost_usd is not None:
+            costs.append(e.cost_usd)
+        mean = f"{sum(rewards) / len(rewards):.3f}" if rewards else "-"
+        progress.update(
+            bar, advance=1, stats=f"reward μ {mean} · {fmt_cost(sum(costs) if costs else None)}"
+        )
+        if args.verbose or e.action == "error":
+            progress.console.print(
+                f"{e.task_id} seed {e.seed}: {e.action} {e.status} {e.error or ''}"
+            )
+
+    try:
+        with progress:
+            result = run_batch(
+                store,
+                task_seed_pairs=pairs,
+                env_factory=lambda: make_env(
+                    args.env, tasks_path=args.tasks, snapshot_dir=snapshots
+                ),
+                model_factory=lambda: get_model(args.model, **options),
+                concurrency=args.concurrency,
+                max_turns=args.max_turns,
+                name=args.name,
+                on_episode=on_episode,
+            )
+    except KeyboardInterrupt:
+        stderr_console().print("[yellow]batch cancelled[/]; run the same command to resume it")
+        os._exit(130)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        _print_summary(result.episodes)
+        s = result.summary()
+        mean = "-" if s["mean_reward"] is None else f"{s['mean_reward']:.3f}"
+        stdout_console().print(
+            f"batch {result.batch_id}: {s['completed']}/{s['episodes']} completed "
+            f"(ran {s['ran']}, resumed {s['resumed']}, skipped {s['skipped']},"
+            f" errors {s['errors']})"
+            f" · mean reward {mean} · cost {fmt_cost(s['cost_usd'])}"
+        )
+    return 1 if any(e.action == "error" for e in result.episodes) else 0
+
+
+def _print_summary(episodes: list[BatchEpisode]) -> None:
+    table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
+    for col in ("task", "seed", "episode", "action", "status", "turns", "reward", "cost"):
+        table.add_column(
+            col,
+            no_wrap=True,
+            justify="right" if col in ("seed", "turns", "reward", "cost") else "left",
+        )
+    for e in episodes:
+        table.add_row(
+            e.task_id,
+            str(e.seed),
+            (e.episode_id or "-")[:10],
+            e.action,
+            e.status,
+            str(e.turns),
+            f"{e.total_reward:g}",
+            fmt_cost(e.cost_usd),
+        )
+    stdout_console().print(table)

@@ -1,0 +1,148 @@
+"""Side tables that group episodes: batches (task x seed) and fork groups (fan-out)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ulid import ULID
+
+from agentrunner import interrupts
+
+if TYPE_CHECKING:
+    from agentrunner.store.store import TraceStore
+
+
+def ensure_batch(store: TraceStore, batch_id: str, config: dict[str, Any]) -> bool:
+    """Record a batch once; return True when it is new."""
+    from agentrunner.store.store import utc_now
+
+    with interrupts.critical:
+        cur = store.conn.execute(
+            "INSERT OR IGNORE INTO batches (id, created_at, config) VALUES (?, ?, ?)",
+            (batch_id, utc_now(), json.dumps(config, sort_keys=True)),
+        )
+    return cur.rowcount == 1
+
+
+def batch_members(store: TraceStore, batch_id: str) -> dict[tuple[str, int], str]:
+    """``(task_id, seed) -> episode_id`` for the batch's episodes so far."""
+    rows = store.conn.execute(
+        "SELECT task_id, seed, episode_id FROM batch_members WHERE batch_id = ?", (batch_id,)
+    )
+    return {(r[0], r[1]): r[2] for r in rows}
+
+
+def create_batch_episode(
+    store: TraceStore,
+    batch_id: str,
+    *,
+    task_id: str,
+    seed: int,
+    env: dict[str, Any],
+    model: dict[str, Any],
+) -> str:
+    """Create an episode and its batch membership in one transaction (no duplicates)."""
+    from agentrunner.store.store import utc_now
+
+    episode_id = str(ULID())
+    conn = store.conn
+    with interrupts.critical:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed,"
+                " created_at, env, model) VALUES (?, NULL, NULL, ?, ?, ?, ?, ?)",
+                (
+                    episode_id,
+                    task_id,
+                    seed,
+                    utc_now(),
+                    json.dumps(env, sort_keys=True),
+                    json.dumps(model, sort_keys=True),
+                ),
+            )
+            conn.execute(
+                "INSERT INTO batch_members (batch_id, task_id, seed, episode_id)"
+                " VALUES (?, ?, ?, ?)",
+                (batch_id, task_id, seed, episode_id),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return episode_id
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """One fork of a fan-out: candidate ``candidate``, continuation ``sample``."""
+
+    episode_id: str
+    candidate: int
+    sample: int
+    action: Any
+
+
+def create_fork_group(
+    store: TraceStore, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
+) -> str:
+    from agentrunner.store.store import utc_now
+
+    group_id = str(ULID())
+    with interrupts.critical:
+        store.conn.execute(
+            "INSERT INTO fork_groups (id, parent_episode_id, fork_seq, turn, created_at, config)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (group_id, parent_episode_id, fork_seq, turn, utc_now(), json.dumps(config)),
+        )
+    return group_id
+
+
+def add_group_member(store: TraceStore, group_id: str, member: GroupMember) -> None:
+    with interrupts.critical:
+        store.conn.execute(
+            "INSERT INTO fork_group_members (group_id, episode_id, candidate, sample, action)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                group_id,
+                member.episode_id,
+                member.candidate,
+                member.sample,
+                json.dumps(member.action) if member.action is not None else None,
+            ),
+        )
+
+
+def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list[dict[str, Any]]:
+    """Fork groups (optionally of one parent), each with its members."""
+    where, args = (
+        ("WHERE parent_episode_id = ?", (parent_episode_id,)) if parent_episode_id else ("", ())
+    )
+    groups = []
+    for gid, parent, fork_seq, turn, created, config in store.conn.execute(
+        f"SELECT id, parent_episode_id, fork_seq, turn, created_at, config FROM fork_groups"
+        f" {where} ORDER BY id",
+        args,
+    ).fetchall():
+        members = [
+            GroupMember(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None)
+            for r in store.conn.execute(
+                "SELECT episode_id, candidate, sample, action FROM fork_group_members"
+                " WHERE group_id = ? ORDER BY candidate, sample",
+                (gid,),
+            )
+        ]
+        groups.append(
+            {
+                "group_id": gid,
+                "parent_episode_id": parent,
+                "fork_seq": fork_seq,
+                "turn": turn,
+                "created_at": created,
+                "config": json.loads(config),
+                "members": members,
+            }
+        )
+    return groups
