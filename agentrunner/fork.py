@@ -75,7 +75,7 @@ def fork_episode(
     *,
     turn: int,
     message: str | None = None,
-    action: str | dict[str, Any] | list[Any] | None = None,
+    action: str | dict[str, Any] | list[Any] | Message | None = None,
     model: str | None = None,
     n: int = 1,
 ) -> list[str]:
@@ -91,7 +91,7 @@ def fork_episode(
         raise UsageError("-n must be at least 1")
     parent = store.episode(episode_id)
     seq = fork_point(store, parent.episode_id, turn)
-    edit = parse_action(action, turn) if action is not None else None
+    edit = action if isinstance(action, Message) or action is None else parse_action(action, turn)
     if model is not None:
         from providers import get_model
 

@@ -1,0 +1,197 @@
+"""Counterfactual fan-out: fork K candidate actions x N continuations at one turn, score each.
+
+Candidates are given (actions, as for ``fork --action``) or sampled from the model: K
+proposal forks re-sample the turn and run just that turn; each proposal's assistant message
+becomes a candidate. Every candidate is then run N times from the fork point (to the end or
+for ``horizon`` more turns) and the candidates are ranked by mean reward, with the spread.
+All of it is recorded as one fork group, so it can be re-read (:func:`read_group`) and
+exported as DPO pairs and GRPO groups.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner.environment import Environment
+from agentrunner.errors import UsageError
+from agentrunner.fork import fork_episode, fork_point, parse_action
+from agentrunner.model import AgentContext
+from agentrunner.resume import resume_episode
+from agentrunner.runner import Rollout
+from agentrunner.store import TraceStore
+from agentrunner.store.groups import GroupMember, add_group_member, create_fork_group, fork_groups
+from agentrunner.types import AgentTurn, Message
+
+PROPOSAL = -1  # the sample index of the fork that proposed a sampled candidate
+
+
+@dataclass(frozen=True)
+class CandidateScore:
+    """One candidate action and how its continuations scored."""
+
+    candidate: int
+    action: Any
+    episodes: list[str]
+    rewards: list[float]
+    mean: float
+    spread: float  # population standard deviation of the rewards
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "action": self.action,
+            "episodes": self.episodes,
+            "rewards": self.rewards,
+            "mean": self.mean,
+            "spread": self.spread,
+        }
+
+
+@dataclass(frozen=True)
+class FanoutResult:
+    group_id: str
+    parent_episode_id: str
+    turn: int
+    ranked: list[CandidateScore]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group_id": self.group_id,
+            "parent_episode_id": self.parent_episode_id,
+            "turn": self.turn,
+            "ranked": [c.to_dict() for c in self.ranked],
+        }
+
+
+def _message_action(message: Message) -> dict[str, Any]:
+    return {
+        "message": message.content,
+        "tool_calls": [
+            {"name": c.name, "arguments": c.arguments, "call_id": c.call_id}
+            for c in message.tool_calls
+        ],
+    }
+
+
+def score_actions(
+    store: TraceStore,
+    episode_id: str,
+    *,
+    turn: int,
+    actions: Sequence[Any] | None = None,
+    k: int | None = None,
+    n: int = 1,
+    horizon: int | None = None,
+    concurrency: int = 4,
+    model: str | None = None,
+    model_fn: Callable[[AgentContext], AgentTurn] | None = None,
+    env_factory: Callable[[], Environment] | None = None,
+) -> FanoutResult:
+    """Fork ``episode_id`` at ``turn`` K candidates x ``n`` ways, run them, rank candidates.
+
+    Give ``actions`` (each as for ``fork --action``) or ``k`` to sample K candidates from the
+    model. ``horizon`` limits each continuation to that many turns after the fork point.
+    Returns the candidates ranked by mean reward (best first).
+    """
+    if (actions is None) == (k is None):
+        raise UsageError("give candidate actions or k (sample that many from the model)")
+    if n < 1 or (k is not None and k < 1) or concurrency < 1:
+        raise UsageError("k, n and concurrency must be at least 1")
+    for action in actions or []:
+        parse_action(action, turn)  # refuse a malformed candidate before anything is recorded
+    parent = store.episode(episode_id)
+    seq = fork_point(store, parent.episode_id, turn)
+    config = {"actions": list(actions or []), "k": k, "n": n, "horizon": horizon, "model": model}
+    group = create_fork_group(store, parent.episode_id, seq, turn, config)
+    max_turns = turn + horizon if horizon is not None else None
+
+    def run(fork_id: str, limit: int | None) -> Rollout:
+        env = env_factory() if env_factory is not None else None
+        try:
+            with TraceStore(store.path) as own:
+                return resume_episode(own, fork_id, env=env, model_fn=model_fn, max_turns=limit)
+        finally:
+            if env is not None:
+                env.close()
+
+    with ThreadPoolExecutor(
+        max_workers=concurrency, thread_name_prefix="agentrunner-fanout"
+    ) as pool:
+        if actions is not None:
+            candidates: list[Any] = list(actions)
+        else:
+            proposals = [
+                fork_episode(store, parent.episode_id, turn=turn, model=model)[0]
+                for _ in range(k or 0)
+            ]
+            list(pool.map(lambda f: run(f, turn), proposals))
+            candidates = []
+            for i, fork_id in enumerate(proposals):
+                message = _assistant_at(store, fork_id, turn)
+                candidates.append(_message_action(message))
+                add_group_member(store, group, GroupMember(fork_id, i, PROPOSAL, candidates[-1]))
+        members: list[GroupMember] = []
+        for i, action in enumerate(candidates):
+            edit = parse_action(action, turn)
+            for j, fork_id in enumerate(
+                fork_episode(store, parent.episode_id, turn=turn, action=edit, model=model, n=n)
+            ):
+                member = GroupMember(fork_id, i, j, action)
+                add_group_member(store, group, member)
+                members.append(member)
+        rollouts = list(pool.map(lambda m: run(m.episode_id, max_turns), members))
+    by_candidate: dict[int, list[tuple[str, float]]] = {}
+    for member, rollout in zip(members, rollouts, strict=True):
+        by_candidate.setdefault(member.candidate, []).append(
+            (member.episode_id, rollout.total_reward)
+        )
+    return FanoutResult(group, parent.episode_id, turn, _rank(candidates, by_candidate))
+
+
+def _assistant_at(store: TraceStore, episode_id: str, turn: int) -> Message:
+    for row in store.iter_events(episode_id, kinds=["model.response"]):
+        if row.turn == turn:
+            return store.message(row.payload["message_hash"])
+    raise UsageError(f"proposal fork {episode_id} produced no turn {turn}")
+
+
+def _rank(
+    candidates: Sequence[Any], runs: dict[int, list[tuple[str, float]]]
+) -> list[CandidateScore]:
+    scores = []
+    for i, action in enumerate(candidates):
+        results = runs.get(i, [])
+        rewards = [r for _, r in results]
+        scores.append(
+            CandidateScore(
+                candidate=i,
+                action=action,
+                episodes=[e for e, _ in results],
+                rewards=rewards,
+                mean=statistics.fmean(rewards) if rewards else 0.0,
+                spread=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+            )
+        )
+    return sorted(scores, key=lambda c: (-c.mean, c.spread, c.candidate))
+
+
+def read_group(store: TraceStore, group_id: str) -> FanoutResult:
+    """Re-read a recorded fork group and rank it again from the episodes' rewards."""
+    for group in fork_groups(store):
+        if group["group_id"] == group_id:
+            members = [m for m in group["members"] if m.sample != PROPOSAL]
+            actions: dict[int, Any] = {m.candidate: m.action for m in group["members"]}
+            runs: dict[int, list[tuple[str, float]]] = {}
+            for m in members:
+                runs.setdefault(m.candidate, []).append(
+                    (m.episode_id, store.episode(m.episode_id).total_reward)
+                )
+            candidates = [actions[i] for i in sorted(actions)]
+            return FanoutResult(
+                group_id, group["parent_episode_id"], group["turn"], _rank(candidates, runs)
+            )
+    raise UsageError(f"no fork group {group_id!r}")
