@@ -384,3 +384,33 @@ def test_rm_of_a_parent_with_forks_exits_2(db_path: Path) -> None:
     _cli("fork", episode["episode_id"], "--turn", "2", "--db", str(db_path))
     proc = _cli("rm", episode["episode_id"], "--db", str(db_path))
     assert proc.returncode == 2 and "depend on it" in proc.stderr
+
+
+def test_fanout_ranks_candidates_and_prints_json(db_path: Path) -> None:
+    episode = _last_json(_cli("run", "--db", str(db_path), "--json").stdout)
+    assert isinstance(episode, dict)
+    fix = {
+        "name": "str_replace",
+        "arguments": {"path": "stats.py", "old_str": "(len(values) - 1)", "new_str": "len(values)"},
+    }
+    proc = _cli(
+        "fanout",
+        episode["episode_id"],
+        "--turn",
+        "4",
+        "--action",
+        '{"name": "submit"}',
+        "--action",
+        json.dumps([fix, {"name": "submit"}]),
+        "-n",
+        "2",
+        "--db",
+        str(db_path),
+        "--json",
+    )
+    result = _last_json(proc.stdout)
+    assert proc.returncode == 0 and isinstance(result, dict)
+    assert [(c["candidate"], c["rewards"]) for c in result["ranked"]] == [
+        (1, [1.0, 1.0]),
+        (0, [0.0, 0.0]),
+    ]

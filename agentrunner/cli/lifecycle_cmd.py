@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from agentrunner.cli.common import (
     new_command,
@@ -94,6 +95,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="stop at the first divergence and show the expected and actual observation",
     )
 
+    fo = new_command(
+        sub,
+        "fanout",
+        fanout,
+        help="fork K candidate actions x N continuations at a turn and rank them",
+        description="Counterfactual fan-out: at model turn K of EP, run each candidate action "
+        "(--action, repeatable; or -k K sampled from the model) N times from that point (to "
+        "the end, or for --horizon more turns), then rank the candidates by mean reward with "
+        "the spread. The forks are recorded as one fork group, for `export --format dpo|grpo`.",
+    )
+    fo.add_argument("episode", metavar="EP", help="episode id or unique prefix")
+    fo.add_argument("--turn", type=int, required=True, metavar="K", help="the model turn (1-based)")
+    cands = fo.add_mutually_exclusive_group(required=True)
+    cands.add_argument(
+        "--action", action="append", metavar="JSON", help="a candidate action (repeatable)"
+    )
+    cands.add_argument("-k", type=int, metavar="K", help="sample K candidates from the model")
+    fo.add_argument("-n", type=int, default=1, metavar="N", help="continuations per candidate")
+    fo.add_argument("--horizon", type=int, metavar="H", help="turns to run after the fork point")
+    fo.add_argument("--concurrency", type=int, default=4, metavar="N", help="forks at once")
+    fo.add_argument("--model", help="sample with another model (PROVIDER:MODEL)")
+
     rm = new_command(
         sub,
         "rm",
@@ -181,6 +204,43 @@ def _run_args(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(
         model=None, accept_divergence=False, max_turns=None, verbose=args.verbose
     )
+
+
+def fanout(args: argparse.Namespace) -> int:
+    from agentrunner.fanout import score_actions
+
+    actions = None
+    if args.action:
+        try:
+            actions = [json.loads(a) for a in args.action]
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--action is not valid JSON: {exc.msg} at char {exc.pos}") from None
+    store = open_store(args)
+    stderr_console().print("[bold]fan-out[/]: running the forks…")
+    result = score_actions(
+        store,
+        args.episode,
+        turn=args.turn,
+        actions=actions,
+        k=args.k,
+        n=args.n,
+        horizon=args.horizon,
+        concurrency=args.concurrency,
+        model=args.model,
+    )
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    out = stdout_console()
+    out.print(
+        f"fork group [bold]{result.group_id}[/] at turn {result.turn} of {result.parent_episode_id}"
+    )
+    for rank, c in enumerate(result.ranked, 1):
+        action = json.dumps(c.action, ensure_ascii=False)
+        action = action if len(action) <= 70 else action[:69] + "…"
+        rewards = ", ".join(f"{r:g}" for r in c.rewards)
+        out.print(f"{rank:>2}. mean {c.mean:.3f} ± {c.spread:.3f} [{rewards}]  {action}")
+    return 0
 
 
 def replay(args: argparse.Namespace) -> int:
