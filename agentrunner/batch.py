@@ -21,7 +21,7 @@ from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.resume import resume_episode
 from agentrunner.runner import Rollout, run_agent_episode
 from agentrunner.store import TraceStore
-from agentrunner.store.groups import batch_members, create_batch_episode, ensure_batch
+from agentrunner.store.groups import batch_members, ensure_batch
 from agentrunner.store.hashing import canonical_json
 from agentrunner.types import AgentToolCall, AgentTurn
 
@@ -202,13 +202,13 @@ def run_batch(
         try:
             model = worker_model()
             if existing is None:
-                existing = create_batch_episode(
-                    store,
-                    batch_id,
+                existing = store.create_episode(
                     task_id=task_id,
                     seed=seed,
                     env=env.spec(),
                     model=model_spec,
+                    claim=True,
+                    batch_id=batch_id,
                 )
                 action = "ran"
             else:

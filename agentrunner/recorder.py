@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentrunner import events as ev
+from agentrunner import interrupts
 from agentrunner.redaction import redact
 from agentrunner.store import EpisodeWriter, TraceStore
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
@@ -67,9 +68,11 @@ class Recorder:
         return self.writer.episode_id
 
     def _append(self, payload: BaseModel) -> int:
-        seq = self.writer.append(self.turn, payload)
-        if self.observer is not None:
-            self.observer(seq, self.turn, payload)
+        # Ctrl-C is deferred until the observer has seen the committed event.
+        with interrupts.critical:
+            seq = self.writer.append(self.turn, payload)
+            if self.observer is not None:
+                self.observer(seq, self.turn, payload)
         return seq
 
     def _extend_chain(self, message: Message) -> str:
@@ -118,6 +121,10 @@ class Recorder:
         self._chunk_index += 1
 
     def response(self, call_id: str, turn: AgentTurn, latency_s: float) -> Message:
+        with interrupts.critical:  # the response, its usage and the totals: all or nothing
+            return self._response(call_id, turn, latency_s)
+
+    def _response(self, call_id: str, turn: AgentTurn, latency_s: float) -> Message:
         message = turn.to_message()
         digest = self._extend_chain(message)
         self._append(

@@ -262,7 +262,7 @@ def run_agent_episode(
     reset = env.reset(task_id, seed)
     if episode_id is None:
         episode_id = store.create_episode(
-            task_id=task_id, seed=seed, env=env.spec(), model=model_spec
+            task_id=task_id, seed=seed, env=env.spec(), model=model_spec, claim=True
         )
     elif store.episode(episode_id).last_seq:
         raise UsageError(f"episode {episode_id} already has events; resume it instead")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,23 @@ def _check_file(path: Path) -> None:
         head = fh.read(16)
     if head != _SQLITE_MAGIC:
         raise StoreCorruptError(f"{path} is not a SQLite database (is it the right --db path?)")
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> str:
+    """Set WAL mode. Two processes creating one new store race for the exclusive lock the
+    switch needs, and SQLite refuses the loser at once (the busy timeout does not apply),
+    so retry with a short backoff."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            mode: str = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            return mode
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 class Connections:
@@ -53,10 +71,12 @@ class Connections:
                 self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _switch_to_wal(conn)
             if mode.lower() != "wal":
                 raise StoreError(f"{self.path}: could not switch the store to WAL mode ({mode})")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"{self.path}: cannot open trace store: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.path}: cannot open trace store: {exc}") from None
         return conn
@@ -73,25 +93,35 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
     """Refuse a newer-schema store; apply pending migrations under an exclusive write lock."""
     db = Database(conn, execute_plugins=False)
     try:
-        applied = [m.name for m in migrations.applied(db)]
-        unknown = [name for name in applied if name not in KNOWN_MIGRATIONS]
-        if unknown:
-            raise StoreSchemaError(
-                f"{path} was written by a newer agentrunner (unknown schema migration "
-                f"{unknown[0]!r} in set {MIGRATION_SET!r}); upgrade agentrunner to read it"
-            )
+        _refuse_newer(db, path)
         if not migrations.pending(db):
             return
-        _check_foreign_tables(db, path, applied)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            migrations.apply(db)  # re-checks pending inside the lock; savepoints nest
+            # Re-read under the lock: another process may have migrated meanwhile.
+            applied = _refuse_newer(db, path)
+            if migrations.pending(db):
+                _check_foreign_tables(db, path, applied)
+                migrations.apply(db)  # savepoints nest inside this transaction
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+    except sqlite3.OperationalError as exc:
+        raise StoreError(f"{path}: cannot update the store's schema: {exc}") from None
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path}: cannot read the store's schema: {exc}") from None
+
+
+def _refuse_newer(db: Database, path: Path) -> list[str]:
+    applied = [m.name for m in migrations.applied(db)]
+    unknown = [name for name in applied if name not in KNOWN_MIGRATIONS]
+    if unknown:
+        raise StoreSchemaError(
+            f"{path} was written by a newer agentrunner (unknown schema migration "
+            f"{unknown[0]!r} in set {MIGRATION_SET!r}); upgrade agentrunner to read it"
+        )
+    return applied
 
 
 def _check_foreign_tables(db: Database, path: Path, applied: list[str]) -> None:

@@ -76,24 +76,29 @@ def read_lease(conn: sqlite3.Connection, episode_id: str) -> Lease:
     return Lease(*row) if row else Lease(None, None, None, None)
 
 
+def write_lease(conn: sqlite3.Connection, episode_id: str) -> None:
+    """Make this process the episode's writer (inside the caller's transaction)."""
+    pid = os.getpid()
+    conn.execute(
+        "INSERT INTO control (episode_id, writer_pid, writer_host, writer_started,"
+        " heartbeat_at, cancel_requested_at, cancel_reason) VALUES (?, ?, ?, ?, ?, NULL, NULL)"
+        " ON CONFLICT(episode_id) DO UPDATE SET writer_pid = excluded.writer_pid,"
+        " writer_host = excluded.writer_host, writer_started = excluded.writer_started,"
+        " heartbeat_at = excluded.heartbeat_at, cancel_requested_at = NULL,"
+        " cancel_reason = NULL",
+        (episode_id, pid, HOST, process_start_token(pid), time.time()),
+    )
+
+
 def claim(conn: sqlite3.Connection, episode_id: str) -> bool:
     """Become the episode's writer unless a live one holds it. Clears old cancel requests."""
-    pid = os.getpid()
     conn.execute("BEGIN IMMEDIATE")
     try:
         lease = read_lease(conn, episode_id)
-        if lease.alive() and lease.pid != pid:
+        if lease.alive() and lease.pid != os.getpid():
             conn.execute("ROLLBACK")
             return False
-        conn.execute(
-            "INSERT INTO control (episode_id, writer_pid, writer_host, writer_started,"
-            " heartbeat_at, cancel_requested_at, cancel_reason) VALUES (?, ?, ?, ?, ?, NULL, NULL)"
-            " ON CONFLICT(episode_id) DO UPDATE SET writer_pid = excluded.writer_pid,"
-            " writer_host = excluded.writer_host, writer_started = excluded.writer_started,"
-            " heartbeat_at = excluded.heartbeat_at, cancel_requested_at = NULL,"
-            " cancel_reason = NULL",
-            (episode_id, pid, HOST, process_start_token(pid), time.time()),
-        )
+        write_lease(conn, episode_id)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -34,47 +34,6 @@ def batch_members(store: TraceStore, batch_id: str) -> dict[tuple[str, int], str
     return {(r[0], r[1]): r[2] for r in rows}
 
 
-def create_batch_episode(
-    store: TraceStore,
-    batch_id: str,
-    *,
-    task_id: str,
-    seed: int,
-    env: dict[str, Any],
-    model: dict[str, Any],
-) -> str:
-    """Create an episode and its batch membership in one transaction (no duplicates)."""
-    from agentrunner.store.store import utc_now
-
-    episode_id = str(ULID())
-    conn = store.conn
-    with interrupts.critical:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(
-                "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed,"
-                " created_at, env, model) VALUES (?, NULL, NULL, ?, ?, ?, ?, ?)",
-                (
-                    episode_id,
-                    task_id,
-                    seed,
-                    utc_now(),
-                    json.dumps(env, sort_keys=True),
-                    json.dumps(model, sort_keys=True),
-                ),
-            )
-            conn.execute(
-                "INSERT INTO batch_members (batch_id, task_id, seed, episode_id)"
-                " VALUES (?, ?, ?, ?)",
-                (batch_id, task_id, seed, episode_id),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return episode_id
-
-
 @dataclass(frozen=True)
 class GroupMember:
     """One fork of a fan-out: candidate ``candidate``, continuation ``sample``."""

@@ -27,6 +27,8 @@ def _migration(fn: Callable[[Database], None]) -> Callable[[Database], None]:
 
 _KINDS_SQL = ", ".join(f"'{k}'" for k in EVENT_KINDS)
 
+# Rowid tables (not WITHOUT ROWID) for events and messages: their rows are often a few KB
+# (tool results), which a WITHOUT ROWID b-tree spills into mostly empty overflow pages.
 _INITIAL = (
     """
     CREATE TABLE episodes (
@@ -52,7 +54,7 @@ _INITIAL = (
         ts TEXT NOT NULL,
         payload TEXT NOT NULL,
         PRIMARY KEY (episode_id, seq)
-    ) WITHOUT ROWID
+    )
     """,
     "CREATE INDEX events_kind ON events(episode_id, kind, seq)",
     # Explicit removal permits: a DELETE on events is refused unless `agentrunner rm`
@@ -76,7 +78,7 @@ _INITIAL = (
         hash TEXT PRIMARY KEY,
         parent_hash TEXT,
         message TEXT NOT NULL
-    ) WITHOUT ROWID
+    )
     """,
     "CREATE TABLE tools (hash TEXT PRIMARY KEY, tools TEXT NOT NULL) WITHOUT ROWID",
     # The only rows updated in place: writer heartbeats and cancel requests.

@@ -97,23 +97,43 @@ class TraceStore:
         model: dict[str, Any],
         parent_episode_id: str | None = None,
         fork_seq: int | None = None,
+        claim: bool = False,
+        batch_id: str | None = None,
     ) -> str:
+        """Create an episode; with ``claim``, this process becomes its writer, and with
+        ``batch_id`` it joins that batch as its (task, seed), all in one transaction (so it is
+        never seen unclaimed, and a batch pair never gets two episodes)."""
         episode_id = str(ULID())
+        conn = self.conn
         with interrupts.critical:
-            self.conn.execute(
-                "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed,"
-                " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    episode_id,
-                    parent_episode_id,
-                    fork_seq,
-                    task_id,
-                    seed,
-                    utc_now(),
-                    json.dumps(env, sort_keys=True),
-                    json.dumps(model, sort_keys=True),
-                ),
-            )
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed,"
+                    " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        episode_id,
+                        parent_episode_id,
+                        fork_seq,
+                        task_id,
+                        seed,
+                        utc_now(),
+                        json.dumps(env, sort_keys=True),
+                        json.dumps(model, sort_keys=True),
+                    ),
+                )
+                if batch_id is not None:
+                    conn.execute(
+                        "INSERT INTO batch_members (batch_id, task_id, seed, episode_id)"
+                        " VALUES (?, ?, ?, ?)",
+                        (batch_id, task_id, seed, episode_id),
+                    )
+                if claim:
+                    control.write_lease(conn, episode_id)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         return episode_id
 
     def writer(self, episode_id: str, *, attempt: int | None = None) -> EpisodeWriter:

@@ -1,0 +1,316 @@
+"""Store budgets (design §7), measured in one run: append cost, linear growth, rebuild time.
+
+Run on demand: ``pytest tests/benchmarks -m benchmark -s``. Each benchmark prints its figures
+and asserts only its budget (a ratio, or the design's absolute budget for the rebuild).
+"""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agentrunner import __version__, interrupts
+from agentrunner.envs.workspace import TOOL_SPECS
+from agentrunner.events import ModelChunk
+from agentrunner.recorder import Recorder
+from agentrunner.store import TraceStore
+from agentrunner.store.connection import BUSY_TIMEOUT_S
+from agentrunner.store.store import utc_now
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
+
+pytestmark = pytest.mark.benchmark
+
+APPEND_BUDGET = 2.5
+GROWTH_BUDGET = 2.1
+REBUILD_BUDGET_S = 0.2
+
+APPEND_EVENTS = 4000  # per repetition
+APPEND_REPS = 7
+APPEND_BLOCK = 500  # bare and store alternate every block
+APPEND_WARMUP = 1000
+PAYLOAD_BYTES = 200
+TURNS = 500
+CHUNKS_PER_TURN = 20
+OBSERVATION_BYTES = 1024
+
+INSERT = (
+    "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _new_episode(store: TraceStore) -> str:
+    return store.create_episode(task_id="bench", seed=0, env={"kind": "bench"}, model={})
+
+
+# -- (a) one append vs a bare sqlite3 insert-and-commit ---------------------------------
+
+
+def _chunk(index: int) -> ModelChunk:
+    """A model.chunk whose stored payload is PAYLOAD_BYTES long (indexes of 5 digits)."""
+    text = "lorem ipsum dolor sit amet " * 8
+    probe = ModelChunk(call_id="call-1-1", channel="text", index=index, text="")
+    room = PAYLOAD_BYTES - len(probe.model_dump_json(exclude={"kind"}))
+    return ModelChunk(call_id="call-1-1", channel="text", index=index, text=text[:room])
+
+
+def _bare_connection(path: Path, schema_from: sqlite3.Connection) -> sqlite3.Connection:
+    """A plain sqlite3 file with the store's schema and pragmas (WAL, synchronous=NORMAL)."""
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    assert conn.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"
+    conn.execute("PRAGMA synchronous = NORMAL")
+    ddl = schema_from.execute(
+        "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
+        " ORDER BY type = 'trigger', type = 'index'"
+    ).fetchall()
+    for (sql,) in ddl:
+        conn.execute(sql)
+    return conn
+
+
+def _elapsed_ns(fn: Callable[[], None]) -> int:
+    gc.collect()
+    start = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - start
+
+
+def _micro_us(fn: Callable[[], object], n: int = 20000) -> float:
+    """Median per-call cost of ``fn`` over a few loops, in microseconds."""
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter_ns() - start) / n / 1000)
+    return statistics.median(samples)
+
+
+def test_append_costs_at_most_2_5x_a_bare_insert_and_commit(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "store.db")
+    episode_id = _new_episode(store)
+    writer = store.writer(episode_id)
+    bare = _bare_connection(tmp_path / "bare.db", store.conn)
+    ts = utc_now()
+    seq = iter(range(1, 10**9))
+    index = iter(range(10_000, 10**9))
+
+    def batch(n: int) -> tuple[list[ModelChunk], list[tuple[object, ...]]]:
+        payloads = [_chunk(next(index)) for _ in range(n)]
+        rows = [
+            (episode_id, next(seq), 1, 1, "model.chunk", ts, p.model_dump_json(exclude={"kind"}))
+            for p in payloads
+        ]
+        return payloads, rows
+
+    def run_store(payloads: list[ModelChunk]) -> None:
+        for payload in payloads:
+            writer.append(1, payload)
+
+    def run_bare(rows: list[tuple[object, ...]]) -> None:
+        for row in rows:
+            bare.execute(INSERT, row)  # autocommit: one insert, one commit
+
+    payloads, rows = batch(APPEND_WARMUP)
+    assert len(rows[0][-1]) == PAYLOAD_BYTES  # type: ignore[arg-type]
+    run_store(payloads)
+    run_bare(rows)
+    store_us, bare_us, ratios = [], [], []
+    for _ in range(APPEND_REPS):  # interleaved in blocks, so both see the same machine
+        bare_ns = store_ns = 0
+        for _ in range(APPEND_EVENTS // APPEND_BLOCK):
+            payloads, rows = batch(APPEND_BLOCK)
+            bare_ns += _elapsed_ns(lambda rows=rows: run_bare(rows))
+            store_ns += _elapsed_ns(lambda payloads=payloads: run_store(payloads))
+        store_us.append(store_ns / APPEND_EVENTS / 1000)
+        bare_us.append(bare_ns / APPEND_EVENTS / 1000)
+        ratios.append(store_ns / bare_ns)
+    ratio = statistics.median(ratios)
+
+    # where the store's extra time goes (each part alone, same payload)
+    sample = _chunk(12345)
+
+    def critical_section() -> None:
+        with interrupts.critical:
+            pass
+
+    parts = {
+        "model_dump_json": _micro_us(lambda: sample.model_dump_json(exclude={"kind"})),
+        "utc_now": _micro_us(utc_now),
+        "interrupts.critical": _micro_us(critical_section),
+        "ModelChunk(...) by the caller": _micro_us(
+            lambda: ModelChunk(call_id="call-1-1", channel="text", index=1, text=sample.text)
+        ),
+    }
+    assert store.conn.execute("SELECT count(*) FROM events").fetchone()[0] == next(seq) - 1
+    print(
+        f"\nappend ratio {ratio:.2f}x (budget {APPEND_BUDGET}x): store "
+        f"{statistics.median(store_us):.1f} us/event, bare {statistics.median(bare_us):.1f} "
+        f"us/event ({APPEND_REPS} x {APPEND_EVENTS} events of {PAYLOAD_BYTES} B; ratios "
+        f"{', '.join(f'{r:.2f}' for r in ratios)})"
+    )
+    print("  parts of the append path: " + ", ".join(f"{k} {v:.2f} us" for k, v in parts.items()))
+    bare.close()
+    store.close()
+    assert ratio <= APPEND_BUDGET
+
+
+# -- (b) linear growth and (c) rebuild, on a 500-turn episode of equal turns -------------
+
+
+def _record_turn(rec: Recorder, turn: int, tools_hash: str) -> None:
+    """One equal-sized turn, recorded the way the runner records it."""
+    rec.turn = turn
+    call_id = f"call-{turn}-1"
+    rec.request(call_id, tools_hash, "scripted", "bench", {})
+    tool_call_id = f"call_{turn:04d}_0"
+    pieces: list[Chunk] = []
+    for i in range(CHUNKS_PER_TURN):
+        channel = "reasoning" if i < 10 else "text" if i < 16 else "tool_args"
+        text = f"piece {turn:04d}/{i:02d} of it. "  # 23 characters
+        pieces.append(Chunk(channel=channel, text=text, tool_call_id=None))
+    args = f'{{"command": "python -m unittest 2>&1 | tail -n {turn:04d}"}}'
+    pieces[16:] = [
+        Chunk(channel="tool_args", text=args[j : j + 14], tool_call_id=tool_call_id)
+        for j in range(0, len(args), 14)
+    ][:4]
+    for piece in pieces:
+        rec.chunk(call_id, piece)
+    call = AgentToolCall(call_id=tool_call_id, name="bash", arguments=args)
+    result = AgentTurn(
+        reasoning="".join(p.text for p in pieces if p.channel == "reasoning"),
+        message="".join(p.text for p in pieces if p.channel == "text"),
+        tool_calls=(call,),
+        usage=AgentUsage(input_tokens=1000 + turn, output_tokens=80, cost_usd=0.0),
+        provider="scripted",
+        model="bench",
+        provider_request_id=f"req-{turn:04d}",
+        stop_reason="tool_use",
+    )
+    rec.response(call_id, result, 0.25)
+    rec.tool_call(call, call.parsed_arguments(), None)
+    line = f"turn {turn:04d}: ok\n"
+    observation = (line * (OBSERVATION_BYTES // len(line) + 1))[:OBSERVATION_BYTES]
+    rec.tool_result(call, observation, reward=0.0, duration_s=0.01)
+
+
+def _store_bytes(store: TraceStore) -> int:
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = store.path.with_name(store.path.name + "-wal")
+    return store.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+@pytest.fixture(scope="module")
+def long_episode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """A 500-turn episode recorded through Recorder; store sizes after 0, 250 and 500 turns."""
+    path = tmp_path_factory.mktemp("bench") / "traces.db"
+    store = TraceStore(path)
+    episode_id = _new_episode(store)
+    rec = Recorder(store, store.writer(episode_id), secrets={})
+    tools_hash = store.put_tools(TOOL_SPECS)
+    rec.start(
+        task_id="bench",
+        seed=0,
+        env={"kind": "bench"},
+        model={},
+        config={},
+        version=__version__,
+        max_steps=TURNS,
+    )
+    rec.message(Message(role="system", content="You are a careful agent. " * 40), "system")
+    rec.message(Message(role="user", content="Fix the bug in stats.py. " * 10), "prompt")
+    sizes = {0: _store_bytes(store)}
+    started = time.perf_counter()
+    for turn in range(1, TURNS + 1):
+        _record_turn(rec, turn, tools_hash)
+        if turn in (TURNS // 2, TURNS):
+            sizes[turn] = _store_bytes(store)
+    elapsed = time.perf_counter() - started
+    events = store.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    store.close()
+    yield {
+        "path": path,
+        "episode_id": episode_id,
+        "sizes": sizes,
+        "messages": list(rec.messages),
+        "tip": rec.tip,
+        "events": events,
+        "record_s": elapsed,
+    }
+
+
+def test_storage_grows_linearly_with_equal_turns(long_episode: dict[str, object]) -> None:
+    sizes: dict[int, int] = long_episode["sizes"]  # type: ignore[assignment]
+    half, full = sizes[TURNS // 2], sizes[TURNS]
+    ratio = full / half
+    increment = (full - sizes[0]) / (half - sizes[0])
+    print(
+        f"\ngrowth ratio {ratio:.3f}x (budget {GROWTH_BUDGET}x): {TURNS} turns {full / 1e6:.2f} MB,"
+        f" {TURNS // 2} turns {half / 1e6:.2f} MB, empty episode {sizes[0] / 1e3:.0f} kB;"
+        f" net of the empty store {increment:.3f}x; {full / TURNS / 1e3:.1f} kB/turn"
+    )
+    with TraceStore(long_episode["path"]) as store:  # type: ignore[arg-type]
+        by_table = store.conn.execute(
+            "SELECT name, sum(pgsize), total(CASE WHEN pagetype = 'overflow' THEN pgsize END),"
+            " total(CASE WHEN pagetype = 'overflow' THEN unused END) FROM dbstat"
+            " GROUP BY name HAVING sum(pgsize) > 16384 ORDER BY 2 DESC"
+        ).fetchall()
+        by_kind = store.conn.execute(
+            "SELECT kind, count(*), sum(length(payload)) FROM events GROUP BY kind ORDER BY 3 DESC"
+        ).fetchall()
+        observations = store.conn.execute(
+            "SELECT sum(length(json_extract(payload, '$.observation'))) FROM events"
+            " WHERE kind = 'tool.result'"
+        ).fetchone()[0]
+        tool_messages = store.conn.execute(
+            "SELECT sum(length(json_extract(message, '$.content'))) FROM messages"
+            " WHERE json_extract(message, '$.role') = 'tool'"
+        ).fetchone()[0]
+    for name, size, overflow, unused in by_table:
+        print(
+            f"  {name}: {size / 1e3:.0f} kB, of which overflow pages {overflow / 1e3:.0f} kB"
+            f" ({unused / 1e3:.0f} kB of them unused)"
+        )
+    print(
+        "  payload bytes by kind: " + ", ".join(f"{k} {c}x {b / 1e3:.0f} kB" for k, c, b in by_kind)
+    )
+    print(
+        f"  tool observations stored twice: {observations / 1e3:.0f} kB inline in tool.result"
+        f" payloads and {tool_messages / 1e3:.0f} kB in tool messages"
+    )
+    assert ratio <= GROWTH_BUDGET
+
+
+def test_rebuilding_a_500_turn_history_takes_under_0_2_s(long_episode: dict[str, object]) -> None:
+    messages: list[Message] = long_episode["messages"]  # type: ignore[assignment]
+    episode_id: str = long_episode["episode_id"]  # type: ignore[assignment]
+    timings: dict[str, list[float]] = {"reconstruct_request": [], "message_chain": [], "events": []}
+    for _ in range(5):
+        with TraceStore(long_episode["path"]) as store:  # type: ignore[arg-type]
+            start = time.perf_counter()
+            request = store.reconstruct_request(episode_id, TURNS)
+            timings["reconstruct_request"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            chain = store.message_chain(long_episode["tip"])  # type: ignore[arg-type]
+            timings["message_chain"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            count = sum(1 for _ in store.iter_events(episode_id))
+            timings["events"].append(time.perf_counter() - start)
+        assert request.messages == messages[:-2]  # the input of the last turn, exactly
+        assert chain == messages
+        assert count == long_episode["events"]
+    first = timings["reconstruct_request"][0]
+    print(
+        f"\nrebuild {first * 1e3:.1f} ms on a fresh store (budget {REBUILD_BUDGET_S * 1e3:.0f} ms):"
+        f" reconstruct_request(ep, {TURNS}) -> {len(request.messages)} messages; medians of 5:"
+        + ", ".join(f" {k} {statistics.median(v) * 1e3:.1f} ms" for k, v in timings.items())
+        + f" ({count} events; recording the {TURNS} turns took {long_episode['record_s']:.2f} s)"
+    )
+    assert first < REBUILD_BUDGET_S
