@@ -51,9 +51,13 @@ class _Suppressed:
 suppressed = _Suppressed()
 
 
+_next_reason: str | None = None  # set by interrupt_main(), read by the handler
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
-    reason = getattr(_local, "reason", None) or "SIGINT"
-    _local.reason = None
+    """The SIGINT handler (it runs on the main thread, so ``_local`` is the main thread's)."""
+    global _next_reason
+    reason, _next_reason = _next_reason or "SIGINT", None
     if getattr(_local, "suppressed", False):
         return
     if getattr(_local, "depth", 0) > 0:
@@ -64,18 +68,9 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 def interrupt_main(reason: str) -> None:
     """From another thread: interrupt the main thread as Ctrl-C would, with a reason."""
-    _main_local_reason[0] = reason
+    global _next_reason
+    _next_reason = reason
     _thread.interrupt_main(signal.SIGINT)
-
-
-_main_local_reason: list[str | None] = [None]
-
-
-def _main_handler(signum: int, frame: FrameType | None) -> None:
-    if _main_local_reason[0] is not None:
-        _local.reason = _main_local_reason[0]
-        _main_local_reason[0] = None
-    _handler(signum, frame)
 
 
 @contextmanager
@@ -88,7 +83,7 @@ def sigint_guard() -> Iterator[bool]:
     if threading.current_thread() is not threading.main_thread():
         yield False
         return
-    previous = signal.signal(signal.SIGINT, _main_handler)
+    previous = signal.signal(signal.SIGINT, _handler)
     try:
         yield True
     finally:
