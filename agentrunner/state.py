@@ -13,25 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.errors import StoreError
-from agentrunner.events import EpisodeEnd, EpisodeStart
+from agentrunner.events import EVENT_KINDS, EpisodeEnd, EpisodeStart
 from agentrunner.recorder import Totals
 from agentrunner.runner import PendingCall
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.types import AgentUsage, Message
 
-_NOT_CHUNKS = (
-    "episode.start",
-    "model.request",
-    "model.response",
-    "usage",
-    "tool.call",
-    "tool.result",
-    "message",
-    "cancel",
-    "error",
-    "resume",
-    "episode.end",
-)
+_NOT_CHUNKS = tuple(kind for kind in EVENT_KINDS if kind != "model.chunk")
 
 
 @dataclass(frozen=True)
