@@ -68,9 +68,10 @@ class DivergenceError(EnvironmentFailure):
 
 
 class ModelError(AgentRunnerError):
-    """A model call failed."""
+    """A model call failed (``attempt``: how many attempts were made, retries included)."""
 
     retryable = False
+    attempt = 1
 
     def __init__(self, message: str, *, retryable: bool | None = None) -> None:
         super().__init__(message)

@@ -77,6 +77,7 @@ class ModelResponse(_Payload):
     message_hash: str
     stop_reason: str | None = None
     provider_request_id: str | None = None
+    model: str | None = None  # the model that answered, as the provider named it
     latency_s: float
     refusal: str | None = None
     opaque: tuple[OpaquePart, ...] = ()

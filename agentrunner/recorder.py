@@ -133,6 +133,7 @@ class Recorder:
                 message_hash=digest,
                 stop_reason=turn.stop_reason,
                 provider_request_id=turn.provider_request_id,
+                model=turn.model,
                 latency_s=round(latency_s, 6),
                 refusal=turn.refusal,
                 opaque=turn.opaque,

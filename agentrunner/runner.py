@@ -321,7 +321,12 @@ def drive(
                         stop, error = "incomplete", str(exc)
                 except ModelError as exc:
                     with interrupts.suppressed:
-                        rec.error(run.phase, exc, retryable=exc.retryable)
+                        rec.error(
+                            run.phase,
+                            exc,
+                            retryable=exc.retryable,
+                            attempt=exc.attempt,
+                        )
                         stop, error = "error", str(exc)
                 except EnvironmentFailure as exc:
                     with interrupts.suppressed:

@@ -14,6 +14,9 @@ from agentrunner.model import Model
 
 PROVIDERS: dict[str, str] = {
     "scripted": "providers.scripted",
+    "openai": "providers.openai_adapter",  # the Responses API
+    "openai-chat": "providers._openai_chat",  # Chat Completions, OpenAI-compatible servers
+    "anthropic": "providers.anthropic_adapter",  # the Messages API
 }
 
 

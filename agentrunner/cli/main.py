@@ -11,6 +11,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from rich.markup import escape
+
 from agentrunner import __version__
 from agentrunner.cli import batch_cmd, inspect_cmd, lifecycle_cmd, run_cmd, tasks_cmd
 from agentrunner.cli.common import stderr_console
@@ -56,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentRunnerError as exc:
         if getattr(args, "verbose", False):
             traceback.print_exc()
-        stderr_console().print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        stderr_console().print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         stderr_console().print("[yellow]cancelled[/]")
