@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from rich.markup import escape
 from rich.table import Table
 
 from agentrunner.cli.common import (
@@ -19,6 +20,7 @@ from agentrunner.cli.common import (
 )
 from agentrunner.cli.render import EventRenderer
 from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.verifiers import VerificationResult, latest_verifications, verifications
 
 STATUS_STYLE = {
     "running": "bold blue",
@@ -35,6 +37,7 @@ _MIN_WIDTH = {
     "reward": 6,
     "tokens": 6,
     "cost": 7,
+    "verified": 8,
     "started": 11,
 }
 
@@ -46,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ls,
         help="list episodes",
         description="List episodes, newest first: id, parent, task, model, status, turns, "
-        "reward, tokens, cost and start time. Status is derived from the log and the "
+        "reward, tokens, cost, verifier results (passed/verified, latest per verifier; see "
+        "`agentrunner verify`) and start time. Status is derived from the log and the "
         "writer's liveness: a running episode whose process died shows as interrupted.",
     )
     ls_p.add_argument(
@@ -64,8 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "show",
         show,
         help="show one episode",
-        description="Show one episode: its summary and transcript. EP is an episode id or a "
-        "unique prefix of one.",
+        description="Show one episode: its summary, its verifier results and its transcript. "
+        "EP is an episode id or a unique prefix of one.",
     )
     show_p.add_argument("episode", metavar="EP", help="episode id or unique prefix")
     show_p.add_argument(
@@ -87,8 +91,17 @@ def _ls_rows(store: TraceStore, args: argparse.Namespace) -> list[EpisodeSummary
 def ls(args: argparse.Namespace) -> int:
     store = open_store(args)
     episodes = _ls_rows(store, args)
+    verified = latest_verifications(store, [e.episode_id for e in episodes])
     if args.json:
-        print_json([e.to_dict() for e in episodes])
+        print_json(
+            [
+                {
+                    **e.to_dict(),
+                    "verifications": [_brief(r) for r in verified.get(e.episode_id, [])],
+                }
+                for e in episodes
+            ]
+        )
         return 0
     if not episodes:
         stderr_console().print(f"no episodes in {store.path}; start one with `agentrunner run`")
@@ -104,11 +117,12 @@ def ls(args: argparse.Namespace) -> int:
         "reward",
         "tokens",
         "cost",
+        "verified",
         "started",
     ):
         table.add_column(
             col,
-            justify="right" if col in ("turns", "reward", "tokens", "cost") else "left",
+            justify="right" if col in ("turns", "reward", "tokens", "cost", "verified") else "left",
             no_wrap=True,
             overflow="ellipsis",
             min_width=_MIN_WIDTH.get(col),
@@ -130,10 +144,68 @@ def ls(args: argparse.Namespace) -> int:
             f"{e.total_reward:g}",
             fmt_tokens(e.tokens),
             fmt_cost(e.cost_usd),
+            _verified_cell(verified.get(e.episode_id, [])),
             e.created_at[5:16].replace("T", " "),
         )
     stdout_console().print(table)
     return 0
+
+
+def _brief(r: VerificationResult) -> dict[str, object]:
+    return {
+        "verifier": r.verifier,
+        "passed": r.passed,
+        "score": r.score,
+        "created_at": r.created_at,
+    }
+
+
+def _verified_cell(results: list[VerificationResult]) -> str:
+    """``passed/verified`` over the latest result of each verifier (``-``: none)."""
+    if not results:
+        return "-"
+    passed = sum(r.passed for r in results)
+    style = "green" if passed == len(results) else "red"
+    return f"[{style}]{passed}/{len(results)}[/]"
+
+
+def _print_verifications(results: list[VerificationResult]) -> None:
+    """The latest result of each verifier (older results are counted, not shown)."""
+    if not results:
+        return
+    out = stdout_console()
+    latest: dict[str, VerificationResult] = {}
+    for r in results:  # newest first
+        latest.setdefault(r.verifier, r)
+    out.print("  [bold]verifiers[/]")
+    for name, r in sorted(latest.items()):
+        mark = "[green]pass[/]" if r.passed else "[red]fail[/]"
+        score = "-" if r.score is None else f"{r.score:.2f}"
+        older = sum(1 for x in results if x.verifier == name) - 1
+        again = f" · {older} earlier" if older else ""
+        when = (r.created_at or "")[:16].replace("T", " ")
+        out.print(
+            f"    {mark} {escape(name)} · score {score} · {when}{again}",
+            highlight=False,
+        )
+        for line in _why_lines(r):
+            out.print(f"      [dim]{escape(line)}[/]", highlight=False)
+
+
+def _why_lines(r: VerificationResult) -> list[str]:
+    d = r.details
+    lines = []
+    for c in d.get("checks", []):
+        lines.append(f"{'✓' if c['passed'] else '✗'} {c['rule']}: {c['evidence']}")
+    for c in d.get("children", []):
+        score = "-" if c["score"] is None else f"{c['score']:.2f}"
+        lines.append(f"{'✓' if c['passed'] else '✗'} {c['verifier']}: score {score}")
+    if "error" in d:
+        lines.append(str(d["error"]))
+    answer = str(d.get("answer", "")).strip().splitlines()
+    if answer:
+        lines.append(f"judge: {answer[-1][:160]}")
+    return lines
 
 
 def _print_summary(e: EpisodeSummary) -> None:
@@ -163,13 +235,16 @@ def show(args: argparse.Namespace) -> int:
     episode_id = summary.episode_id
     if args.follow:
         return _follow(store, episode_id, args)
+    results = verifications(store, episode_id)
     if args.json:
         value = summary.to_dict()
+        value["verifications"] = [r.to_dict() for r in results]
         if args.events:
             value["events"] = [row.to_dict() for row in store.iter_events(episode_id)]
         print_json(value)
         return 0
     _print_summary(summary)
+    _print_verifications(results)
     out = stdout_console()
     if args.events:
         table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)

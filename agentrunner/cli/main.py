@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from agentrunner import __version__
-from agentrunner.cli import batch_cmd, inspect_cmd, lifecycle_cmd, run_cmd, tasks_cmd
+from agentrunner.cli import (
+    batch_cmd,
+    export_cmd,
+    inspect_cmd,
+    lifecycle_cmd,
+    run_cmd,
+    tasks_cmd,
+    verify_cmd,
+)
 from agentrunner.cli.common import stderr_console
 from agentrunner.errors import AgentRunnerError
 
@@ -25,7 +33,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-COMMAND_MODULES = (run_cmd, inspect_cmd, lifecycle_cmd, batch_cmd, tasks_cmd)
+COMMAND_MODULES = (
+    run_cmd,
+    inspect_cmd,
+    lifecycle_cmd,
+    batch_cmd,
+    verify_cmd,
+    export_cmd,
+    tasks_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

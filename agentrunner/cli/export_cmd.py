@@ -1,0 +1,165 @@
+"""``agentrunner export``: training data (SFT, DPO, GRPO, KTO) from traces and fork groups."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
+from agentrunner.errors import UsageError
+from agentrunner.export import FORMATS, ExportOptions, Selection, export
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
+        "export",
+        run_export,
+        help="export training data (sft, dpo, grpo, kto)",
+        description="Export recorded episodes as training data in TRL's conversational "
+        "shapes, one JSON object per line (or Parquet). sft: one conversation per episode "
+        "(messages + tools), exactly what the model saw up to its last turn plus its answer. "
+        "dpo: prompt/chosen/rejected pairs from sibling branches at one fork point whose "
+        "rewards differ (fan-out groups and plain forks). grpo: a prompt with a group of "
+        "completions and their rewards (fork points, and root episodes of one task that "
+        "started from the same prompt). kto: prompt/completion/label per episode, label = "
+        "reward >= --kto-threshold. Every row names its source episode(s) and seq(s). By "
+        "default only completed episodes are read. An export that selects nothing writes an "
+        "empty file, says so on stderr and exits 0.",
+    )
+    p.add_argument("--format", required=True, choices=sorted(FORMATS), help="the row shape")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write here (default: stdout); a .parquet name writes Parquet",
+    )
+    p.add_argument(
+        "--parquet", action="store_true", help="write Parquet (needs pyarrow and -o FILE)"
+    )
+    f = p.add_argument_group("filters (which episodes are read)")
+    f.add_argument("--task", action="append", metavar="ID", help="only this task (repeatable)")
+    f.add_argument(
+        "--split",
+        help="only tasks of this split, read from the tasks file each episode was run with",
+    )
+    f.add_argument(
+        "--tasks", type=Path, metavar="PATH", help="read --split from this tasks.json instead"
+    )
+    f.add_argument(
+        "--model",
+        action="append",
+        metavar="SPEC",
+        help="only episodes of this model spec (repeatable; wildcards: 'openai:*')",
+    )
+    f.add_argument(
+        "--status",
+        action="append",
+        metavar="S",
+        help="only episodes with this status (repeatable; default completed; 'any' for all)",
+    )
+    f.add_argument("--min-reward", type=float, metavar="X", help="only rewards >= X")
+    f.add_argument(
+        "--reward-percentile",
+        type=float,
+        metavar="P",
+        help="only rewards at or above the P-th percentile (0-100) of the episodes the other "
+        "filters kept (90 keeps the top 10%%)",
+    )
+    f.add_argument(
+        "--verifier",
+        metavar="NAME",
+        help="leave out episodes whose latest result from verifier NAME failed",
+    )
+    f.add_argument(
+        "--verified-only",
+        action="store_true",
+        help="only episodes with a passing result (from --verifier NAME, or from every "
+        "verifier that checked them)",
+    )
+    o = p.add_argument_group("row options")
+    o.add_argument(
+        "--reasoning",
+        nargs="?",
+        const="reasoning_content",
+        metavar="KEY",
+        help="include the model's reasoning in assistant messages under KEY (default key "
+        "reasoning_content; 'thinking' for Harmony-style templates)",
+    )
+    o.add_argument(
+        "--tool-args",
+        choices=("string", "object"),
+        default="string",
+        help="tool-call arguments as the raw JSON string the model wrote (default, OpenAI "
+        "style) or as a parsed object (what Hugging Face chat templates expect)",
+    )
+    o.add_argument(
+        "--kto-threshold",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="kto: label is true when the episode's reward >= X (default 1.0)",
+    )
+    o.add_argument(
+        "--with-tool-results",
+        action="store_true",
+        help="dpo: chosen/rejected also hold the tool results of the turn",
+    )
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    statuses: tuple[str, ...] = ("completed",)
+    if args.status:
+        statuses = () if "any" in args.status else tuple(args.status)
+    if args.tasks is not None and args.split is None:
+        raise UsageError("--tasks only serves --split")
+    return Selection(
+        tasks=tuple(args.task or ()),
+        split=args.split,
+        tasks_path=args.tasks,
+        models=tuple(args.model or ()),
+        statuses=statuses,
+        min_reward=args.min_reward,
+        reward_percentile=args.reward_percentile,
+        verifier=args.verifier,
+        verified_only=args.verified_only,
+    )
+
+
+def run_export(args: argparse.Namespace) -> int:
+    if args.json and args.output is None:
+        raise UsageError("--json needs -o FILE (without it the rows go to stdout)")
+    selection = _selection(args)
+    options = ExportOptions(
+        reasoning_key=args.reasoning,
+        tool_args=args.tool_args,
+        kto_threshold=args.kto_threshold,
+        with_tool_results=args.with_tool_results,
+    )
+    store = open_store(args)
+    result = export(
+        store,
+        args.format,
+        args.output,
+        selection=selection,
+        options=options,
+        parquet=True if args.parquet else None,
+    )
+    err = stderr_console()
+    for note in result.notes:
+        err.print(f"note: {note}")
+    where = result.file or "stdout"
+    if result.rows == 0:
+        wrote = f"wrote an empty file {where}" if result.file else "wrote nothing"
+        err.print(
+            f"[yellow]nothing to export[/]: {result.episodes} episode(s) selected, no "
+            f"{args.format} rows; {wrote}"
+        )
+    else:
+        err.print(
+            f"wrote {result.rows} {args.format} row(s) from {result.episodes} episode(s) to {where}"
+        )
+    if args.json:
+        print_json(result.to_dict())
+    return 0

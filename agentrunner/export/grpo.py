@@ -1,0 +1,97 @@
+"""GRPO rows: groups of completions of one prompt with their rewards.
+
+Groups come from fork points (the branches at one fork point that answered the same prompt:
+fan-out groups and plain forks, with the parent's own continuation) and from task groups
+(root episodes of one task that started from the same prompt: a batch's episodes of that
+task and seed, or across seeds when the seed does not change the prompt). Shape::
+
+    {"prompt": [...messages...],
+     "completions": [[...messages...], ...],   # one per episode, to its last assistant message
+     "rewards": [1.0, 0.4, ...],               # each episode's total reward
+     "tools": [...],
+     "source": {"kind": "fork", "episode_id": parent, "seq": fork_seq, "turn": K,
+                "fork_groups": [...]}
+               | {"kind": "task", "task_id": ..., "seeds": [...], "batches": [...]},
+     "sources": [{"episode_id", "seq", "turn"}, ...]}   # parallel to completions
+
+``prompt`` alone is TRL's conversational prompt-only shape (what ``GRPOTrainer`` reads; the
+other columns reach reward functions as keyword arguments); ``completions`` and ``rewards``
+are for offline group-relative training and analysis. A completion is the conversation after
+the prompt, so it holds the agent's turns and the tool results between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agentrunner.export.chat import ExportOptions, chat, tool_schemas
+from agentrunner.export.select import Selected
+from agentrunner.export.sources import (
+    after_prefix,
+    batch_ids,
+    fork_points,
+    last_decision,
+    task_groups,
+    tools_at,
+)
+from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.types import Message
+
+
+def _group(
+    store: TraceStore,
+    prompt: list[Message],
+    episodes: Sequence[EpisodeSummary],
+    options: ExportOptions,
+) -> tuple[list[list[dict[str, Any]]], list[float], list[dict[str, Any]]]:
+    completions, rewards, sources = [], [], []
+    for episode in episodes:
+        decision = last_decision(store, episode.episode_id)
+        if decision is None:
+            continue
+        rest = after_prefix(store.message_chain(decision.message_hash), prompt)
+        if not rest:
+            continue
+        completions.append(chat(rest, options))
+        rewards.append(episode.total_reward)
+        sources.append(decision.source())
+    return completions, rewards, sources
+
+
+def grpo_rows(
+    store: TraceStore, selected: Selected, options: ExportOptions
+) -> Iterator[dict[str, Any]]:
+    for point in fork_points(store, selected.by_id()):
+        prompt = store.message_chain(point.prompt_tip)
+        episodes = [b.episode for b in point.branches]
+        completions, rewards, sources = _group(store, prompt, episodes, options)
+        if len(completions) < 2:
+            continue
+        first = point.branches[0]
+        yield {
+            "prompt": chat(prompt, options),
+            "completions": completions,
+            "rewards": rewards,
+            "tools": tool_schemas(tools_at(store, first.episode.episode_id, first.decision.seq)),
+            "source": {"kind": "fork", **point.source()},
+            "sources": sources,
+        }
+    for task_id, tip, episodes in task_groups(store, selected.episodes):
+        prompt = store.message_chain(tip)
+        completions, rewards, sources = _group(store, prompt, episodes, options)
+        if len(completions) < 2:
+            continue
+        yield {
+            "prompt": chat(prompt, options),
+            "completions": completions,
+            "rewards": rewards,
+            "tools": tool_schemas(tools_at(store, episodes[0].episode_id, 0)),
+            "source": {
+                "kind": "task",
+                "task_id": task_id,
+                "seeds": sorted({e.seed for e in episodes}),
+                "batches": batch_ids(store, [e.episode_id for e in episodes]),
+            },
+            "sources": sources,
+        }

@@ -1,0 +1,146 @@
+"""Which episodes an export reads: filters by status, task, split, model, reward, verifier.
+
+Filters apply in this order: status (default: completed), fan-out proposal forks (left out:
+they ran one turn to propose a candidate), task, model, split, verifier, minimum reward, and
+last the reward percentile, computed over the episodes the other filters kept.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentrunner.envs.tasks import load_tasks
+from agentrunner.errors import UsageError
+from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.verifiers import latest_verifications
+
+STATUSES = ("completed", "cancelled", "interrupted", "failed", "running")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Export filters. Empty tuples and None mean "no filter"."""
+
+    tasks: tuple[str, ...] = ()
+    split: str | None = None
+    tasks_path: Path | None = None  # the tasks file for --split (default: each episode's own)
+    models: tuple[str, ...] = ()  # model specs, shell-style wildcards allowed (openai:*)
+    statuses: tuple[str, ...] = ("completed",)  # empty: any status
+    min_reward: float | None = None
+    reward_percentile: float | None = None  # keep rewards at or above this percentile
+    verifier: str | None = None  # drop episodes whose latest result from it failed
+    verified_only: bool = False  # keep only episodes with a passing result
+    include_proposals: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.statuses if s not in STATUSES]
+        if unknown:
+            raise UsageError(f"unknown status {unknown[0]!r}; one of {', '.join(STATUSES)}")
+        p = self.reward_percentile
+        if p is not None and not 0.0 <= p <= 100.0:
+            raise UsageError(f"--reward-percentile must be between 0 and 100, not {p:g}")
+
+
+@dataclass
+class Selected:
+    """The selected episodes (oldest first) and notes on what was left out and why."""
+
+    episodes: list[EpisodeSummary]
+    notes: list[str] = field(default_factory=list)
+
+    def by_id(self) -> dict[str, EpisodeSummary]:
+        return {e.episode_id: e for e in self.episodes}
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile of ``values`` (linear interpolation between ranks)."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100.0
+    lo, hi = math.floor(rank), math.ceil(rank)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+
+
+def _proposals(store: TraceStore) -> set[str]:
+    rows = store.conn.execute("SELECT episode_id FROM fork_group_members WHERE sample < 0")
+    return {r[0] for r in rows}
+
+
+def _splits(selection: Selection, episodes: list[EpisodeSummary], notes: list[str]) -> list[str]:
+    """The split of each episode's task ("" when it cannot be known)."""
+    cache: dict[str, dict[str, str]] = {}
+    out = []
+    unknown = 0
+    for e in episodes:
+        source = (
+            str(selection.tasks_path) if selection.tasks_path else e.env.get("tasks")
+        )  # "bundled", a path, or None (an OpenEnv environment has no tasks file)
+        if source is None:
+            unknown += 1
+            out.append("")
+            continue
+        if source not in cache:
+            path = None if source == "bundled" else Path(source)
+            if path is not None and not path.is_file():
+                raise UsageError(
+                    f"episode {e.episode_id} was run with tasks file {path}, which is gone; "
+                    "give --tasks PATH to read the splits from another file"
+                )
+            cache[source] = {t.task_id: t.split for t in load_tasks(path)}
+        split = cache[source].get(e.task_id, "")
+        unknown += not split
+        out.append(split)
+    if unknown:
+        notes.append(f"{unknown} episode(s) whose task split is unknown were left out by --split")
+    return out
+
+
+def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Selected:
+    """The episodes an export reads, oldest first."""
+    notes: list[str] = []
+    episodes = list(reversed(store.list_episodes()))
+    if selection.statuses:
+        episodes = [e for e in episodes if e.status in selection.statuses]
+    if not selection.include_proposals:
+        proposals = _proposals(store)
+        episodes = [e for e in episodes if e.episode_id not in proposals]
+    if selection.tasks:
+        episodes = [e for e in episodes if e.task_id in selection.tasks]
+    if selection.models:
+        episodes = [
+            e
+            for e in episodes
+            if any(fnmatch.fnmatchcase(str(e.model.get("spec", "")), m) for m in selection.models)
+        ]
+    if selection.split is not None:
+        splits = _splits(selection, episodes, notes)
+        episodes = [e for e, s in zip(episodes, splits, strict=True) if s == selection.split]
+    if selection.verifier or selection.verified_only:
+        episodes = _by_verification(store, selection, episodes)
+    if selection.min_reward is not None:
+        floor = selection.min_reward
+        episodes = [e for e in episodes if e.total_reward >= floor]
+    if selection.reward_percentile is not None and episodes:
+        cut = percentile([e.total_reward for e in episodes], selection.reward_percentile)
+        episodes = [e for e in episodes if e.total_reward >= cut]
+        notes.append(f"reward percentile {selection.reward_percentile:g}: reward >= {cut:g}")
+    return Selected(episodes, notes)
+
+
+def _by_verification(
+    store: TraceStore, selection: Selection, episodes: list[EpisodeSummary]
+) -> list[EpisodeSummary]:
+    latest = latest_verifications(store, [e.episode_id for e in episodes])
+    kept = []
+    for e in episodes:
+        results = latest.get(e.episode_id, [])
+        if selection.verifier:
+            results = [r for r in results if r.verifier == selection.verifier]
+        if any(not r.passed for r in results):
+            continue
+        if selection.verified_only and not results:
+            continue
+        kept.append(e)
+    return kept

@@ -1,0 +1,40 @@
+"""SFT rows: one conversation per episode (TRL conversational language-modeling shape).
+
+``{"messages": [...], "tools": [...], "reward": R, "source": {"episode_id", "seq", "turn",
+"task_id", "seed", "model"}}``. ``messages`` is the chain ending at the episode's last
+assistant message: for an episode whose last assistant message is a model response that is
+exactly ``reconstruct_request(ep, last_turn).messages`` plus the response, i.e. what the
+model saw at its last decision and what it answered (tool results after it are left out, so
+the conversation ends with the assistant). ``source.seq`` is that response's seq.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from agentrunner.export.chat import ExportOptions, chat, tool_schemas
+from agentrunner.export.select import Selected
+from agentrunner.export.sources import last_decision, tools_at
+from agentrunner.store import TraceStore
+
+
+def sft_rows(
+    store: TraceStore, selected: Selected, options: ExportOptions
+) -> Iterator[dict[str, Any]]:
+    for episode in selected.episodes:
+        decision = last_decision(store, episode.episode_id)
+        if decision is None:
+            continue
+        messages = store.message_chain(decision.message_hash)
+        yield {
+            "messages": chat(messages, options),
+            "tools": tool_schemas(tools_at(store, episode.episode_id, decision.seq)),
+            "reward": episode.total_reward,
+            "source": {
+                **decision.source(),
+                "task_id": episode.task_id,
+                "seed": episode.seed,
+                "model": episode.model.get("spec"),
+            },
+        }

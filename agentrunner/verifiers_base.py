@@ -1,0 +1,154 @@
+"""What every verifier shares: the trajectory it reads, the verdict it gives, the protocol.
+
+A :class:`Trajectory` is read from the store once per episode (its tool calls with their
+results, and the tip of its final message chain) and handed to each verifier, so a
+composite of many verifiers reads the log once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Protocol, runtime_checkable
+
+from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.types import Message
+
+FILE_TOOLS = ("write_file", "str_replace")  # workspace tools whose `path` argument is written
+COMMAND_TOOL = "bash"
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """One tool call the model made, with what became of it."""
+
+    seq: int
+    turn: int
+    call_id: str
+    name: str
+    arguments: str  # raw, as the model wrote it
+    parsed: dict[str, Any] | None  # None when the arguments were not a JSON object
+    ran: bool = False  # the environment executed it (a step was taken)
+    error: str | None = None
+    observation: str | None = None
+
+
+@dataclass
+class Trajectory:
+    """An episode as verifiers see it: summary, tool calls, and (lazily) its messages."""
+
+    store: TraceStore
+    episode: EpisodeSummary
+    tool_uses: list[ToolUse]
+    final_tip: str | None
+
+    @cached_property
+    def messages(self) -> list[Message]:
+        """The episode's whole conversation, tool results included."""
+        return self.store.message_chain(self.final_tip)
+
+    def files_touched(self) -> list[str]:
+        """Paths written by successful ``write_file`` / ``str_replace`` calls, in order."""
+        out: list[str] = []
+        for use in self.tool_uses:
+            if use.name in FILE_TOOLS and use.ran and use.error is None and use.parsed:
+                path = str(use.parsed.get("path", "")).removeprefix("./")
+                if path and path not in out:
+                    out.append(path)
+        return out
+
+    def commands(self) -> list[tuple[int, str]]:
+        """``(seq, command)`` of every ``bash`` call the environment ran."""
+        return [
+            (use.seq, str(use.parsed.get("command", "")))
+            for use in self.tool_uses
+            if use.name == COMMAND_TOOL and use.ran and use.parsed
+        ]
+
+
+_TRAJECTORY_KINDS = ("message", "model.response", "tool.call", "tool.result")
+
+
+def load_trajectory(store: TraceStore, episode_id: str) -> Trajectory:
+    """Read what verifiers need from an episode's full history (inherited events included)."""
+    episode = store.episode(episode_id)
+    calls: dict[str, ToolUse] = {}
+    order: list[str] = []
+    tip: str | None = None
+    for row in store.iter_events(episode.episode_id, kinds=_TRAJECTORY_KINDS):
+        p = row.payload
+        if row.kind == "tool.call":
+            if p["call_id"] not in calls:
+                order.append(p["call_id"])
+            calls[p["call_id"]] = ToolUse(
+                seq=row.seq,
+                turn=row.turn,
+                call_id=p["call_id"],
+                name=p["name"],
+                arguments=p["arguments"],
+                parsed=p.get("parsed"),
+            )
+        elif row.kind == "tool.result":
+            tip = p["message_hash"]
+            use = calls.get(p["call_id"])
+            if use is not None:  # a re-run after a resume replaces the earlier result
+                calls[p["call_id"]] = replace(
+                    use,
+                    ran=p.get("step") is not None,
+                    error=p.get("error"),
+                    observation=p.get("observation"),
+                )
+        elif row.kind == "message" or (
+            row.kind == "model.response" and p.get("stop_reason") != "incomplete"
+        ):
+            tip = p["message_hash"]
+    return Trajectory(store, episode, [calls[c] for c in order], tip)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a verifier says about one episode: a score in [0, 1] (or None), pass/fail, why."""
+
+    score: float | None
+    passed: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": self.score, "passed": self.passed, "details": self.details}
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """Scores a recorded episode after the fact."""
+
+    name: str
+
+    def spec(self) -> dict[str, Any]:
+        """A JSON description of the verifier (stored with each result)."""
+        ...
+
+    def verify(self, trajectory: Trajectory) -> Verdict: ...
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    """A verdict on one episode, as stored in the ``verifications`` table."""
+
+    episode_id: str
+    verifier: str
+    score: float | None
+    passed: bool
+    details: dict[str, Any]
+    id: int | None = None
+    created_at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "episode_id": self.episode_id,
+            "verifier": self.verifier,
+            "score": self.score,
+            "passed": self.passed,
+            "details": self.details,
+            "created_at": self.created_at,
+        }
