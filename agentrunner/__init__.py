@@ -52,5 +52,9 @@ __all__ = [
     "UsageError",
     "__version__",
     "arun_agent_episode",
+    "fork_episode",
+    "resume_episode",
     "run_agent_episode",
+    "run_batch",
+    "score_actions",
 ]
