@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from agentrunner.batch import run_batch
 from agentrunner.environment import Environment, ResetResult, StepResult, ToolAction
 from agentrunner.errors import (
     AgentRunnerError,
@@ -11,7 +12,10 @@ from agentrunner.errors import (
     StoreError,
     UsageError,
 )
+from agentrunner.fanout import score_actions
+from agentrunner.fork import fork_episode
 from agentrunner.model import AgentContext, Model
+from agentrunner.resume import resume_episode
 from agentrunner.runner import Rollout, RunConfig, arun_agent_episode, run_agent_episode
 from agentrunner.store import EpisodeSummary, EventRow, ModelInput, TraceStore
 from agentrunner.types import (
