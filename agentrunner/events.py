@@ -110,6 +110,7 @@ class ToolResult(_Payload):
     message_hash: str
     snapshot: str | None = None
     step: int | None = None  # the environment step this result came from (None: env not run)
+    truncated: bool = False  # the environment's horizon (max_steps) ended the episode here
 
 
 class MessageEvent(_Payload):

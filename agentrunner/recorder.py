@@ -167,6 +167,7 @@ class Recorder:
         duration_s: float = 0.0,
         snapshot: str | None = None,
         step: int | None = None,
+        truncated: bool = False,
     ) -> str:
         """Record a result and its tool message; return the observation as recorded."""
         observation = redact(observation, self.secrets)
@@ -188,6 +189,7 @@ class Recorder:
                 message_hash=digest,
                 snapshot=snapshot,
                 step=step,
+                truncated=truncated,
             )
         )
         return observation

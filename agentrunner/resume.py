@@ -154,4 +154,5 @@ def _continue(
         cancel_check,
         pending=state.pending,
         needs_continue=state.needs_continue,
+        stopped=state.finished,
     )

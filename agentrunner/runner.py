@@ -118,14 +118,22 @@ class EpisodeLoop:
         self.cancel_reason: Callable[[], str | None] = lambda: None
         self.observation: str | None = None
 
-    def loop(self, pending: list[PendingCall] | None = None, needs_continue: bool = False) -> str:
-        """Finish what a previous attempt left (``pending`` calls, a missing continuation),
-        then run turns until a stop reason; return it."""
+    def loop(
+        self,
+        pending: list[PendingCall] | None = None,
+        needs_continue: bool = False,
+        stopped: str | None = None,
+    ) -> str:
+        """Finish what a previous attempt left (``pending`` calls, a missing continuation, an
+        ending it reached but did not record: ``stopped``), then run turns until a stop
+        reason; return it."""
         self.rec.turn = self.turn
         if pending:
-            stop = self._run_tools(pending)
+            stop = self._run_tools(pending, stopped)
             if stop is not None:
                 return stop
+        elif stopped is not None:
+            return stopped
         elif needs_continue:
             self._continue()
         while self.turn < self.config.max_turns:
@@ -182,8 +190,7 @@ class EpisodeLoop:
         self.rec.response(call_id, turn, time.monotonic() - started)
         return turn
 
-    def _run_tools(self, calls: list[PendingCall]) -> str | None:
-        stop: str | None = None
+    def _run_tools(self, calls: list[PendingCall], stop: str | None = None) -> str | None:
         for pending in calls:
             if stop is None:
                 self._check_cancel("tool")
@@ -222,6 +229,7 @@ class EpisodeLoop:
             duration_s=time.monotonic() - started,
             snapshot=result.snapshot,
             step=self.env_steps,
+            truncated=result.truncated,
         )
         if result.truncated:
             return "max_steps"
@@ -293,6 +301,7 @@ def drive(
     *,
     pending: list[PendingCall] | None = None,
     needs_continue: bool = False,
+    stopped: str | None = None,
 ) -> Rollout:
     """Run the loop with heartbeat, Ctrl-C handling and the episode's ending recorded.
 
@@ -305,7 +314,7 @@ def drive(
         try:
             with heartbeat:
                 try:
-                    stop = run.loop(pending, needs_continue)
+                    stop = run.loop(pending, needs_continue, stopped)
                 except (KeyboardInterrupt, Cancelled) as exc:
                     with interrupts.suppressed:
                         reason = str(exc.args[0]) if exc.args else "SIGINT"

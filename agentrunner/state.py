@@ -54,6 +54,7 @@ class EpisodeState:
     needs_continue: bool = False
     ended: EpisodeEnd | None = None
     last_error: dict[str, Any] | None = None
+    finished: str | None = None  # "done" / "max_steps": the env ended it, no end recorded
 
 
 def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) -> EpisodeState:
@@ -71,6 +72,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
     last_assistant: str | None = None
     ended: EpisodeEnd | None = None
     last_error: dict[str, Any] | None = None
+    finished: str | None = None
     for row in store.iter_events(episode.episode_id, kinds=_NOT_CHUNKS):
         if upto_seq is not None and row.seq > upto_seq:
             break
@@ -95,6 +97,10 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
             results.add(p["call_id"])
             if p.get("reward") is not None:
                 totals.reward += p["reward"]
+            if p.get("truncated"):
+                finished = "max_steps"
+            elif p.get("done"):
+                finished = "done"
             if p.get("step") is not None:
                 call = calls.get(p["call_id"], {})
                 steps.append(
@@ -133,6 +139,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
         open_request=open_request,
         ended=ended,
         last_error=last_error,
+        finished=finished,
     )
     if open_request is None and last_assistant is not None:
         _pending_work(state, store.message(last_assistant), last_assistant, calls, results)

@@ -302,3 +302,29 @@ def test_rebuilding_state_reads_the_exact_last_request(store: TraceStore, refere
     assert (
         state.messages == store.reconstruct_request(reference, state.open_request["turn"]).messages
     )
+
+
+class _Crash(BaseException):
+    """Stands in for the process dying right after an event was committed."""
+
+
+def test_episode_that_died_after_its_final_step_is_ended_without_running_more(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    def observer(seq: int, turn: int, payload: Any) -> None:
+        if payload.kind == "tool.result" and payload.done:
+            raise _Crash
+
+    with pytest.raises(_Crash), WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
+        run_agent_episode(
+            env=env,
+            task_id="demo-mean",
+            model_fn=get_model("scripted:demo"),
+            store=store,
+            observer=observer,
+        )
+    (episode,) = store.list_episodes()
+    requests = len(store.events(episode.episode_id, kinds=["model.request"]))
+    rollout = resume_episode(store, episode.episode_id)
+    assert (rollout.stop_reason, rollout.total_reward) == ("done", 1.0)
+    assert len(store.events(episode.episode_id, kinds=["model.request"])) == requests
