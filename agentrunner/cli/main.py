@@ -21,6 +21,7 @@ from agentrunner.cli import (
     lifecycle_cmd,
     run_cmd,
     tasks_cmd,
+    tui_cmd,
     verify_cmd,
 )
 from agentrunner.cli.common import stderr_console
@@ -41,6 +42,7 @@ COMMAND_MODULES = (
     verify_cmd,
     export_cmd,
     tasks_cmd,
+    tui_cmd,
 )
 
 

@@ -1,0 +1,63 @@
+"""``agentrunner tui [EP]``: the Textual app (episodes, live traces, replay, branches)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from agentrunner.cli.common import new_command, open_store, print_json
+from agentrunner.errors import UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
+        "tui",
+        tui,
+        help="browse, follow, replay, branch and resume episodes in a terminal UI",
+        description="Open the Textual app on the store: the episodes list (Enter opens one), "
+        "a trace view that follows running episodes live, replays them, forks them at a "
+        "model turn (f) and resumes cancelled or interrupted ones (R). Press ? in the app for "
+        "every key. With EP, open that episode's trace directly. Runs started from the app "
+        "are cancelled (resumable) when it quits.",
+    )
+    p.add_argument("episode", metavar="EP", nargs="?", help="episode id or unique prefix to open")
+    p.add_argument(
+        "--keymap",
+        type=Path,
+        metavar="FILE",
+        help='JSON object of binding id → keys, e.g. {"trace.fork": "F"} (ids: press ?)',
+    )
+
+
+def _keymap(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--keymap {path}: {exc}") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise UsageError(f"--keymap {path}: must be a JSON object of binding id → keys")
+    return value
+
+
+def tui(args: argparse.Namespace) -> int:
+    keymap = _keymap(args.keymap)
+    store = open_store(args)  # checks the file is a trace store (clear error before the UI)
+    try:
+        episode = store.resolve(args.episode) if args.episode else None
+        db_path = store.path
+    finally:
+        store.close()
+    from agentrunner.tui.app import run_tui
+
+    app = run_tui(db_path, episode, keymap=keymap)
+    if args.json:
+        print_json(
+            {"db": str(db_path), "episode_id": app.last_opened, "runs_started": app.runs.started}
+        )
+    return 0

@@ -1,0 +1,131 @@
+"""``AgentRunnerApp``: the Textual app (screens, global keys, the store, background runs).
+
+The episodes screen is the base; ``tui EP`` opens that episode's trace on top of it. The
+app owns one ``TraceStore`` shared by the screens' thread workers (one SQLite connection
+per thread), opened lazily on the first worker so the UI thread never touches the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from agentrunner.errors import StoreError
+from agentrunner.store import TraceStore
+from agentrunner.tui.format import short_id
+from agentrunner.tui.runs import BackgroundRuns, RunFinished
+
+POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
+
+
+class AgentRunnerApp(App[None]):
+    """Browse episodes, follow running ones, replay, branch and resume traces."""
+
+    CSS_PATH = "styles.tcss"
+    TITLE = "agentrunner"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
+
+    def __init__(
+        self,
+        db_path: str | Path,
+        episode: str | None = None,
+        *,
+        poll_s: float = POLL_S,
+        keymap: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.db_path = Path(db_path)
+        self.start_episode = episode
+        self.poll_s = poll_s
+        self.keymap_overrides = dict(keymap or {})
+        self.runs = BackgroundRuns(self, self.db_path)
+        self.last_opened: str | None = episode
+        self._store: TraceStore | None = None
+        self._store_lock = threading.Lock()
+        self._reading = 0  # workers inside the store right now
+        self._closing = False
+
+    @contextmanager
+    def reading(self) -> Iterator[TraceStore]:
+        """The app's store for one worker's reads (opened on first use, in a worker).
+
+        Connections are closed only once no worker is inside the store: closing a
+        connection another thread is using could crash SQLite.
+        """
+        with self._store_lock:
+            if self._closing:
+                raise StoreError("the app is closing")
+            if self._store is None:
+                self._store = TraceStore(self.db_path)
+            store = self._store
+            self._reading += 1
+        try:
+            yield store
+        finally:
+            with self._store_lock:
+                self._reading -= 1
+                if self._closing and self._reading == 0:
+                    self._close_store()
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def on_mount(self) -> None:
+        from agentrunner.tui.screens.episodes import EpisodesScreen
+
+        if self.keymap_overrides:
+            self.set_keymap(self.keymap_overrides)
+        self.push_screen(EpisodesScreen())
+        if self.start_episode:
+            self.open_episode(self.start_episode)
+
+    def open_episode(self, episode_id: str, *, follow: bool = False) -> None:
+        from agentrunner.tui.screens.trace import TraceScreen
+
+        self.last_opened = episode_id
+        self.push_screen(TraceScreen(episode_id, follow=follow))
+
+    def action_help(self) -> None:
+        from agentrunner.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        self.runs.stop_all()
+        self.exit()
+
+    def on_run_finished(self, message: RunFinished) -> None:
+        ep = short_id(message.episode_id)
+        if message.error and message.status == "not run":
+            self.notify(f"{ep} could not run: {message.error}", severity="error", timeout=8)
+        else:
+            reward = "-" if message.total_reward is None else f"{message.total_reward:g}"
+            self.notify(f"{ep} {message.status} · reward {reward}", title="run finished")
+
+    def on_unmount(self) -> None:
+        self.runs.stop_all()
+        with self._store_lock:
+            self._closing = True
+            if self._reading == 0:
+                self._close_store()
+
+
+def run_tui(
+    db_path: str | Path, episode: str | None = None, *, keymap: Mapping[str, str] | None = None
+) -> AgentRunnerApp:
+    """Run the app until the user quits; return it (for what it opened and started)."""
+    app = AgentRunnerApp(db_path, episode, keymap=keymap)
+    app.run()
+    return app

@@ -1,0 +1,106 @@
+"""Branching from the trace screen: what the fork editor is pre-filled with, and the fork.
+
+``f`` on a row forks at that row's model turn K (design section 4): the editor starts with
+turn K's assistant message (or the tool call under the cursor) as editable JSON, or an empty
+user message to inject, or nothing to re-sample. The fork itself is
+:func:`agentrunner.fork.fork_episode` (a new episode; the parent is never changed); the app
+then runs it in the background.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentrunner.fork import fork_episode
+from agentrunner.store import Segment, TraceStore
+
+Mode = Literal["edit", "inject", "resample"]
+
+
+@dataclass(frozen=True)
+class ForkPrefill:
+    """What the fork editor opens with."""
+
+    episode_id: str
+    turn: int
+    edit: str  # JSON of the assistant message or tool call at the fork point
+    model: str
+    on_tool_call: bool
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    """What the user confirmed in the fork editor."""
+
+    episode_id: str
+    turn: int
+    mode: Mode
+    text: str
+    model: str | None  # None: the parent's model
+
+
+def _tool_call_json(call: dict[str, Any]) -> dict[str, Any]:
+    parsed = call.get("parsed")
+    arguments: Any = parsed if isinstance(parsed, dict) else call.get("arguments", "{}")
+    return {"name": call.get("name"), "arguments": arguments}
+
+
+def fork_prefill(
+    store: TraceStore,
+    episode_id: str,
+    segments: Sequence[Segment],
+    turn: int,
+    seq: int,
+    kind: str,
+) -> ForkPrefill:
+    """The editor's content for a fork at ``turn`` (cursor on the event at ``seq``)."""
+    summary = store.episode(episode_id)
+    model = str(summary.model.get("spec", ""))
+    if kind == "tool.call":
+        row = store.events(episode_id, after_seq=seq - 1, limit=1, segments=segments)[0]
+        edit = json.dumps(_tool_call_json(row.payload), indent=2, ensure_ascii=False)
+        return ForkPrefill(summary.episode_id, turn, edit, model, True)
+    response = None
+    for seg in segments:
+        hi = seg.end if seg.end is not None else 2**62
+        row2 = store.conn.execute(
+            "SELECT payload FROM events WHERE episode_id = ? AND kind = 'model.response'"
+            " AND turn = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT 1",
+            (seg.episode_id, turn, seg.start, hi),
+        ).fetchone()
+        if row2 is not None:
+            response = json.loads(row2[0])
+    value: dict[str, Any] = {"message": "", "tool_calls": []}
+    if response is not None:
+        message = store.message(response["message_hash"])
+        value = {
+            "message": message.content,
+            "tool_calls": [
+                {"name": c.name, "arguments": _parsed(c.arguments)} for c in message.tool_calls
+            ],
+        }
+    edit = json.dumps(value, indent=2, ensure_ascii=False)
+    return ForkPrefill(summary.episode_id, turn, edit, model, False)
+
+
+def _parsed(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+
+
+def make_fork(store: TraceStore, request: ForkRequest) -> str:
+    """Create the fork the editor asked for; return its id (not yet run)."""
+    (fork_id,) = fork_episode(
+        store,
+        request.episode_id,
+        turn=request.turn,
+        message=request.text if request.mode == "inject" else None,
+        action=request.text if request.mode == "edit" else None,
+        model=request.model,
+    )
+    return fork_id

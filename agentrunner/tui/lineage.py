@@ -1,0 +1,139 @@
+"""Store reads behind the branches and diff screens (run in thread workers).
+
+``lineage`` is an episode's whole fork tree with each branch's status, reward and cost;
+``diff`` compares a fork with its parent from the fork point, as transcripts (messages,
+assistant text, tool calls and results, cancels, errors, the end) in unified diff form.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from agentrunner.errors import StoreError, UsageError
+from agentrunner.store import EpisodeSummary, EventRow, TraceStore
+from agentrunner.tui.format import reward
+
+TRANSCRIPT_KINDS = (
+    "message",
+    "model.response",
+    "tool.call",
+    "tool.result",
+    "cancel",
+    "error",
+    "resume",
+    "episode.end",
+)
+MAX_EVENTS = 5000  # events per side compared
+MAX_OBS_LINES = 12
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One episode of a lineage tree."""
+
+    summary: EpisodeSummary
+    depth: int
+    fork_turn: int | None  # the parent's model turn this fork branches at
+
+
+def fork_turn(store: TraceStore, parent_id: str, fork_seq: int) -> int:
+    """The model turn a fork at ``fork_seq`` re-does (just after the event at fork_seq)."""
+    rows = store.events(parent_id, after_seq=fork_seq - 1, limit=1)
+    return rows[0].turn + 1 if rows else 1
+
+
+def lineage(store: TraceStore, episode_id: str) -> list[Branch]:
+    """The tree ``episode_id`` belongs to, root first, depth-first."""
+    out = []
+    for ep, parent, fork_seq, depth in store.tree(store.resolve(episode_id)):
+        turn = fork_turn(store, parent, fork_seq) if parent and fork_seq is not None else None
+        out.append(Branch(store.episode(ep), depth, turn))
+    return out
+
+
+def _content(store: TraceStore, digest: str) -> str:
+    try:
+        return store.message(digest).content
+    except StoreError as exc:
+        return f"[{exc}]"
+
+
+def _lines(store: TraceStore, row: EventRow) -> list[str]:
+    p = row.payload
+    head = f"T{row.turn} "
+    kind = row.kind
+    if kind == "message":
+        text = _content(store, str(p.get("message_hash")))
+        body = [f"{head}{p.get('role')} ({p.get('reason')}):"]
+        return body + ["    " + line for line in text.splitlines()]
+    if kind == "model.response":
+        text = _content(store, str(p.get("message_hash")))
+        return [f"{head}assistant:"] + ["    " + line for line in text.splitlines()]
+    if kind == "tool.call":
+        return [f"{head}call {p.get('name')} {p.get('arguments')}"]
+    if kind == "tool.result":
+        obs = str(p.get("observation", "")).splitlines()
+        extra = f" reward {reward(p.get('reward'))}" if p.get("reward") is not None else ""
+        lines = [f"{head}result {p.get('name')}{extra}{' done' if p.get('done') else ''}:"]
+        lines += ["    " + line for line in obs[:MAX_OBS_LINES]]
+        if len(obs) > MAX_OBS_LINES:
+            lines.append(f"    … {len(obs) - MAX_OBS_LINES} more lines")
+        return lines
+    if kind == "cancel":
+        return [f"{head}CANCELLED during {p.get('where')}: {p.get('reason')}"]
+    if kind == "error":
+        return [f"{head}ERROR {p.get('where')}: {p.get('type')}: {p.get('message')}"]
+    if kind == "resume":
+        return [f"{head}{p.get('reason', 'resume')} run from seq {p.get('from_seq')}"]
+    if kind == "episode.end":
+        return [
+            f"{head}end: {p.get('stop_reason')} after {p.get('turns')} turns,"
+            f" reward {reward(p.get('total_reward'))}"
+        ]
+    return []
+
+
+def transcript(store: TraceStore, episode_id: str, after_seq: int) -> tuple[list[str], bool]:
+    """The episode's transcript after ``after_seq``; whether it was cut at MAX_EVENTS."""
+    rows = store.events(
+        episode_id, after_seq=after_seq, limit=MAX_EVENTS + 1, kinds=TRANSCRIPT_KINDS
+    )
+    lines: list[str] = []
+    for row in rows[:MAX_EVENTS]:
+        lines += _lines(store, row)
+    return lines, len(rows) > MAX_EVENTS
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """A fork compared with its parent from the fork point."""
+
+    fork: EpisodeSummary
+    parent: EpisodeSummary
+    fork_seq: int
+    fork_turn: int
+    lines: list[str]  # unified diff lines (" ", "-", "+", "@@")
+    truncated: bool
+
+
+def diff(store: TraceStore, fork_id: str) -> DiffResult:
+    fork = store.episode(fork_id)
+    if fork.parent_episode_id is None or fork.fork_seq is None:
+        raise UsageError(f"episode {fork.episode_id} is not a fork")
+    parent = store.episode(fork.parent_episode_id)
+    a, cut_a = transcript(store, parent.episode_id, fork.fork_seq)
+    b, cut_b = transcript(store, fork.episode_id, fork.fork_seq)
+    lines = list(
+        difflib.unified_diff(
+            a, b, f"parent {parent.episode_id[:10]}", f"fork {fork.episode_id[:10]}", lineterm=""
+        )
+    )
+    return DiffResult(
+        fork,
+        parent,
+        fork.fork_seq,
+        fork_turn(store, parent.episode_id, fork.fork_seq),
+        lines,
+        cut_a or cut_b,
+    )

@@ -1,0 +1,262 @@
+"""``EpisodesScreen``: every episode in the store, with status, totals and lineage.
+
+Filter (``/``) matches id, task, model, status and parent; ``s`` cycles the sort column and
+``S`` reverses it. The list is re-read every second in a worker, so running episodes update
+in place; Enter opens the selected episode's trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.reactive import reactive
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Input, Static
+
+from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.tui import actions
+from agentrunner.tui import format as fmt
+from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
+from agentrunner.tui.work import ReaderScreen
+
+COLUMNS = (
+    "id",
+    "status",
+    "task",
+    "turns",
+    "reward",
+    "cost",
+    "tokens",
+    "model",
+    "started",
+    "lineage",
+)
+SORTS: dict[str, Callable[[EpisodeSummary], Any]] = {
+    "started": lambda e: e.episode_id,
+    "status": lambda e: e.status,
+    "task": lambda e: e.task_id,
+    "reward": lambda e: e.total_reward,
+    "cost": lambda e: e.cost_usd or 0.0,
+    "turns": lambda e: e.turns,
+    "tokens": lambda e: e.tokens.get("input", 0) + e.tokens.get("output", 0),
+    "model": lambda e: str(e.model.get("spec", "")),
+}
+
+
+def list_episodes(store: TraceStore) -> tuple[EpisodeSummary, ...]:
+    return tuple(store.list_episodes())
+
+
+class EpisodesTable(DataTable[Text]):
+    """The episodes table, with its own (re-mappable) keys."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = STATUS_CLASSES
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Open", id="episodes.open"),
+        Binding("j,down", "cursor_down", "Down", show=False, id="episodes.down"),
+        Binding("k,up", "cursor_up", "Up", show=False, id="episodes.up"),
+        Binding("g,home", "scroll_top", "First", show=False, id="episodes.first"),
+        Binding("G,end", "scroll_bottom", "Last", show=False, id="episodes.last"),
+        Binding("pagedown", "page_down", "Page down", show=False, id="episodes.page_down"),
+        Binding("pageup", "page_up", "Page up", show=False, id="episodes.page_up"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="episodes-table", cursor_type="row", zebra_stripes=True)
+
+
+class EpisodesScreen(ReaderScreen):
+    """The store's episodes, newest first by default."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", id="episodes.filter"),
+        Binding("s", "sort", "Sort", id="episodes.sort"),
+        Binding("S", "reverse", "Reverse sort", show=False, id="episodes.reverse"),
+        Binding("b", "branches", "Branches", id="episodes.branches"),
+        Binding("d", "diff", "Diff", show=False, id="episodes.diff"),
+        Binding("R", "resume", "Resume", id="episodes.resume"),
+        Binding("x", "cancel", "Cancel run", id="episodes.cancel"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="episodes.escape"),
+    ]
+
+    episodes: reactive[tuple[EpisodeSummary, ...]] = reactive(())
+    filter_text: reactive[str] = reactive("")
+    sort_key: reactive[str] = reactive("started")
+    sort_reverse: reactive[bool] = reactive(True)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: list[tuple[Any, ...]] = []
+        self._loaded = False
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="episodes-header")
+        yield Input(placeholder="filter: id, task, model, status…", id="episodes-filter")
+        yield EpisodesTable()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(EpisodesTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        table.focus()
+
+    def on_screen_resume(self) -> None:
+        """Read (and keep re-reading) the list only while this screen is shown."""
+        if self.app.screen is not self:  # a trace was opened on top at once
+            return
+        self.reload()
+        if self._timer is None:
+            poll_s: float = self.app.poll_s  # type: ignore[attr-defined]
+            self._timer = self.set_interval(poll_s * 4, self.reload)
+        else:
+            self._timer.resume()
+
+    def on_screen_suspend(self) -> None:
+        if self._timer is not None:
+            self._timer.pause()
+
+    def reload(self) -> None:
+        self.read(list_episodes, then=self._loaded_episodes, group="episodes", exclusive=True)
+
+    def _loaded_episodes(self, episodes: tuple[EpisodeSummary, ...]) -> None:
+        self._loaded = True
+        self.episodes = episodes
+
+    # ------------------------------------------------------------------ view
+
+    def shown_episodes(self) -> list[EpisodeSummary]:
+        """The episodes shown, filtered and sorted."""
+        needle = self.filter_text.strip().lower()
+        rows = [
+            e
+            for e in self.episodes
+            if not needle
+            or needle
+            in " ".join(
+                (
+                    e.episode_id,
+                    e.task_id,
+                    str(e.model.get("spec")),
+                    e.status,
+                    e.parent_episode_id or "",
+                )
+            ).lower()
+        ]
+        rows.sort(key=SORTS[self.sort_key], reverse=self.sort_reverse)
+        return rows
+
+    def _refill(self) -> None:
+        table = self.query_one(EpisodesTable)
+        forks: dict[str, int] = {}
+        for e in self.episodes:
+            if e.parent_episode_id:
+                forks[e.parent_episode_id] = forks.get(e.parent_episode_id, 0) + 1
+        rows = [(e, forks.get(e.episode_id, 0)) for e in self.shown_episodes()]
+        signature = [(e, n) for e, n in rows]
+        arrow = "↓" if self.sort_reverse else "↑"
+        head = f"{len(rows)}/{len(self.episodes)} episodes · sort {self.sort_key} {arrow}"
+        if self.filter_text:
+            head += f" · filter “{self.filter_text}”"
+        if not self.episodes and self._loaded:
+            head += " · none yet: start one with `agentrunner run`"
+        self.query_one("#episodes-header", Static).update(head)
+        if signature == self._shown:
+            return
+        self._shown = signature
+        current = self.selected()
+        table.clear()
+        for e, n in rows:
+            table.add_row(*self._cells(e, n), key=e.episode_id)
+        if current is not None and current.episode_id in {e.episode_id for e, _ in rows}:
+            table.move_cursor(row=table.get_row_index(current.episode_id), animate=False)
+
+    def _cells(self, e: EpisodeSummary, forks: int) -> list[Text]:
+        table = self.query_one(EpisodesTable)
+        return [
+            Text(fmt.short_id(e.episode_id)),
+            status_text(table, e.status),
+            Text(e.task_id),
+            Text(str(e.turns), justify="right"),
+            Text(fmt.reward(e.total_reward), justify="right"),
+            Text(fmt.cost(e.cost_usd), justify="right"),
+            Text(fmt.tokens(e.tokens), justify="right"),
+            Text(str(e.model.get("spec", "?"))),
+            Text(fmt.started(e.created_at)),
+            Text(fmt.lineage(e, forks)),
+        ]
+
+    def watch_episodes(self) -> None:
+        self._refill()
+
+    def watch_filter_text(self) -> None:
+        self._refill()
+
+    def watch_sort_key(self) -> None:
+        self._refill()
+
+    def watch_sort_reverse(self) -> None:
+        self._refill()
+
+    def selected(self) -> EpisodeSummary | None:
+        table = self.query_one(EpisodesTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return next((e for e in self.episodes if e.episode_id == key), None)
+
+    # ------------------------------------------------------------------ actions
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value:
+            self.app.open_episode(event.row_key.value)  # type: ignore[attr-defined]
+
+    def action_filter(self) -> None:
+        box = self.query_one("#episodes-filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(EpisodesTable).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#episodes-filter", Input)
+        box.value = ""
+        box.remove_class("-shown")
+        self.filter_text = ""
+        self.query_one(EpisodesTable).focus()
+
+    def action_sort(self) -> None:
+        keys = list(SORTS)
+        self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
+
+    def action_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+
+    def _with_selected(self, fn: Callable[[ReaderScreen, EpisodeSummary], object]) -> None:
+        episode = self.selected()
+        if episode is not None:
+            fn(self, episode)
+
+    def action_branches(self) -> None:
+        episode = self.selected()
+        if episode is not None:
+            actions.branches(self, episode.episode_id)
+
+    def action_diff(self) -> None:
+        self._with_selected(actions.diff)
+
+    def action_resume(self) -> None:
+        self._with_selected(actions.resume)
+
+    def action_cancel(self) -> None:
+        self._with_selected(actions.cancel)

@@ -1,0 +1,82 @@
+"""Store reads off the UI thread: run in a thread worker, results come back as messages.
+
+``ReaderScreen.read(fn, *args, then=callback)`` calls ``fn(store, *args)`` in a thread
+worker (each worker thread has its own SQLite connection: ``TraceStore`` keeps one per
+thread) and posts :class:`WorkDone` back to the screen, whose handler calls ``then`` on the
+UI thread. Expected failures (the project's errors, SQLite errors) come back as
+:class:`WorkFailed` and are shown as notifications.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from textual.message import Message
+from textual.screen import Screen
+from textual.worker import Worker
+
+from agentrunner.errors import AgentRunnerError
+from agentrunner.store import TraceStore
+
+T = TypeVar("T")
+
+
+class WorkDone(Message):
+    """A worker's value, to be applied on the UI thread."""
+
+    def __init__(self, apply: Callable[[Any], None], value: Any) -> None:
+        super().__init__()
+        self.apply, self.value = apply, value
+
+
+class WorkFailed(Message):
+    """A worker failed with an expected error (shown to the user)."""
+
+    def __init__(self, error: str, on_error: Callable[[str], None] | None) -> None:
+        super().__init__()
+        self.error, self.on_error = error, on_error
+
+
+def reading(screen: Screen[Any]) -> AbstractContextManager[TraceStore]:
+    """The app's store, held for the duration of one worker's reads."""
+    session: AbstractContextManager[TraceStore] = screen.app.reading()  # type: ignore[attr-defined]
+    return session
+
+
+class ReaderScreen(Screen[None]):
+    """A screen whose store reads run in thread workers."""
+
+    def read(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        then: Callable[[T], None],
+        group: str = "read",
+        exclusive: bool = False,
+        on_error: Callable[[str], None] | None = None,
+    ) -> Worker[None]:
+        """Run ``fn(store, *args)`` in a thread worker; call ``then(value)`` on the UI thread."""
+
+        def work() -> None:
+            try:
+                with reading(self) as store:
+                    value = fn(store, *args)
+            except (AgentRunnerError, sqlite3.Error) as exc:
+                self.post_message(WorkFailed(str(exc), on_error))
+                return
+            self.post_message(WorkDone(then, value))
+
+        return self.run_worker(work, thread=True, group=group, exclusive=exclusive)
+
+    def on_work_done(self, message: WorkDone) -> None:
+        message.stop()
+        message.apply(message.value)
+
+    def on_work_failed(self, message: WorkFailed) -> None:
+        message.stop()
+        self.notify(message.error, title="error", severity="error", timeout=8)
+        if message.on_error is not None:
+            message.on_error(message.error)

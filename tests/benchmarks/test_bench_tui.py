@@ -1,0 +1,190 @@
+"""TUI budgets (design §7) on a generated 1,000,000-event episode.
+
+The episode (500 model turns of 2,000 events: a request, 1,995 streamed chunks, a response,
+usage, a tool call and its result) is written into a real store file with bulk INSERTs in
+one transaction (the append-only triggers allow inserts). The TUI then runs headless in a
+fresh subprocess, so its peak RSS is the app's own: time from starting the app to the first
+screen of rows, time from ``G`` to the last event drawn, peak memory.
+
+Run on demand: ``pytest tests/benchmarks -m benchmark -s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.benchmark
+
+FIRST_SCREEN_BUDGET_S = 1.0
+JUMP_BUDGET_S = 0.2
+MEMORY_BUDGET_MB = 300
+TURNS = 500
+PER_TURN = 2000  # request + chunks + response + usage + tool.call + tool.result
+EPISODE = "01BENCHTU1000000000000000M"
+SIZE = (120, 40)
+
+_GENERATE = f"""
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {TURNS * PER_TURN - 1})
+INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)
+SELECT :ep, i + 3, 1, i / {PER_TURN} + 1,
+  CASE i % {PER_TURN}
+    WHEN 0 THEN 'model.request'
+    WHEN {PER_TURN - 4} THEN 'model.response'
+    WHEN {PER_TURN - 3} THEN 'usage'
+    WHEN {PER_TURN - 2} THEN 'tool.call'
+    WHEN {PER_TURN - 1} THEN 'tool.result'
+    ELSE 'model.chunk' END,
+  strftime('%Y-%m-%dT%H:%M:%f000+00:00', 2460676.5 + (i + 3) / 8640000.0),
+  CASE i % {PER_TURN}
+    WHEN 0 THEN json_object('call_id', 'c' || (i / {PER_TURN}), 'tip_hash', 'h0',
+      'tools_hash', 't0', 'params', json_object(), 'provider', 'bench', 'model', 'bench')
+    WHEN {PER_TURN - 4} THEN json_object('call_id', 'c' || (i / {PER_TURN}), 'message_hash',
+      'h0', 'stop_reason', 'tool_use', 'latency_s', 1.5)
+    WHEN {PER_TURN - 3} THEN json_object('call_id', 'c' || (i / {PER_TURN}), 'input_tokens',
+      1000, 'output_tokens', 2000, 'reasoning_tokens', 1500, 'cost_usd', 0.01)
+    WHEN {PER_TURN - 2} THEN json_object('call_id', 'k' || (i / {PER_TURN}), 'name', 'bash',
+      'arguments', '{{"command": "ls"}}', 'parsed', json_object('command', 'ls'))
+    WHEN {PER_TURN - 1} THEN json_object('call_id', 'k' || (i / {PER_TURN}), 'name', 'bash',
+      'observation', 'file ' || i || char(10) || 'other', 'reward', NULL, 'done', json('false'),
+      'message_hash', 'h0', 'duration_s', 0.1)
+    ELSE json_object('call_id', 'c' || (i / {PER_TURN}), 'channel',
+      CASE WHEN i % {PER_TURN} < {PER_TURN - 200} THEN 'reasoning' ELSE 'text' END,
+      'index', i % {PER_TURN}, 'text', ' token ' || i)
+  END
+FROM n
+"""
+
+
+def generate(path: Path) -> int:
+    """Write the 1,000,000-event episode (plus start, prompt and end); return its size."""
+    import sqlite3
+
+    from agentrunner.store import TraceStore
+
+    TraceStore(path).close()  # schema
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN")
+    conn.execute(
+        "INSERT INTO episodes VALUES (?, NULL, NULL, 'bench', 0, '2025-01-01T00:00:00+00:00',"
+        ' \'{"kind": "bench"}\', \'{"spec": "bench:bench"}\')',
+        (EPISODE,),
+    )
+    conn.execute("INSERT INTO messages VALUES ('h0', NULL, ?)", ('{"role":"user","content":"go"}',))
+    start = json.dumps(
+        {"task_id": "bench", "seed": 0, "env": {}, "model": {}, "config": {}, "version": "0"}
+    )
+    conn.execute(
+        "INSERT INTO events VALUES (?, 1, 1, 0, 'episode.start', '2025-01-01T00:00:00+00:00', ?)",
+        (EPISODE, start),
+    )
+    conn.execute(
+        "INSERT INTO events VALUES (?, 2, 1, 0, 'message', '2025-01-01T00:00:00+00:00', ?)",
+        (EPISODE, json.dumps({"role": "user", "message_hash": "h0", "reason": "prompt"})),
+    )
+    conn.execute(_GENERATE, {"ep": EPISODE})
+    last = 3 + TURNS * PER_TURN
+    end = {"stop_reason": "max_turns", "turns": TURNS, "total_reward": 0.0, "totals": {}}
+    conn.execute(
+        "INSERT INTO events VALUES (?, ?, 1, ?, 'episode.end', '2025-01-02T00:00:00+00:00', ?)",
+        (EPISODE, last, TURNS, json.dumps(end)),
+    )
+    conn.execute("COMMIT")
+    (count,) = conn.execute(
+        "SELECT count(*) FROM events WHERE episode_id = ?", (EPISODE,)
+    ).fetchone()
+    conn.close()
+    return int(count)
+
+
+async def _until(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.perf_counter() + timeout
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise TimeoutError
+        await asyncio.sleep(0.001)
+
+
+async def _measure(db: str, folded: bool) -> dict[str, float]:
+    from agentrunner.tui.app import AgentRunnerApp
+    from agentrunner.tui.screens.trace import TraceScreen
+
+    started = time.perf_counter()
+    app = AgentRunnerApp(db, EPISODE, poll_s=3600)
+    async with app.run_test(size=SIZE):
+        await _until(lambda: isinstance(app.screen, TraceScreen) and app.screen.episode_id)
+        screen = app.screen
+        assert isinstance(screen, TraceScreen)
+        lst = screen.event_list
+        await _until(lambda: lst.row_count > 0 and lst.visible_loaded())
+        first = time.perf_counter() - started
+        if not folded:
+            screen.action_fold()
+            await _until(lambda: lst.row_count == lst.index.last_seq and lst.visible_loaded())
+        jumped = time.perf_counter()
+        screen.action_last()
+
+        def at_end() -> bool:
+            info, _ = lst.info(lst.cursor)
+            return info is not None and info.kind == "episode.end" and lst.visible_loaded()
+
+        await _until(at_end)
+        jump = time.perf_counter() - jumped
+        rows = lst.row_count
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"first_screen_s": first, "jump_to_end_s": jump, "peak_rss_mb": rss_mb, "rows": rows}
+
+
+def _run_tui(db: Path, folded: bool) -> dict[str, float]:
+    proc = subprocess.run(
+        [sys.executable, __file__, str(db), "folded" if folded else "unfolded"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.fixture(scope="module")
+def million(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bench-tui") / "million.db"
+    started = time.perf_counter()
+    count = generate(path)
+    print(
+        f"\ngenerated {count:,} events ({path.stat().st_size / 2**20:.0f} MB) in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    assert count >= 1_000_000
+    return path
+
+
+@pytest.mark.parametrize("folded", [True, False], ids=["chunks-folded", "one-row-per-event"])
+def test_tui_first_screen_jump_and_memory_on_a_million_events(million: Path, folded: bool) -> None:
+    r = _run_tui(million, folded)
+    first, jump = r["first_screen_s"], r["jump_to_end_s"]
+    print(
+        f"\nTUI on 1M events ({'chunks folded' if folded else 'one row per event'}, "
+        f"{int(r['rows']):,} rows): first screen {first:.3f} s "
+        f"(budget {FIRST_SCREEN_BUDGET_S} s, ratio {first / FIRST_SCREEN_BUDGET_S:.2f})"
+        f" · jump to end {jump * 1000:.1f} ms "
+        f"(budget {JUMP_BUDGET_S * 1000:.0f} ms, ratio {jump / JUMP_BUDGET_S:.2f})"
+        f" · peak RSS {r['peak_rss_mb']:.0f} MB "
+        f"(budget {MEMORY_BUDGET_MB} MB, ratio {r['peak_rss_mb'] / MEMORY_BUDGET_MB:.2f})"
+    )
+    assert r["first_screen_s"] < FIRST_SCREEN_BUDGET_S
+    assert r["jump_to_end_s"] < JUMP_BUDGET_S
+    assert r["peak_rss_mb"] < MEMORY_BUDGET_MB
+
+
+if __name__ == "__main__":  # the measured process: python test_bench_tui.py DB folded|unfolded
+    print(json.dumps(asyncio.run(_measure(sys.argv[1], sys.argv[2] == "folded"))))

@@ -1,0 +1,243 @@
+"""Fixtures for the TUI tests: a deterministic store and helpers to drive the app.
+
+The store is built once per session from real scripted runs (a completed episode, a fork of
+it that was run, a fork that was not, a cancelled and a failed episode) and then copied
+into a new store with fixed ids, timestamps and timings, so screenshots are stable. Each
+test gets its own copy of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
+from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.errors import ProviderServerError
+from agentrunner.fork import fork_episode
+from agentrunner.resume import resume_episode
+from agentrunner.tui.app import AgentRunnerApp
+from providers import get_model
+from providers.scripted import ScriptedModel
+
+DONE = "01JAAA00000000000000000000"  # demo-mean, completed
+FORK = "01JBBB00000000000000000000"  # fork of DONE at turn 3 (injected message), run
+IDLE = "01JCCC00000000000000000000"  # fork of DONE at turn 5 (edited action), never run
+CANCELLED = "01JDDD00000000000000000000"  # paginate-off-by-one, cancelled mid-stream
+FAILED = "01JEEE00000000000000000000"  # demo-mean, failed on a provider error at turn 2
+BASE_TIME = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def _cancel_after(n: int) -> Callable[[], bool]:
+    count = [0]
+
+    def check() -> bool:
+        count[0] += 1
+        return count[0] > n
+
+    return check
+
+
+def _failing_model() -> Callable[[AgentContext], AgentTurn]:
+    demo = get_model("scripted:demo")
+    calls = [0]
+
+    def model(context: AgentContext) -> AgentTurn:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise ProviderServerError("upstream returned 502 Bad Gateway", retryable=False)
+        turn: AgentTurn = demo(context)  # type: ignore[operator]
+        return turn
+
+    return model
+
+
+def _record(scratch: Path, snapshots: Path) -> list[str]:
+    """Real scripted runs into ``scratch``; returns the episode ids in creation order."""
+    with TraceStore(scratch) as store:
+
+        def run(task: str, **kw: Any) -> str:
+            with WorkspaceEnv(snapshot_dir=snapshots) as env:
+                model = kw.pop("model_fn", None) or get_model("scripted:demo")
+                return str(
+                    run_agent_episode(
+                        env=env, task_id=task, model_fn=model, store=store, **kw
+                    ).episode_id
+                )
+
+        done = run("demo-mean")
+        (fork,) = fork_episode(store, done, turn=3, message="Check the edge cases too.")
+        resume_episode(store, fork)
+        (idle,) = fork_episode(store, done, turn=5, action={"name": "submit", "arguments": {}})
+        cancelled = run("paginate-off-by-one", cancel_check=_cancel_after(45))
+        failed = run("demo-mean", model_fn=_failing_model())
+    return [done, fork, idle, cancelled, failed]
+
+
+def _normalize(payload: dict[str, Any]) -> dict[str, Any]:
+    """Fix the timings (the only values that differ between two runs)."""
+    if "latency_s" in payload:
+        payload["latency_s"] = 0.5
+    if "duration_s" in payload:
+        payload["duration_s"] = 0.25
+    return payload
+
+
+def _copy_fixed(scratch: Path, dest: Path, order: list[str]) -> None:
+    """Copy ``scratch`` into ``dest`` with fixed ids, times and timings."""
+    ids = dict(zip(order, (DONE, FORK, IDLE, CANCELLED, FAILED), strict=True))
+    TraceStore(dest).close()
+    src = sqlite3.connect(scratch)
+    dst = sqlite3.connect(dest, isolation_level=None)
+    dst.execute("BEGIN")
+    created: dict[str, datetime] = {}
+    for n, old in enumerate(order):
+        row = src.execute(
+            "SELECT parent_episode_id, fork_seq, task_id, seed, env, model FROM episodes"
+            " WHERE id = ?",
+            (old,),
+        ).fetchone()
+        created[ids[old]] = BASE_TIME + timedelta(minutes=7 * n)
+        dst.execute(
+            "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                ids[old],
+                ids.get(row[0]) if row[0] else None,
+                row[1],
+                row[2],
+                row[3],
+                created[ids[old]].isoformat(timespec="microseconds"),
+                row[4],  # env spec: its snapshot folder is the template's
+                row[5],
+            ),
+        )
+    for ep, seq, attempt, turn, kind, payload in src.execute(
+        "SELECT episode_id, seq, attempt, turn, kind, payload FROM events ORDER BY episode_id, seq"
+    ):
+        new = ids[ep]
+        ts = created[new] + timedelta(milliseconds=250 * seq)
+        body = json.dumps(
+            _normalize(json.loads(payload)), ensure_ascii=False, separators=(",", ":")
+        )
+        dst.execute(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (new, seq, attempt, turn, kind, ts.isoformat(timespec="microseconds"), body),
+        )
+    dst.executemany(
+        "INSERT OR IGNORE INTO messages VALUES (?, ?, ?)",
+        src.execute("SELECT hash, parent_hash, message FROM messages"),
+    )
+    dst.executemany(
+        "INSERT OR IGNORE INTO tools VALUES (?, ?)", src.execute("SELECT hash, tools FROM tools")
+    )
+    dst.execute("COMMIT")
+    dst.close()
+    src.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tui-template")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AGENTRUNNER_SCRIPTED_PACE", "0")
+    try:
+        order = _record(root / "scratch.db", root / "snapshots")
+    finally:
+        mp.undo()
+    dest = root / "fixed.db"
+    _copy_fixed(root / "scratch.db", dest, order)
+    return dest
+
+
+@pytest.fixture
+def tui_db(template_db: Path, tmp_path: Path) -> Path:
+    """A private copy of the deterministic store."""
+    path = tmp_path / "traces.db"
+    shutil.copy(template_db, path)
+    return path
+
+
+@pytest.fixture
+def make_app(tui_db: Path) -> Callable[..., AgentRunnerApp]:
+    def make(episode: str | None = None, **kw: Any) -> AgentRunnerApp:
+        return AgentRunnerApp(tui_db, episode, **kw)
+
+    return make
+
+
+async def wait_for(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float = 10) -> None:
+    """Let the app run until ``condition()`` holds (fails the test after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {condition}")
+        await pilot.pause(0.02)
+
+
+class BackgroundWriter:
+    """Runs a paced scripted episode in a thread (a writer other than the TUI)."""
+
+    def __init__(self, db: Path, snapshots: Path, pace: float = 0.01) -> None:
+        self.db = db
+        self.snapshots = snapshots
+        self.pace = pace
+        self.episode_id: str | None = None
+        self.started = threading.Event()
+        self.stop = threading.Event()
+        self.rollout: Any = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with TraceStore(self.db) as store, WorkspaceEnv(snapshot_dir=self.snapshots) as env:
+            model = ScriptedModel("demo", pace=self.pace)
+            episode_id = store.create_episode(
+                task_id="demo-mean", seed=0, env=env.spec(), model=model.spec()
+            )
+            self.episode_id = episode_id
+            self.started.set()
+            self.rollout = run_agent_episode(
+                env=env,
+                task_id="demo-mean",
+                model_fn=model,
+                store=store,
+                episode_id=episode_id,
+                cancel_check=self.stop.is_set,
+            )
+
+    def __enter__(self) -> BackgroundWriter:
+        self.thread.start()
+        assert self.started.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()  # a test that needs the whole episode joins the thread itself
+        self.thread.join(timeout=60)
+
+
+@pytest.fixture
+def writer(tui_db: Path, tmp_path: Path) -> Iterator[BackgroundWriter]:
+    """An episode being written by another thread (about 3 s long)."""
+    with BackgroundWriter(tui_db, tmp_path / "live-snapshots") as w:
+        yield w
+
+
+@pytest.fixture
+def slow_writer(tui_db: Path, tmp_path: Path) -> Iterator[BackgroundWriter]:
+    """An episode being written by another thread, slowly (long enough to cancel it)."""
+    with BackgroundWriter(tui_db, tmp_path / "live-snapshots", pace=0.05) as w:
+        yield w
