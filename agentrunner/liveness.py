@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from agentrunner import interrupts
 from agentrunner.store import TraceStore
@@ -26,8 +27,10 @@ class Heartbeat:
         cancel_check: Callable[[], bool] | None,
         *,
         interrupt_main: bool,
+        checkpoint: Callable[[], tuple[int, dict[str, Any]] | None] = lambda: None,
         interval_s: float = HEARTBEAT_INTERVAL_S,
     ) -> None:
+        self._checkpoint = checkpoint
         self._store = store
         self._episode_id = episode_id
         self._cancel_check = cancel_check
@@ -54,7 +57,7 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            requested = self._store.heartbeat(self._episode_id)
+            requested = self._store.heartbeat(self._episode_id, self._checkpoint())
             if self._reason is None and requested is not None:
                 self._reason = f"cancel request: {requested}"
             if self._reason is None and self._cancel_check is not None and self._cancel_check():

@@ -62,6 +62,9 @@ class Recorder:
         self.observer = observer
         self.turn = 0
         self._chunk_index = 0
+        # (seq, totals) right after the last event that changed the totals: read by the
+        # heartbeat thread (one attribute, so it is always a consistent pair).
+        self.checkpoint: tuple[int, dict[str, Any]] | None = None
 
     @property
     def episode_id(self) -> str:
@@ -140,7 +143,8 @@ class Recorder:
             )
         )
         self.totals.add_usage(turn.usage)
-        self._append(ev.Usage(call_id=call_id, **turn.usage.model_dump()))
+        seq = self._append(ev.Usage(call_id=call_id, **turn.usage.model_dump()))
+        self.checkpoint = (seq, self.totals.as_dict())
         return message
 
     def tool_call(
@@ -177,7 +181,7 @@ class Recorder:
         digest = self._extend_chain(message)
         if reward is not None:
             self.totals.reward += reward
-        self._append(
+        seq = self._append(
             ev.ToolResult(
                 call_id=call.call_id,
                 name=call.name,
@@ -192,6 +196,7 @@ class Recorder:
                 truncated=truncated,
             )
         )
+        self.checkpoint = (seq, self.totals.as_dict())
         return observation
 
     def cancel(self, where: str, reason: str) -> None:

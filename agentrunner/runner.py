@@ -309,7 +309,13 @@ def drive(
     rec = run.rec
     error: str | None = None
     with interrupts.sigint_guard() as on_main:
-        heartbeat = Heartbeat(store, episode_id, cancel_check, interrupt_main=on_main)
+        heartbeat = Heartbeat(
+            store,
+            episode_id,
+            cancel_check,
+            interrupt_main=on_main,
+            checkpoint=lambda: rec.checkpoint,
+        )
         run.cancel_reason = heartbeat.reason
         try:
             with heartbeat:

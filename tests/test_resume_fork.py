@@ -328,3 +328,60 @@ def test_episode_that_died_after_its_final_step_is_ended_without_running_more(
     rollout = resume_episode(store, episode.episode_id)
     assert (rollout.stop_reason, rollout.total_reward) == ("done", 1.0)
     assert len(store.events(episode.episode_id, kinds=["model.request"])) == requests
+
+
+def test_running_totals_from_the_writers_checkpoint_equal_a_full_scan(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    results = [0]
+
+    def observer(seq: int, turn: int, payload: Any) -> None:
+        results[0] += payload.kind == "tool.result"
+        if results[0] == 5:
+            raise _Crash
+
+    with pytest.raises(_Crash), WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
+        run_agent_episode(
+            env=env,
+            task_id="demo-mean",
+            model_fn=get_model("scripted:demo"),
+            store=store,
+            observer=observer,
+        )
+    (episode,) = store.list_episodes()
+    ep = episode.episode_id
+    scanned = (episode.total_reward, episode.tokens, episode.cost_usd)
+    middle = store.events(ep, kinds=["tool.result"])[2].seq
+    partial = rebuild(store, ep, upto_seq=middle).totals
+    store.claim_writer(ep)
+    store.heartbeat(ep, (middle, partial.as_dict()))
+    store.release_writer(ep)
+    summary = store.episode(ep)
+    assert (summary.total_reward, summary.tokens, summary.cost_usd) == scanned
+
+
+def test_summary_reads_the_checkpoint_instead_of_rescanning_the_history(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    def observer(seq: int, turn: int, payload: Any) -> None:
+        if payload.kind == "tool.result" and turn == 4:
+            raise _Crash
+
+    with pytest.raises(_Crash), WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
+        run_agent_episode(
+            env=env,
+            task_id="demo-mean",
+            model_fn=get_model("scripted:demo"),
+            store=store,
+            observer=observer,
+        )
+    (episode,) = store.list_episodes()
+    ep = episode.episode_id
+    first = store.events(ep, kinds=["tool.result"])[0].seq
+    store.claim_writer(ep)
+    store.heartbeat(ep, (first, {"reward": 100.0, "tokens": {"input": 7}, "cost_usd": None}))
+    store.release_writer(ep)
+    after = store.events(ep, after_seq=first, kinds=["usage"])
+    summary = store.episode(ep)
+    assert summary.status == "interrupted" and summary.total_reward == 100.0
+    assert summary.tokens["input"] == 7 + sum(e.payload["input_tokens"] for e in after)

@@ -7,12 +7,14 @@ heartbeat is stale, for a writer on another host) is ``interrupted``.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_S = 15.0
@@ -107,13 +109,36 @@ def claim(conn: sqlite3.Connection, episode_id: str) -> bool:
     return True
 
 
-def heartbeat(conn: sqlite3.Connection, episode_id: str) -> str | None:
-    """Refresh the heartbeat; return the pending cancel reason, if any."""
-    conn.execute(
-        "UPDATE control SET heartbeat_at = ? WHERE episode_id = ? AND writer_pid = ?",
-        (time.time(), episode_id, os.getpid()),
-    )
+def heartbeat(
+    conn: sqlite3.Connection,
+    episode_id: str,
+    checkpoint: tuple[int, dict[str, Any]] | None = None,
+) -> str | None:
+    """Refresh the heartbeat (and the totals checkpoint: totals as of a seq); return the
+    pending cancel reason, if any."""
+    if checkpoint is None:
+        conn.execute(
+            "UPDATE control SET heartbeat_at = ? WHERE episode_id = ? AND writer_pid = ?",
+            (time.time(), episode_id, os.getpid()),
+        )
+    else:
+        seq, totals = checkpoint
+        conn.execute(
+            "UPDATE control SET heartbeat_at = ?, totals = ?, totals_seq = ?"
+            " WHERE episode_id = ? AND writer_pid = ?",
+            (time.time(), json.dumps(totals), seq, episode_id, os.getpid()),
+        )
     return cancel_reason(conn, episode_id)
+
+
+def read_checkpoint(conn: sqlite3.Connection, episode_id: str) -> tuple[int, dict[str, Any]] | None:
+    """The writer's last totals checkpoint: (seq, totals), if it wrote one."""
+    row = conn.execute(
+        "SELECT totals_seq, totals FROM control WHERE episode_id = ?", (episode_id,)
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return int(row[0]), json.loads(row[1])
 
 
 def release(conn: sqlite3.Connection, episode_id: str) -> None:

@@ -81,7 +81,8 @@ _INITIAL = (
     )
     """,
     "CREATE TABLE tools (hash TEXT PRIMARY KEY, tools TEXT NOT NULL) WITHOUT ROWID",
-    # The only rows updated in place: writer heartbeats and cancel requests.
+    # The only rows updated in place: writer heartbeats, cancel requests, and the writer's
+    # running totals as of seq `totals_seq` (a cache: readers add the events after it).
     """
     CREATE TABLE control (
         episode_id TEXT PRIMARY KEY REFERENCES episodes(id),
@@ -90,7 +91,9 @@ _INITIAL = (
         writer_started TEXT,
         heartbeat_at REAL,
         cancel_requested_at TEXT,
-        cancel_reason TEXT
+        cancel_reason TEXT,
+        totals TEXT,
+        totals_seq INTEGER
     )
     """,
 )

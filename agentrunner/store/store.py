@@ -168,8 +168,10 @@ class TraceStore:
     def claim_writer(self, episode_id: str) -> bool:
         return control.claim(self.conn, episode_id)
 
-    def heartbeat(self, episode_id: str) -> str | None:
-        return control.heartbeat(self.conn, episode_id)
+    def heartbeat(
+        self, episode_id: str, checkpoint: tuple[int, dict[str, Any]] | None = None
+    ) -> str | None:
+        return control.heartbeat(self.conn, episode_id, checkpoint)
 
     def release_writer(self, episode_id: str) -> None:
         control.release(self.conn, episode_id)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.events import EpisodeEnd, status_for
 from agentrunner.store import control
-from agentrunner.store.records import EpisodeSummary
+from agentrunner.store.records import EpisodeSummary, Segment
 
 if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore
@@ -73,10 +73,19 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
 def _running_totals(
     store: TraceStore, episode_id: str
 ) -> tuple[float, dict[str, int], float | None]:
+    """Totals of an episode without an end: the writer's checkpoint (totals as of a seq) plus
+    the events after it, or, with no checkpoint, a scan of the whole history."""
     reward = 0.0
     tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
     cost: float | None = None
-    for seg in store.segments(episode_id):
+    segments = store.segments(episode_id)
+    checkpoint = control.read_checkpoint(store.conn, episode_id)
+    if checkpoint is not None:
+        seq, totals = checkpoint
+        reward, cost = float(totals["reward"]), totals["cost_usd"]
+        tokens.update(totals["tokens"])
+        segments = [Segment(episode_id, seq + 1, None)]
+    for seg in segments:
         hi = seg.end if seg.end is not None else 2**62
         rng = (seg.episode_id, seg.start, hi)
         r = store.conn.execute(
