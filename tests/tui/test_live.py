@@ -43,8 +43,9 @@ async def test_running_episode_streams_in_and_the_tail_is_followed(
 
 
 async def test_new_events_are_counted_when_the_cursor_is_not_at_the_bottom(
-    make_app: Callable[..., AgentRunnerApp], writer: BackgroundWriter
+    make_app: Callable[..., AgentRunnerApp], slow_writer: BackgroundWriter
 ) -> None:
+    writer = slow_writer  # still writing when the cursor leaves the bottom, even under load
     app = make_app(writer.episode_id, poll_s=0.05)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open_live(app, pilot)
