@@ -9,9 +9,9 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agentrunner import formatting as fmt
 from agentrunner.batch import BatchEpisode, parse_seeds, run_batch, select_pairs
 from agentrunner.cli.common import (
-    fmt_cost,
     new_command,
     open_store,
     print_json,
@@ -114,7 +114,7 @@ def batch(args: argparse.Namespace) -> int:
             costs.append(e.cost_usd)
         mean = f"{sum(rewards) / len(rewards):.3f}" if rewards else "-"
         progress.update(
-            bar, advance=1, stats=f"reward μ {mean} · {fmt_cost(sum(costs) if costs else None)}"
+            bar, advance=1, stats=f"reward μ {mean} · {fmt.cost(sum(costs) if costs else None)}"
         )
         if args.verbose or e.action == "error":
             progress.console.print(
@@ -148,7 +148,7 @@ def batch(args: argparse.Namespace) -> int:
             f"batch {result.batch_id}: {s['completed']}/{s['episodes']} completed "
             f"(ran {s['ran']}, resumed {s['resumed']}, skipped {s['skipped']},"
             f" errors {s['errors']})"
-            f" · mean reward {mean} · cost {fmt_cost(s['cost_usd'])}"
+            f" · mean reward {mean} · cost {fmt.cost(s['cost_usd'])}"
         )
     return 1 if any(e.action == "error" for e in result.episodes) else 0
 
@@ -170,6 +170,6 @@ def _print_summary(episodes: list[BatchEpisode]) -> None:
             e.status,
             str(e.turns),
             f"{e.total_reward:g}",
-            fmt_cost(e.cost_usd),
+            fmt.cost(e.cost_usd),
         )
     stdout_console().print(table)

@@ -64,20 +64,3 @@ def stdout_console() -> Console:
 def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
     sys.stdout.flush()
-
-
-def short_id(episode_id: str | None, width: int = 10) -> str:
-    return episode_id[:width] if episode_id else "-"
-
-
-def fmt_cost(cost: float | None) -> str:
-    return "-" if cost is None else f"${cost:.4f}"
-
-
-def fmt_tokens(tokens: dict[str, int]) -> str:
-    total = tokens.get("input", 0) + tokens.get("output", 0)
-    if total >= 1_000_000:
-        return f"{total / 1_000_000:.1f}M"
-    if total >= 10_000:
-        return f"{total / 1000:.0f}k"
-    return str(total)

@@ -8,13 +8,11 @@ import time
 from rich.markup import escape
 from rich.table import Table
 
+from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
-    fmt_cost,
-    fmt_tokens,
     new_command,
     open_store,
     print_json,
-    short_id,
     stderr_console,
     stdout_console,
 )
@@ -132,18 +130,18 @@ def ls(args: argparse.Namespace) -> int:
         parent = (
             "-"
             if e.parent_episode_id is None
-            else f"{short_id(e.parent_episode_id, 8)}@{e.fork_seq}"
+            else f"{fmt.short_id(e.parent_episode_id, 8)}@{e.fork_seq}"
         )
         table.add_row(
-            short_id(e.episode_id),
+            fmt.short_id(e.episode_id),
             parent,
             e.task_id,
             str(e.model.get("spec", "?")),
             f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
             str(e.turns),
             f"{e.total_reward:g}",
-            fmt_tokens(e.tokens),
-            fmt_cost(e.cost_usd),
+            fmt.tokens(e.tokens),
+            fmt.cost(e.cost_usd),
             _verified_cell(verified.get(e.episode_id, [])),
             e.created_at[5:16].replace("T", " "),
         )
@@ -220,7 +218,7 @@ def _print_summary(e: EpisodeSummary) -> None:
         f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",
         f"  reward    {e.total_reward:g}",
         f"  tokens    {e.tokens.get('input', 0)} in · {e.tokens.get('output', 0)} out"
-        f" · cost {fmt_cost(e.cost_usd)}",
+        f" · cost {fmt.cost(e.cost_usd)}",
         f"  started   {e.created_at}",
     ]
     if e.parent_episode_id:

@@ -8,11 +8,11 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
     open_store,
     print_json,
-    short_id,
     stderr_console,
     stdout_console,
 )
@@ -224,7 +224,7 @@ def _print_table(results: list[VerificationResult]) -> None:
         table.add_column(col, overflow="fold" if col == "why" else "ellipsis")
     for r in results:
         table.add_row(
-            short_id(r.episode_id),
+            fmt.short_id(r.episode_id),
             escape(r.verifier),
             "[green]pass[/]" if r.passed else "[red]fail[/]",
             "-" if r.score is None else f"{r.score:.2f}",
