@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -308,11 +309,11 @@ class _Crash(BaseException):
     """Stands in for the process dying right after an event was committed."""
 
 
-def test_episode_that_died_after_its_final_step_is_ended_without_running_more(
-    store: TraceStore, tmp_path: Path
-) -> None:
+def _crashed_episode(store: TraceStore, tmp_path: Path, when: Callable[[int, Any], bool]) -> str:
+    """Run the demo until ``when(turn, payload)`` holds for a committed event, then 'die'."""
+
     def observer(seq: int, turn: int, payload: Any) -> None:
-        if payload.kind == "tool.result" and payload.done:
+        if when(turn, payload):
             raise _Crash
 
     with pytest.raises(_Crash), WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
@@ -324,32 +325,24 @@ def test_episode_that_died_after_its_final_step_is_ended_without_running_more(
             observer=observer,
         )
     (episode,) = store.list_episodes()
-    requests = len(store.events(episode.episode_id, kinds=["model.request"]))
-    rollout = resume_episode(store, episode.episode_id)
+    return episode.episode_id
+
+
+def test_episode_that_died_after_its_final_step_is_ended_without_running_more(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    ep = _crashed_episode(store, tmp_path, lambda t, p: p.kind == "tool.result" and p.done)
+    requests = len(store.events(ep, kinds=["model.request"]))
+    rollout = resume_episode(store, ep)
     assert (rollout.stop_reason, rollout.total_reward) == ("done", 1.0)
-    assert len(store.events(episode.episode_id, kinds=["model.request"])) == requests
+    assert len(store.events(ep, kinds=["model.request"])) == requests
 
 
 def test_running_totals_from_the_writers_checkpoint_equal_a_full_scan(
     store: TraceStore, tmp_path: Path
 ) -> None:
-    results = [0]
-
-    def observer(seq: int, turn: int, payload: Any) -> None:
-        results[0] += payload.kind == "tool.result"
-        if results[0] == 5:
-            raise _Crash
-
-    with pytest.raises(_Crash), WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
-        run_agent_episode(
-            env=env,
-            task_id="demo-mean",
-            model_fn=get_model("scripted:demo"),
-            store=store,
-            observer=observer,
-        )
-    (episode,) = store.list_episodes()
-    ep = episode.episode_id
+    ep = _crashed_episode(store, tmp_path, lambda t, p: p.kind == "tool.result" and t == 5)
+    episode = store.episode(ep)
     scanned = (episode.total_reward, episode.tokens, episode.cost_usd)
     middle = store.events(ep, kinds=["tool.result"])[2].seq
     partial = rebuild(store, ep, upto_seq=middle).totals
@@ -363,20 +356,7 @@ def test_running_totals_from_the_writers_checkpoint_equal_a_full_scan(
 def test_summary_reads_the_checkpoint_instead_of_rescanning_the_history(
     store: TraceStore, tmp_path: Path
 ) -> None:
-    def observer(seq: int, turn: int, payload: Any) -> None:
-        if payload.kind == "tool.result" and turn == 4:
-            raise _Crash
-
-    with pytest.raises(_Crash), WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
-        run_agent_episode(
-            env=env,
-            task_id="demo-mean",
-            model_fn=get_model("scripted:demo"),
-            store=store,
-            observer=observer,
-        )
-    (episode,) = store.list_episodes()
-    ep = episode.episode_id
+    ep = _crashed_episode(store, tmp_path, lambda t, p: p.kind == "tool.result" and t == 4)
     first = store.events(ep, kinds=["tool.result"])[0].seq
     store.claim_writer(ep)
     store.heartbeat(ep, (first, {"reward": 100.0, "tokens": {"input": 7}, "cost_usd": None}))
