@@ -86,6 +86,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
         elif kind == "model.response" and p.get("stop_reason") != "incomplete":
             open_request = None
             tip = last_assistant = p["message_hash"]
+            calls, results = {}, set()  # call ids matter per assistant message (they repeat)
         elif kind == "usage":
             totals.add_usage(
                 AgentUsage.model_validate({k: v for k, v in p.items() if k != "call_id"})
@@ -120,6 +121,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
             tip = p["message_hash"]
             if p["role"] == "assistant":
                 last_assistant = tip
+                calls, results = {}, set()
         elif kind == "error":
             last_error = p
         elif kind == "episode.end":

@@ -9,6 +9,7 @@ chunk because the request asks for ``stream_options={"include_usage": True}``.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from agentrunner.model import AgentContext
@@ -51,7 +52,9 @@ class ChatFold:
         for call in delta.get("tool_calls") or []:
             key = str(call.get("index", 0))
             function = call.get("function") or {}
-            b.start_call(key, str(call.get("id") or f"call_{key}"), str(function.get("name") or ""))
+            # servers that send no id get a unique one (ids must not repeat across turns)
+            call_id = str(call.get("id") or f"call_{uuid.uuid4().hex[:16]}_{key}")
+            b.start_call(key, call_id, str(function.get("name") or ""))
             if function.get("arguments"):
                 b.call_args(key, str(function["arguments"]))
         if choice.get("finish_reason"):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
+from agentrunner import AgentContext, AgentToolCall, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import DivergenceError, EpisodeNotFoundError, UsageError
 from agentrunner.fork import fork_episode
@@ -365,3 +365,23 @@ def test_summary_reads_the_checkpoint_instead_of_rescanning_the_history(
     summary = store.episode(ep)
     assert summary.status == "interrupted" and summary.total_reward == 100.0
     assert summary.tokens["input"] == 7 + sum(e.payload["input_tokens"] for e in after)
+
+
+def test_resume_runs_a_pending_call_whose_id_an_earlier_turn_also_used(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    stop = threading.Event()
+
+    def same_ids(context: AgentContext) -> AgentTurn:
+        if context.turn == 3:
+            stop.set()  # cancelled before turn 3's tool step runs
+        name = "submit" if context.turn >= 3 else "list_files"
+        return AgentTurn(tool_calls=(AgentToolCall(call_id="call_0", name=name),))
+
+    with WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
+        ep = run_agent_episode(
+            env=env, task_id="demo-mean", model_fn=same_ids, store=store, cancel_check=stop.is_set
+        ).episode_id
+    (pending,) = rebuild(store, ep).pending
+    rollout = resume_episode(store, ep, model_fn=same_ids)
+    assert pending.call.name == "submit" and rollout.stop_reason == "done"
