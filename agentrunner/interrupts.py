@@ -3,6 +3,8 @@
 While a run is active on the main thread, SIGINT raises ``KeyboardInterrupt`` as usual,
 except inside a :func:`critical` section (a store append), where it is deferred to the end
 of the section, so an event is either fully committed and counted or not written at all.
+Once one interrupt has been raised, further ones are ignored until the run ends, so a
+second Ctrl-C cannot cut the recording of the cancel and the episode's end.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from contextlib import contextmanager
 from types import FrameType
 
 _local = threading.local()
+
+# Set by the command line: once a run was cancelled by Ctrl-C the process only reports and
+# exits, so later Ctrl-Cs are ignored instead of killing it before it has said how it ended.
+IGNORE_AFTER_CANCEL = False
 
 
 class _Critical:
@@ -30,6 +36,7 @@ class _Critical:
         if _local.depth == 0 and getattr(_local, "pending", None):
             reason = _local.pending
             _local.pending = None
+            _local.raised = True
             raise KeyboardInterrupt(reason)
 
 
@@ -58,11 +65,12 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     """The SIGINT handler (it runs on the main thread, so ``_local`` is the main thread's)."""
     global _next_reason
     reason, _next_reason = _next_reason or "SIGINT", None
-    if getattr(_local, "suppressed", False):
-        return
+    if getattr(_local, "suppressed", False) or getattr(_local, "raised", False):
+        return  # the run is already cancelling: a second Ctrl-C must not break its ending
     if getattr(_local, "depth", 0) > 0:
         _local.pending = reason
         return
+    _local.raised = True
     raise KeyboardInterrupt(reason)
 
 
@@ -84,7 +92,12 @@ def sigint_guard() -> Iterator[bool]:
         yield False
         return
     previous = signal.signal(signal.SIGINT, _handler)
+    _local.raised = False
     try:
         yield True
     finally:
-        signal.signal(signal.SIGINT, previous)
+        cancelled = _local.raised
+        _local.raised = False
+        signal.signal(
+            signal.SIGINT, signal.SIG_IGN if cancelled and IGNORE_AFTER_CANCEL else previous
+        )

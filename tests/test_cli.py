@@ -414,3 +414,17 @@ def test_fanout_ranks_candidates_and_prints_json(db_path: Path) -> None:
         (1, [1.0, 1.0]),
         (0, [0.0, 0.0]),
     ]
+
+
+@pytest.mark.parametrize("gap_s", [0.0005, 0.005, 0.03])
+def test_a_second_ctrl_c_does_not_cut_the_recorded_ending(db_path: Path, gap_s: float) -> None:
+    runner = _start_run(db_path)
+    ep = _wait_for_event(db_path, "model.chunk")
+    runner.send_signal(signal.SIGINT)
+    time.sleep(gap_s)
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=30)
+    result = _last_json(out)
+    assert runner.returncode == 130 and isinstance(result, dict) and "Traceback" not in err
+    with TraceStore(db_path) as store:
+        assert store.episode(ep).status == "cancelled"

@@ -14,7 +14,7 @@ from agentrunner.cli.common import (
 )
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.run_cmd import report, rollout_exit_code
-from agentrunner.errors import UsageError
+from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.fork import fork_episode
 from agentrunner.restore import StepCheck, replay_steps
 from agentrunner.resume import resume_episode
@@ -159,9 +159,13 @@ def resume(args: argparse.Namespace) -> int:
         stderr_console().print(f"[bold]resume {i}/{len(targets)}[/] {episode_id}")
         try:
             rollouts.append(_resume_one(store, episode_id, args))
-        except UsageError as exc:  # e.g. failed on a non-retryable error: say so, go on
+        except AgentRunnerError as exc:  # e.g. a divergence or a non-retryable failure: go on
             stderr_console().print(f"[yellow]skipped[/] {episode_id}: {exc}")
             skipped.append({"episode_id": episode_id, "reason": str(exc)})
+            continue
+        if rollouts[-1].status == "cancelled":  # Ctrl-C: stop here, not just this episode
+            stderr_console().print("[yellow]cancelled[/]: the remaining episodes were not resumed")
+            break
     if args.json:
         print_json({"resumed": [r.to_dict() for r in rollouts], "skipped": skipped})
     else:
@@ -185,6 +189,8 @@ def fork(args: argparse.Namespace) -> int:
     if args.run:
         for fork_id in forks:
             rollouts.append(_resume_one(store, fork_id, _run_args(args)))
+            if rollouts[-1].status == "cancelled":  # Ctrl-C: leave the other forks unrun
+                break
     if args.json:
         print_json({"forks": forks, "rollouts": [r.to_dict() for r in rollouts]})
     else:

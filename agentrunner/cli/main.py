@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from agentrunner import __version__
+from agentrunner import __version__, interrupts
 from agentrunner.cli import (
     batch_cmd,
     export_cmd,
@@ -68,6 +68,7 @@ def command_names() -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    interrupts.IGNORE_AFTER_CANCEL = True
     if args.command is None:
         parser.print_help()
         return 2
