@@ -8,6 +8,7 @@ the model makes is one environment step. Everything is recorded before it is act
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
 import time
@@ -387,16 +388,28 @@ async def arun_agent_episode(**kwargs: Any) -> Rollout:
         async_fn = model_fn
 
         def sync_fn(context: AgentContext) -> AgentTurn:
-            result: AgentTurn = asyncio.run_coroutine_threadsafe(async_fn(context), loop).result()
-            return result
+            future = asyncio.run_coroutine_threadsafe(async_fn(context), loop)
+            try:
+                while True:
+                    try:
+                        result: AgentTurn = future.result(timeout=0.1)
+                        return result
+                    except concurrent.futures.TimeoutError:
+                        context.check_cancel()  # the awaiting task was cancelled
+            except concurrent.futures.CancelledError:
+                raise Cancelled("task cancelled") from None
+            finally:
+                future.cancel()
 
         sync_fn.__name__ = getattr(model_fn, "__name__", "async_model")
         kwargs["model_fn"] = sync_fn
     stop = threading.Event()
     user_check = kwargs.get("cancel_check")
     kwargs["cancel_check"] = lambda: stop.is_set() or bool(user_check and user_check())
+    episode = asyncio.ensure_future(asyncio.to_thread(lambda: run_agent_episode(**kwargs)))
     try:
-        return await asyncio.to_thread(lambda: run_agent_episode(**kwargs))
+        return await asyncio.shield(episode)
     except asyncio.CancelledError:
-        stop.set()
+        stop.set()  # the episode records its cancel and end; wait for it before going on
+        await asyncio.wait([episode])
         raise

@@ -363,3 +363,29 @@ def test_context_overflow_ends_with_a_stop_reason_that_says_what_to_do(
 
     rollout = _run(store, env, model)
     assert rollout.stop_reason == "context_overflow" and "fork" in (rollout.error or "")
+
+
+def test_cancelling_the_async_twin_records_a_cancel_and_an_end(
+    store: TraceStore, env: WorkspaceEnv
+) -> None:
+    started = threading.Event()
+
+    async def slow_model(context: AgentContext) -> AgentTurn:
+        started.set()
+        await asyncio.sleep(30)
+        return AgentTurn(message="never")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(
+            arun_agent_episode(env=env, task_id="demo-mean", model_fn=slow_model, store=store)
+        )
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (episode,) = store.list_episodes()
+    kinds = [e.kind for e in store.iter_events(episode.episode_id)]
+    assert episode.status == "cancelled" and kinds[-2:] == ["cancel", "episode.end"]
