@@ -21,7 +21,7 @@ from agentrunner.errors import UsageError
 from agentrunner.fork import fork_episode, fork_point, parse_action
 from agentrunner.model import AgentContext
 from agentrunner.resume import resume_episode
-from agentrunner.runner import Rollout
+from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import GroupMember, add_group_member, create_fork_group, fork_groups
 from agentrunner.types import AgentTurn, Message
@@ -101,6 +101,10 @@ def score_actions(
         raise UsageError("give candidate actions or k (sample that many from the model)")
     if n < 1 or (k is not None and k < 1) or concurrency < 1:
         raise UsageError("k, n and concurrency must be at least 1")
+    if horizon is not None and not 1 <= turn + horizon <= MAX_TURNS_LIMIT:
+        raise UsageError(
+            f"--horizon must be at least 1 and turn + horizon at most {MAX_TURNS_LIMIT}"
+        )
     for action in actions or []:
         parse_action(action, turn)  # refuse a malformed candidate before anything is recorded
     parent = store.episode(episode_id)

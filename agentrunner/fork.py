@@ -24,8 +24,10 @@ def fork_point(store: TraceStore, episode_id: str, turn: int) -> int:
     """The seq just before turn ``turn``'s first model request in the episode's history."""
     if turn < 1:
         raise UsageError("--turn counts model turns from 1")
-    for row in store.iter_events(episode_id, kinds=["model.request"]):
-        if row.turn == turn:
+    for row in store.iter_events(episode_id, kinds=["model.request", "message"]):
+        # a turn starts with its first request, or with the edit that replaced it in a fork
+        edit = row.kind == "message" and row.payload.get("reason") == "edit"
+        if row.turn == turn and (row.kind == "model.request" or edit):
             return row.seq - 1
     turns = store.episode(episode_id).turns
     raise UsageError(

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from agentrunner.environment import Environment
 from agentrunner.errors import UsageError
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import known_secrets
 from agentrunner.restore import restore_env
-from agentrunner.runner import EpisodeLoop, Rollout, RunConfig, drive
+from agentrunner.runner import MAX_TURNS_LIMIT, EpisodeLoop, Rollout, RunConfig, drive
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
 from agentrunner.store import TraceStore
 from agentrunner.types import AgentTurn
@@ -79,6 +81,8 @@ def resume_episode(
     whose observations differ stops with :class:`agentrunner.errors.DivergenceError` unless
     ``accept_divergence``.
     """
+    if max_turns is not None and not 1 <= max_turns <= MAX_TURNS_LIMIT:
+        raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
     episode_id = store.resolve(episode_id)
     state = rebuild(store, episode_id)
     check_resumable(state)
@@ -120,7 +124,11 @@ def _continue(
     config_fields: dict[str, Any] = dict(start.config)
     if max_turns is not None:
         config_fields["max_turns"] = max_turns
-    config = RunConfig.model_validate(config_fields)
+    try:
+        config = RunConfig.model_validate(config_fields)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise UsageError(f"cannot continue with {problem['loc'][0]}: {problem['msg']}") from None
     first_fork_run = ep.parent_episode_id is not None and not store.has_own_event(
         ep.episode_id, "resume"
     )
@@ -147,6 +155,7 @@ def _continue(
         last_turn=last_turn,
         env_steps=len(state.env_steps),
     )
+    loop.observation = state.observation
     return drive(
         loop,
         store,

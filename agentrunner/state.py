@@ -55,6 +55,7 @@ class EpisodeState:
     ended: EpisodeEnd | None = None
     last_error: dict[str, Any] | None = None
     finished: str | None = None  # "done" / "max_steps": the env ended it, no end recorded
+    observation: str | None = None  # the last tool result the model saw
 
 
 def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) -> EpisodeState:
@@ -73,6 +74,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
     ended: EpisodeEnd | None = None
     last_error: dict[str, Any] | None = None
     finished: str | None = None
+    observation: str | None = None
     for row in store.iter_events(episode.episode_id, kinds=_NOT_CHUNKS):
         if upto_seq is not None and row.seq > upto_seq:
             break
@@ -95,6 +97,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
             calls[p["call_id"]] = p
         elif kind == "tool.result":
             tip = p["message_hash"]
+            observation = p["observation"]
             results.add(p["call_id"])
             if p.get("reward") is not None:
                 totals.reward += p["reward"]
@@ -142,6 +145,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
         ended=ended,
         last_error=last_error,
         finished=finished,
+        observation=observation,
     )
     if open_request is None and last_assistant is not None:
         _pending_work(state, store.message(last_assistant), last_assistant, calls, results)

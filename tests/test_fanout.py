@@ -94,3 +94,11 @@ def test_malformed_candidate_is_refused_before_anything_is_recorded(
     with pytest.raises(UsageError, match="needs a string 'name'"):
         score_actions(store, parent, turn=4, actions=[[{"arguments": {}}]], n=1)
     assert fork_groups(store) == []
+
+
+def test_horizon_past_the_turn_limit_is_refused_before_anything_is_recorded(
+    store: TraceStore, parent: str
+) -> None:
+    with pytest.raises(UsageError, match="--horizon"):
+        score_actions(store, parent, turn=4, k=1, horizon=600)
+    assert fork_groups(store) == [] and len(store.list_episodes()) == 1

@@ -385,3 +385,39 @@ def test_resume_runs_a_pending_call_whose_id_an_earlier_turn_also_used(
     (pending,) = rebuild(store, ep).pending
     rollout = resume_episode(store, ep, model_fn=same_ids)
     assert pending.call.name == "submit" and rollout.stop_reason == "done"
+
+
+def test_a_fork_can_be_forked_again_at_its_edited_turn(store: TraceStore, reference: str) -> None:
+    (edited,) = fork_episode(store, reference, turn=3, action='{"message": "thinking it over"}')
+    (again,) = fork_episode(store, edited, turn=3)
+    assert store.episode(again).fork_seq == store.episode(edited).fork_seq
+
+
+def test_resumed_model_sees_the_last_observation_again(store: TraceStore, tmp_path: Path) -> None:
+    seen: list[tuple[int, str | None]] = []
+    stop = threading.Event()
+
+    def model(context: AgentContext) -> AgentTurn:
+        seen.append((context.turn, context.observation))
+        call = ("read_file", '{"path": "stats.py"}') if context.turn == 2 else ("list_files", "{}")
+        return AgentTurn(
+            tool_calls=(AgentToolCall(call_id=f"c{context.turn}", name=call[0], arguments=call[1]),)
+        )
+
+    def observer(seq: int, turn: int, payload: Any) -> None:
+        if payload.kind == "tool.result" and turn == 2:
+            stop.set()  # cancelled between turns 2 and 3
+
+    with WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
+        ep = run_agent_episode(
+            env=env,
+            task_id="demo-mean",
+            model_fn=model,
+            store=store,
+            cancel_check=stop.is_set,
+            observer=observer,
+            max_turns=3,
+        ).episode_id
+    read = store.events(ep, kinds=["tool.result"])[-1].payload["observation"]
+    resume_episode(store, ep, model_fn=model)
+    assert seen[-1] == (3, read) and "def mean" in read
