@@ -116,15 +116,21 @@ class PolicyModel:
         return AgentTurn(tool_calls=calls, provider="policy", model=self.model)
 
 
+MAX_SEEDS = 100_000
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]``."""
+    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]`` (at most ``MAX_SEEDS`` seeds)."""
     seeds: list[int] = []
     try:
         for part in text.replace(" ", "").split(","):
             if not part:
                 continue
             lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
-            seeds.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+            span = range(int(lo), int(hi) + 1) if sep else range(int(lo), int(lo) + 1)
+            if len(seeds) + len(span) > MAX_SEEDS:
+                raise UsageError(f"--seeds selects more than {MAX_SEEDS:,} seeds")
+            seeds.extend(span)
     except ValueError:
         raise UsageError(f"--seeds must look like 0-7 or 1,2,5 (got {text!r})") from None
     if not seeds:

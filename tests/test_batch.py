@@ -146,3 +146,8 @@ def test_batch_of_28_killed_half_way_resumes_with_no_episode_run_twice(tmp_path:
     assert all(actions[ep] == "skipped" for ep, status in before.items() if status == "completed")
     assert "interrupted" in before.values() and "resumed" in actions.values()
     assert dense
+
+
+def test_parse_seeds_refuses_a_range_too_large_to_run() -> None:
+    with pytest.raises(UsageError, match="more than 100,000 seeds"):
+        parse_seeds("0-100000000")

@@ -380,3 +380,8 @@ def test_real_server_killed_mid_episode_raises_environment_failure(tmp_path: Pat
     assert str(info.value).startswith(
         f"OpenEnv server at {server.url} closed the connection during step 3: "
     )
+
+
+def test_credentials_in_the_url_never_reach_the_spec() -> None:
+    env = OpenEnvEnv("https://user:hf_SECRET@example.org:8443/env/?token=abc")
+    assert env.spec()["url"] == "https://example.org:8443/env/"

@@ -259,3 +259,14 @@ def test_pid_of_this_process_counts_as_a_live_writer(store: TraceStore) -> None:
     ep = _episode(store)
     store.claim_writer(ep)
     assert store.episode(ep).writer_pid == os.getpid()
+
+
+def test_a_payload_that_is_not_json_is_reported_as_corruption(store: TraceStore) -> None:
+    ep = _episode(store)
+    store.conn.execute(
+        "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
+        " VALUES (?, 1, 1, 0, 'message', 'now', '{not json')",
+        (ep,),
+    )
+    with pytest.raises(StoreCorruptError, match="not JSON"):
+        _ = store.events(ep)[0].payload

@@ -31,6 +31,7 @@ import re
 from collections.abc import Mapping
 from contextlib import ExitStack, suppress
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from websockets.exceptions import ConnectionClosed, WebSocketException
@@ -126,6 +127,7 @@ class OpenEnvEnv:
         if not sep or http_scheme is None or not rest:
             raise UsageError(f"not an http(s) or ws(s) URL for an OpenEnv server: {base_url!r}")
         self.base_url = f"{http_scheme}://{rest}"
+        self.public_url = public_url(self.base_url)
         self.ws_url = f"{'wss' if http_scheme == 'https' else 'ws'}://{rest}/ws"
         self.timeout = timeout
         self._metadata: dict[str, Any] = {}
@@ -136,7 +138,7 @@ class OpenEnvEnv:
         self._steps = 0
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": "openenv", "url": self.base_url, "env_name": self._metadata.get("name")}
+        return {"kind": "openenv", "url": self.public_url, "env_name": self._metadata.get("name")}
 
     def reset(self, task_id: str, seed: int) -> ResetResult:
         self._read_server_description()
@@ -162,7 +164,7 @@ class OpenEnvEnv:
     def step(self, action: ToolAction) -> StepResult:
         if self._ws is None or self._tool is None:
             raise EnvironmentFailure(
-                f"no open OpenEnv session with {self.base_url}: call reset() first"
+                f"no open OpenEnv session with {self.public_url}: call reset() first"
             )
         if action.name != self._tool.name:
             error = f"unknown tool {action.name!r}; this environment offers {self._tool.name!r}"
@@ -213,18 +215,18 @@ class OpenEnvEnv:
                 health = self._get_json(client, "/health")
                 if str(health.get("status", "healthy")).lower() == "unhealthy":
                     raise EnvironmentFailure(
-                        f"OpenEnv server at {self.base_url} reports itself unhealthy: {health}"
+                        f"OpenEnv server at {self.public_url} reports itself unhealthy: {health}"
                     )
                 metadata = self._get_json(client, "/metadata", optional=True)
                 schema = self._get_json(client, "/schema")
         except httpx.TransportError as exc:
             raise EnvironmentFailure(
-                f"cannot reach OpenEnv server at {self.base_url}: {exc or type(exc).__name__}"
+                f"cannot reach OpenEnv server at {self.public_url}: {exc or type(exc).__name__}"
             ) from exc
         action_schema = schema.get("action")
         if not isinstance(action_schema, Mapping):
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} has no action schema in GET /schema"
+                f"OpenEnv server at {self.public_url} has no action schema in GET /schema"
             )
         self._metadata = metadata
         self._tool = tool_from_schema(action_schema, metadata)
@@ -240,19 +242,19 @@ class OpenEnvEnv:
             return {}
         if response.status_code != 200:
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} answered GET {path} with HTTP "
+                f"OpenEnv server at {self.public_url} answered GET {path} with HTTP "
                 f"{response.status_code}: {response.text[:200]}"
             )
         try:
             body = response.json()
         except ValueError as exc:
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} sent non-JSON for GET {path}: "
+                f"OpenEnv server at {self.public_url} sent non-JSON for GET {path}: "
                 f"{response.text[:200]!r}"
             ) from exc
         if not isinstance(body, dict):
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} sent {type(body).__name__} for GET {path}, "
+                f"OpenEnv server at {self.public_url} sent {type(body).__name__} for GET {path}, "
                 "expected a JSON object"
             )
         return body
@@ -262,7 +264,7 @@ class OpenEnvEnv:
         description = self._metadata.get("description")
         if not name and not description:
             return None
-        text = f"You are acting in the OpenEnv environment {name or self.base_url}."
+        text = f"You are acting in the OpenEnv environment {name or self.public_url}."
         if description:
             text += f" {description}"
         return text
@@ -297,13 +299,13 @@ class OpenEnvEnv:
         except TimeoutError as exc:
             self._drop_session()
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} did not answer {during} "
+                f"OpenEnv server at {self.public_url} did not answer {during} "
                 f"within {self.timeout:g}s"
             ) from exc
         except (WebSocketException, OSError) as exc:
             self._drop_session()
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} closed the connection during {during}: "
+                f"OpenEnv server at {self.public_url} closed the connection during {during}: "
                 f"{exc or type(exc).__name__}"
             ) from exc
         try:
@@ -313,7 +315,7 @@ class OpenEnvEnv:
         if not isinstance(reply, dict):
             self._drop_session()
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} sent a malformed reply during {during}: "
+                f"OpenEnv server at {self.public_url} sent a malformed reply during {during}: "
                 f"{str(raw)[:200]!r}"
             )
         return reply
@@ -326,7 +328,7 @@ class OpenEnvEnv:
         if reply.get("type") != "observation" or not isinstance(data, Mapping):
             self._drop_session()
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} sent an unexpected reply during {during}: "
+                f"OpenEnv server at {self.public_url} sent an unexpected reply during {during}: "
                 f"{json.dumps(reply)[:200]}"
             )
         nested = data.get("observation")
@@ -343,7 +345,7 @@ class OpenEnvEnv:
         if reward is not None and not isinstance(reward, int | float):
             self._drop_session()
             raise EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} sent a non-numeric reward during "
+                f"OpenEnv server at {self.public_url} sent a non-numeric reward during "
                 f"{during}: {reward!r}"
             )
         return (
@@ -359,12 +361,12 @@ class OpenEnvEnv:
         message = data.get("message", "no message")
         if code == "CAPACITY_REACHED":
             return EnvironmentFailure(
-                f"OpenEnv server at {self.base_url} refused the session during {during}: "
+                f"OpenEnv server at {self.public_url} refused the session during {during}: "
                 f"{message} (CAPACITY_REACHED); close other clients or raise the server's "
                 "max_concurrent_envs"
             )
         return EnvironmentFailure(
-            f"OpenEnv server at {self.base_url} failed during {during}: {message} ({code})"
+            f"OpenEnv server at {self.public_url} failed during {during}: {message} ({code})"
         )
 
     def _drop_session(self) -> None:
@@ -375,3 +377,12 @@ class OpenEnvEnv:
         with suppress(WebSocketException, OSError):
             self._stack.close()
         self._stack = ExitStack()
+
+
+def public_url(url: str) -> str:
+    """``url`` without credentials (user:password@, query string), fit to be recorded."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))

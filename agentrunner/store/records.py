@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrunner.errors import StoreCorruptError
 from agentrunner.events import EventPayload, parse_payload
 from agentrunner.types import Message, ToolSpec
 
@@ -25,7 +26,14 @@ class EventRow:
 
     @property
     def payload(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.payload_json)
+        try:
+            value = json.loads(self.payload_json)
+        except json.JSONDecodeError as exc:
+            raise StoreCorruptError(
+                f"event {self.episode_id}:{self.seq} has a payload that is not JSON ({exc.msg})"
+            ) from None
+        if not isinstance(value, dict):
+            raise StoreCorruptError(f"event {self.episode_id}:{self.seq} payload is not an object")
         return value
 
     def typed(self) -> EventPayload:
