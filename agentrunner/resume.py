@@ -18,10 +18,17 @@ from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import known_secrets
 from agentrunner.restore import restore_env
-from agentrunner.runner import MAX_TURNS_LIMIT, EpisodeLoop, Rollout, RunConfig, drive
+from agentrunner.runner import (
+    MAX_TURNS_LIMIT,
+    EpisodeLoop,
+    Rollout,
+    RunConfig,
+    drive,
+    run_agent_episode,
+)
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
-from agentrunner.store import TraceStore
-from agentrunner.types import AgentTurn
+from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.types import AgentTurn, Message
 
 RESUMABLE = ("cancelled", "interrupted", "failed")
 
@@ -48,13 +55,15 @@ def check_resumable(state: EpisodeState) -> None:
             )
 
 
-def _model_for(state: EpisodeState, model_fn: Callable[[AgentContext], AgentTurn] | None) -> Model:
+def _model_for(
+    episode: EpisodeSummary, model_fn: Callable[[AgentContext], AgentTurn] | None
+) -> Model:
     if model_fn is not None:
         return as_model(model_fn)
-    spec = state.episode.model
+    spec = episode.model
     if spec.get("provider") == "custom" or not spec.get("spec"):
         raise UsageError(
-            f"episode {state.episode.episode_id} was run with a Python model_fn "
+            f"episode {episode.episode_id} was run with a Python model_fn "
             f"({spec.get('spec')}); pass model_fn to continue it"
         )
     from providers import get_model
@@ -84,9 +93,12 @@ def resume_episode(
     if max_turns is not None and not 1 <= max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
     episode_id = store.resolve(episode_id)
+    episode = store.episode(episode_id)
+    if episode.parent_episode_id is None and episode.last_seq == 0:
+        return _run_fresh(store, episode, env, model_fn, max_turns, cancel_check, observer)
     state = rebuild(store, episode_id)
     check_resumable(state)
-    model = _model_for(state, model_fn)
+    model = _model_for(state.episode, model_fn)
     if not store.claim_writer(episode_id):
         raise UsageError(f"episode {episode_id} is being written by another process")
     own_env = env is None
@@ -101,6 +113,41 @@ def resume_episode(
     except BaseException:
         store.release_writer(episode_id)
         raise
+    finally:
+        if own_env:
+            env.close()
+
+
+def _run_fresh(
+    store: TraceStore,
+    episode: EpisodeSummary,
+    env: Environment | None,
+    model_fn: Callable[[AgentContext], AgentTurn] | None,
+    max_turns: int | None,
+    cancel_check: Callable[[], bool] | None,
+    observer: Observer | None,
+) -> Rollout:
+    """An episode whose process died before its first event: run it from the start."""
+    if episode.status == "running":
+        raise UsageError(f"episode {episode.episode_id} is being written by another process")
+    model = _model_for(episode, model_fn)
+    own_env = env is None
+    if env is None:
+        from agentrunner.envs.factory import env_from_spec
+
+        env = env_from_spec(episode.env)
+    try:
+        return run_agent_episode(
+            env=env,
+            task_id=episode.task_id,
+            seed=episode.seed,
+            model_fn=model,
+            store=store,
+            max_turns=max_turns or RunConfig().max_turns,
+            cancel_check=cancel_check,
+            observer=observer,
+            episode_id=episode.episode_id,
+        )
     finally:
         if own_env:
             env.close()
@@ -143,6 +190,10 @@ def _continue(
         dangling=describe_dangling(state, store),
         reason="fork" if first_fork_run else "resume",
     )
+    if not any(m.role == "user" for m in state.messages):  # died before the prompt was recorded
+        if reset.system and not state.messages:
+            rec.message(Message(role="system", content=reset.system), "system")
+        rec.message(Message(role="user", content=reset.prompt), "prompt")
     last_turn = state.turn - 1 if state.open_request is not None else state.turn
     loop = EpisodeLoop(
         env,

@@ -277,20 +277,24 @@ def run_agent_episode(
         raise UsageError(f"episode {episode_id} already has events; resume it instead")
     if not store.claim_writer(episode_id):
         raise UsageError(f"episode {episode_id} is being written by another process")
-    rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
-    rec.start(
-        task_id=task_id,
-        seed=seed,
-        env=env.spec(),
-        model=model_spec,
-        config=cfg.model_dump(),
-        version=__version__,
-        max_steps=reset.max_steps,
-    )
-    if reset.system:
-        rec.message(Message(role="system", content=reset.system), "system")
-    rec.message(Message(role="user", content=reset.prompt), "prompt")
-    run = EpisodeLoop(env, model, rec, reset, cfg, task_id, seed)
+    try:
+        rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
+        rec.start(
+            task_id=task_id,
+            seed=seed,
+            env=env.spec(),
+            model=model_spec,
+            config=cfg.model_dump(),
+            version=__version__,
+            max_steps=reset.max_steps,
+        )
+        if reset.system:
+            rec.message(Message(role="system", content=reset.system), "system")
+        rec.message(Message(role="user", content=reset.prompt), "prompt")
+        run = EpisodeLoop(env, model, rec, reset, cfg, task_id, seed)
+    except BaseException:  # e.g. Ctrl-C before the loop's own handling is in place
+        store.release_writer(episode_id)
+        raise
     return drive(run, store, episode_id, cancel_check)
 
 

@@ -324,8 +324,7 @@ def _crashed_episode(store: TraceStore, tmp_path: Path, when: Callable[[int, Any
             store=store,
             observer=observer,
         )
-    (episode,) = store.list_episodes()
-    return episode.episode_id
+    return store.list_episodes()[0].episode_id  # the newest
 
 
 def test_episode_that_died_after_its_final_step_is_ended_without_running_more(
@@ -421,3 +420,25 @@ def test_resumed_model_sees_the_last_observation_again(store: TraceStore, tmp_pa
     read = store.events(ep, kinds=["tool.result"])[-1].payload["observation"]
     resume_episode(store, ep, model_fn=model)
     assert seen[-1] == (3, read) and "def mean" in read
+
+
+def test_episode_that_died_before_its_first_event_runs_from_the_start(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    with WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
+        ep = store.create_episode(
+            task_id="demo-mean", seed=0, env=env.spec(), model={"spec": "scripted:demo"}
+        )
+    rollout = resume_episode(store, ep)
+    assert (rollout.episode_id, rollout.status, rollout.total_reward) == (ep, "completed", 1.0)
+
+
+@pytest.mark.parametrize("last", ["episode.start", "message"])
+def test_episode_that_died_before_its_prompt_gets_it_on_resume(
+    store: TraceStore, tmp_path: Path, reference: str, last: str
+) -> None:
+    ep = _crashed_episode(store, tmp_path, lambda t, p: p.kind == last)
+    rollout = resume_episode(store, ep)
+    messages = rebuild(store, ep).messages
+    assert (rollout.status, rollout.total_reward) == ("completed", 1.0)
+    assert messages == rebuild(store, reference).messages
