@@ -213,7 +213,6 @@ def run_batch(
                     seed=seed,
                     env=env.spec(),
                     model=model_spec,
-                    claim=True,
                     batch_id=batch_id,
                 )
                 action = "ran"

@@ -100,7 +100,7 @@ def resume_episode(
     check_resumable(state)
     model = _model_for(state.episode, model_fn)
     if not store.claim_writer(episode_id):
-        raise UsageError(f"episode {episode_id} is being written by another process")
+        raise UsageError(f"episode {episode_id} is being written by another run")
     own_env = env is None
     if env is None:
         from agentrunner.envs.factory import env_from_spec

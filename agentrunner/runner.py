@@ -275,8 +275,8 @@ def run_agent_episode(
         )
     elif store.episode(episode_id).last_seq:
         raise UsageError(f"episode {episode_id} already has events; resume it instead")
-    if not store.claim_writer(episode_id):
-        raise UsageError(f"episode {episode_id} is being written by another process")
+    elif not store.claim_writer(episode_id):
+        raise UsageError(f"episode {episode_id} is being written by another run")
     try:
         rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
         rec.start(

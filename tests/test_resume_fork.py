@@ -135,7 +135,7 @@ def test_resuming_an_episode_another_process_writes_is_refused(
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
-        with pytest.raises(UsageError, match="being written by another process"):
+        with pytest.raises(UsageError, match="being written by another run"):
             resume_episode(store, ep)
     finally:
         holder.kill()
@@ -442,3 +442,12 @@ def test_episode_that_died_before_its_prompt_gets_it_on_resume(
     messages = rebuild(store, ep).messages
     assert (rollout.status, rollout.total_reward) == ("completed", 1.0)
     assert messages == rebuild(store, reference).messages
+
+
+def test_a_second_run_in_the_same_process_cannot_write_the_same_episode(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    ep = _run(store, tmp_path, cancel_check=_cancel_after(40)).episode_id
+    assert store.claim_writer(ep)  # a first resume of it, still running in this process
+    with pytest.raises(UsageError, match="being written by another run"):
+        resume_episode(store, ep)

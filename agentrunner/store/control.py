@@ -93,11 +93,12 @@ def write_lease(conn: sqlite3.Connection, episode_id: str) -> None:
 
 
 def claim(conn: sqlite3.Connection, episode_id: str) -> bool:
-    """Become the episode's writer unless a live one holds it. Clears old cancel requests."""
+    """Become the episode's writer unless a live one holds it (another process, or another
+    run in this one: one writer per episode). Clears old cancel requests."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         lease = read_lease(conn, episode_id)
-        if lease.alive() and lease.pid != os.getpid():
+        if lease.alive():
             conn.execute("ROLLBACK")
             return False
         write_lease(conn, episode_id)
