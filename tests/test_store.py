@@ -68,7 +68,7 @@ def test_duplicate_seq_is_refused(store: TraceStore) -> None:
     store.writer(ep).append(0, _chunk(0))
     writer = store.writer(ep)
     writer.next_seq = 1
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreError, match="UNIQUE constraint failed"):
         writer.append(0, _chunk(1))
 
 

@@ -58,9 +58,17 @@ class EpisodeWriter:
         body = payload.model_dump_json(exclude={"kind"})
         with interrupts.critical:
             seq = self.next_seq
-            self._conn.execute(
-                _INSERT_EVENT, (self.episode_id, seq, self.attempt, turn, kind, utc_now(), body)
-            )
+            try:
+                self._conn.execute(
+                    _INSERT_EVENT, (self.episode_id, seq, self.attempt, turn, kind, utc_now(), body)
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"cannot record {kind} as seq {seq} of {self.episode_id}: {exc}"
+                    " (is another run writing this episode?)"
+                ) from None
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"cannot record {kind} of {self.episode_id}: {exc}") from None
             self.next_seq = seq + 1
         return seq
 
