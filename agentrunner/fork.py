@@ -103,22 +103,23 @@ def fork_episode(
     from agentrunner.state import rebuild
 
     tip = rebuild(store, parent.episode_id, upto_seq=seq).tip
-    forks = []
-    for _ in range(n):
-        fork_id = store.create_episode(
+    first: tuple[int, MessageEvent] | None = None
+    if message is not None:
+        digest = store.put_message(tip, Message(role="user", content=message))
+        first = (turn - 1, MessageEvent(role="user", message_hash=digest, reason="fork"))
+    elif edit is not None:
+        digest = store.put_message(tip, edit)
+        first = (turn, MessageEvent(role="assistant", message_hash=digest, reason="edit"))
+    forks = [
+        store.create_episode(
             task_id=parent.task_id,
             seed=parent.seed,
             env=parent.env,
             model=model_spec,
             parent_episode_id=parent.episode_id,
             fork_seq=seq,
+            first_event=first,
         )
-        writer = store.writer(fork_id, attempt=1)
-        if message is not None:
-            digest = store.put_message(tip, Message(role="user", content=message))
-            writer.append(turn - 1, MessageEvent(role="user", message_hash=digest, reason="fork"))
-        elif edit is not None:
-            digest = store.put_message(tip, edit)
-            writer.append(turn, MessageEvent(role="assistant", message_hash=digest, reason="edit"))
-        forks.append(fork_id)
+        for _ in range(n)
+    ]
     return forks

@@ -107,10 +107,12 @@ class TraceStore:
         fork_seq: int | None = None,
         claim: bool = False,
         batch_id: str | None = None,
+        first_event: tuple[int, BaseModel] | None = None,
     ) -> str:
-        """Create an episode; with ``claim``, this process becomes its writer, and with
-        ``batch_id`` it joins that batch as its (task, seed), all in one transaction (so it is
-        never seen unclaimed, and a batch pair never gets two episodes)."""
+        """Create an episode; with ``claim``, this process becomes its writer, with
+        ``batch_id`` it joins that batch as its (task, seed), and ``first_event`` (turn,
+        payload) is its first event (a fork's edit), all in one transaction: it is never seen
+        unclaimed, a batch pair never gets two episodes, a fork never lacks its edit."""
         episode_id = str(ULID())
         conn = self.conn
         with interrupts.critical:
@@ -138,6 +140,20 @@ class TraceStore:
                     )
                 if claim:
                     control.write_lease(conn, episode_id)
+                if first_event is not None:
+                    turn, payload = first_event
+                    conn.execute(
+                        _INSERT_EVENT,
+                        (
+                            episode_id,
+                            (fork_seq or 0) + 1,
+                            1,
+                            turn,
+                            payload.kind,  # type: ignore[attr-defined]
+                            utc_now(),
+                            payload.model_dump_json(exclude={"kind"}),
+                        ),
+                    )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
