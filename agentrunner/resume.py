@@ -99,13 +99,15 @@ def resume_episode(
     state = rebuild(store, episode_id)
     check_resumable(state)
     model = _model_for(state.episode, model_fn)
-    if not store.claim_writer(episode_id):
-        raise UsageError(f"episode {episode_id} is being written by another run")
     own_env = env is None
     if env is None:
         from agentrunner.envs.factory import env_from_spec
 
         env = env_from_spec(state.start.env)
+    if not store.claim_writer(episode_id):
+        if own_env:
+            env.close()
+        raise UsageError(f"episode {episode_id} is being written by another run")
     try:
         return _continue(
             store, state, env, model, accept_divergence, max_turns, cancel_check, observer
