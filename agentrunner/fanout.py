@@ -157,10 +157,10 @@ def score_actions(
 
 
 def _assistant_at(store: TraceStore, episode_id: str, turn: int) -> Message:
-    for row in store.iter_events(episode_id, kinds=["model.response"]):
-        if row.turn == turn:
-            return store.message(row.payload["message_hash"])
-    raise UsageError(f"proposal fork {episode_id} produced no turn {turn}")
+    row = store.last_at_turn(episode_id, "model.response", turn)
+    if row is None:
+        raise UsageError(f"proposal fork {episode_id} produced no turn {turn}")
+    return store.message(row.payload["message_hash"])
 
 
 def _rank(

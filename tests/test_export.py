@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_fanout import BREAK_EMPTY, FIX, SUBMIT
 
 import agentrunner.export as export_module
 from agentrunner import TraceStore, run_agent_episode
@@ -31,23 +32,6 @@ from agentrunner.resume import resume_episode
 from agentrunner.verifiers import RuleVerifier, verify_episode
 from providers import get_model
 
-FIX = {
-    "name": "str_replace",
-    "arguments": {
-        "path": "stats.py",
-        "old_str": "return total / (len(values) - 1)",
-        "new_str": "return total / len(values)",
-    },
-}
-BREAK_EMPTY = {
-    "name": "str_replace",
-    "arguments": {
-        "path": "stats.py",
-        "old_str": 'raise ValueError("mean() of an empty sequence")',
-        "new_str": "return 0",
-    },
-}
-SUBMIT: dict[str, Any] = {"name": "submit", "arguments": {}}
 # demo-mean with partial credit: the buggy code passes 3 of 5 hidden tests.
 CANDIDATES = [[BREAK_EMPTY, SUBMIT], [SUBMIT], [FIX, SUBMIT]]
 REWARDS = {0: 0.4, 1: 0.6, 2: 1.0, "parent": 1.0}  # the parent fixes at turn 4, submits later

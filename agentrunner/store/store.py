@@ -393,21 +393,27 @@ class TraceStore:
             raise StoreError(f"tool set {tools_hash_[:12]} is missing from {self.path}")
         return [ToolSpec.model_validate(t) for t in json.loads(row[0])]
 
-    def reconstruct_request(self, episode_id: str, turn: int) -> ModelInput:
-        """The exact input the model received at ``turn`` (its last request at that turn)."""
-        episode_id = self.resolve(episode_id)
-        request = None
+    def last_at_turn(self, episode_id: str, kind: str, turn: int) -> EventRow | None:
+        """The last event of ``kind`` at model turn ``turn`` in the episode's full history."""
+        found: EventRow | None = None
         for seg in self.segments(episode_id):
             hi = seg.end if seg.end is not None else 2**62
             row = self.conn.execute(
-                "SELECT payload FROM events WHERE episode_id = ? AND kind = 'model.request'"
-                " AND turn = ? AND seq >= ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-                (seg.episode_id, turn, seg.start, hi),
+                f"SELECT {_EVENT_COLS} FROM events WHERE episode_id = ? AND kind = ?"
+                " AND turn = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT 1",
+                (seg.episode_id, kind, turn, seg.start, hi),
             ).fetchone()
             if row is not None:
-                request = json.loads(row[0])
-        if request is None:
+                found = EventRow(*row)
+        return found
+
+    def reconstruct_request(self, episode_id: str, turn: int) -> ModelInput:
+        """The exact input the model received at ``turn`` (its last request at that turn)."""
+        episode_id = self.resolve(episode_id)
+        row = self.last_at_turn(episode_id, "model.request", turn)
+        if row is None:
             raise EpisodeNotFoundError(f"episode {episode_id} has no model request at turn {turn}")
+        request = row.payload
         return ModelInput(
             messages=self.message_chain(request["tip_hash"]),
             tools=self.tools(request["tools_hash"]),

@@ -63,16 +63,8 @@ def fork_prefill(
         row = store.events(episode_id, after_seq=seq - 1, limit=1, segments=segments)[0]
         edit = json.dumps(_tool_call_json(row.payload), indent=2, ensure_ascii=False)
         return ForkPrefill(summary.episode_id, turn, edit, model, True)
-    response = None
-    for seg in segments:
-        hi = seg.end if seg.end is not None else 2**62
-        row2 = store.conn.execute(
-            "SELECT payload FROM events WHERE episode_id = ? AND kind = 'model.response'"
-            " AND turn = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT 1",
-            (seg.episode_id, turn, seg.start, hi),
-        ).fetchone()
-        if row2 is not None:
-            response = json.loads(row2[0])
+    last = store.last_at_turn(episode_id, "model.response", turn)
+    response = last.payload if last is not None else None
     value: dict[str, Any] = {"message": "", "tool_calls": []}
     if response is not None:
         message = store.message(response["message_hash"])
