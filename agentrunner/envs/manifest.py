@@ -1,0 +1,100 @@
+"""Workspace manifests: what a snapshot holds, path by path.
+
+A manifest maps each path under the workspace root (posix, relative, no ``./``; names that
+are not UTF-8 carry their bytes as lone surrogates, Python's ``surrogateescape``) to an
+entry: a regular file (permission bits, the sha256 of its content, its size), a symlink
+(its target, never followed) or a folder (permission bits; listed so that empty folders
+and folder modes survive a restore). File contents live elsewhere, addressed by sha256.
+
+Entries serialise to short JSON lists (``["f", 420, "<sha256>", 12]``, ``["l", "target"]``,
+``["d", 493]``); a snapshot stores the changes against its parent as ``{path: entry|null}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    mode: int  # permission bits (st_mode & 0o7777)
+    sha256: str
+    size: int
+
+    def to_json(self) -> list[Any]:
+        return ["f", self.mode, self.sha256, self.size]
+
+    @property
+    def git_mode(self) -> str:
+        return "100755" if self.mode & 0o111 else "100644"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkEntry:
+    target: str
+
+    def to_json(self) -> list[Any]:
+        return ["l", self.target]
+
+    @property
+    def git_mode(self) -> str:
+        return "120000"
+
+
+@dataclass(frozen=True, slots=True)
+class DirEntry:
+    mode: int
+
+    def to_json(self) -> list[Any]:
+        return ["d", self.mode]
+
+
+Entry = FileEntry | LinkEntry | DirEntry
+Manifest = dict[str, Entry]
+Changes = dict[str, Entry | None]
+"""Path -> new entry, or ``None`` where the path was removed."""
+
+
+def entry_from_json(value: list[Any]) -> Entry:
+    """The entry a JSON list stands for (ValueError when it is not one)."""
+    tag = value[0] if isinstance(value, list) and value else None
+    if tag == "f" and len(value) == 4:
+        return FileEntry(int(value[1]), str(value[2]), int(value[3]))
+    if tag == "l" and len(value) == 2:
+        return LinkEntry(str(value[1]))
+    if tag == "d" and len(value) == 2:
+        return DirEntry(int(value[1]))
+    raise ValueError(f"not a manifest entry: {value!r}")
+
+
+def changes_between(old: Mapping[str, Entry], new: Mapping[str, Entry]) -> Changes:
+    """What turns ``old`` into ``new``: changed or added entries, and ``None`` for removals."""
+    out: Changes = {path: entry for path, entry in new.items() if old.get(path) != entry}
+    out.update((path, None) for path in old if path not in new)
+    return out
+
+
+def apply_changes(base: Mapping[str, Entry], changes: Mapping[str, Entry | None]) -> Manifest:
+    """``base`` with ``changes`` applied (a new dict; ``base`` is not modified)."""
+    out = dict(base)
+    for path, entry in changes.items():
+        if entry is None:
+            out.pop(path, None)
+        else:
+            out[path] = entry
+    return out
+
+
+def changes_to_json(changes: Mapping[str, Entry | None]) -> dict[str, list[Any] | None]:
+    return {p: (e.to_json() if e is not None else None) for p, e in sorted(changes.items())}
+
+
+def changes_from_json(value: Mapping[str, Any]) -> Changes:
+    return {p: (entry_from_json(e) if e is not None else None) for p, e in value.items()}
+
+
+def file_bytes(manifest: Mapping[str, Entry]) -> int:
+    """The total size of the regular files in ``manifest``."""
+    return sum(e.size for e in manifest.values() if isinstance(e, FileEntry))
