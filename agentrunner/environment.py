@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,3 +68,32 @@ class Restorable(Protocol):
     """An environment that can return to a snapshot a step produced (``StepResult.snapshot``)."""
 
     def restore(self, snapshot_id: str, *, steps: int | None = None) -> None: ...
+
+
+class SnapshotBackend(Protocol):
+    """Where an environment keeps workspace snapshots (the trace store implements it)."""
+
+    def missing_blobs(self, hashes: Collection[str]) -> set[str]: ...
+
+    def put_blobs(self, items: Iterable[tuple[str, Iterable[bytes]]]) -> int: ...
+
+    def read_blob(self, digest: str) -> bytes: ...
+
+    def put_snapshot(
+        self,
+        snapshot_id: str,
+        parent_id: str | None,
+        depth: int,
+        changes: str,
+        files: int,
+        size: int,
+    ) -> None: ...
+
+    def snapshot_changes(self, snapshot_id: str) -> list[str] | None: ...
+
+
+@runtime_checkable
+class UsesStore(Protocol):
+    """An environment that keeps its snapshots in the trace store it is run against."""
+
+    def bind_store(self, store: SnapshotBackend) -> None: ...

@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentrunner.environment import Environment
+from agentrunner.environment import Environment, UsesStore
+from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import UsageError
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
@@ -101,9 +102,9 @@ def resume_episode(
     model = _model_for(state.episode, model_fn)
     own_env = env is None
     if env is None:
-        from agentrunner.envs.factory import env_from_spec
-
-        env = env_from_spec(state.start.env)
+        env = env_from_spec(state.start.env, store)
+    elif isinstance(env, UsesStore):
+        env.bind_store(store)
     if not store.claim_writer(episode_id):
         if own_env:
             env.close()
@@ -135,9 +136,7 @@ def _run_fresh(
     model = _model_for(episode, model_fn)
     own_env = env is None
     if env is None:
-        from agentrunner.envs.factory import env_from_spec
-
-        env = env_from_spec(episode.env)
+        env = env_from_spec(episode.env, store)
     try:
         return run_agent_episode(
             env=env,

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrunner import __version__, interrupts
-from agentrunner.environment import Environment, ResetResult, ToolAction
+from agentrunner.environment import Environment, ResetResult, ToolAction, UsesStore
 from agentrunner.errors import (
     Cancelled,
     ContextOverflowError,
@@ -232,6 +232,12 @@ class EpisodeLoop:
             step=self.env_steps,
             truncated=result.truncated,
         )
+        test = result.info.get("test")
+        if isinstance(test, dict):  # a test command scored the submission: keep it as a verdict
+            details = {**test, "seq": self.rec.writer.next_seq - 1, "source": "submit"}
+            self.rec.store.add_verification(
+                self.rec.episode_id, "test", result.reward, bool(test.get("passed_all")), details
+            )
         if result.truncated:
             return "max_steps"
         return "done" if result.done else None
@@ -268,6 +274,8 @@ def run_agent_episode(
     cfg = config or RunConfig(max_turns=max_turns)
     model = as_model(model_fn)
     model_spec = _model_spec(model)
+    if isinstance(env, UsesStore):
+        env.bind_store(store)
     reset = env.reset(task_id, seed)
     if episode_id is None:
         episode_id = store.create_episode(

@@ -21,7 +21,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from agentrunner import interrupts
 from agentrunner.errors import UsageError
 from agentrunner.store import TraceStore
 from agentrunner.verifiers_base import (
@@ -132,23 +131,10 @@ def verify_episode(
 
 def save_result(store: TraceStore, result: VerificationResult) -> VerificationResult:
     """Append a result to the ``verifications`` table; return it with its id and time."""
-    from agentrunner.store.store import utc_now
-
-    created = utc_now()
-    with interrupts.critical:
-        cur = store.conn.execute(
-            "INSERT INTO verifications (episode_id, verifier, score, passed, details, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                result.episode_id,
-                result.verifier,
-                result.score,
-                int(result.passed),
-                json.dumps(result.details, ensure_ascii=False, sort_keys=True),
-                created,
-            ),
-        )
-    return replace(result, id=cur.lastrowid, created_at=created)
+    row_id, created = store.add_verification(
+        result.episode_id, result.verifier, result.score, result.passed, result.details
+    )
+    return replace(result, id=row_id, created_at=created)
 
 
 _COLS = "id, episode_id, verifier, score, passed, details, created_at"

@@ -305,6 +305,9 @@ def test_tasks_lists_a_user_tasks_file(tmp_path: Path) -> None:
             "max_steps": 5,
             "reward_mode": "binary",
             "files": ["a.py"],
+            "repo": None,
+            "rev": None,
+            "test": None,
         }
     ]
 

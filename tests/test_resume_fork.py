@@ -152,7 +152,7 @@ def test_resume_restores_the_workspace_from_its_snapshot(store: TraceStore, tmp_
 def test_resume_without_snapshots_replays_the_recorded_actions(
     store: TraceStore, tmp_path: Path
 ) -> None:
-    with WorkspaceEnv() as env:
+    with WorkspaceEnv(snapshots=False) as env:
         ep = run_agent_episode(
             env=env,
             task_id="demo-mean",
@@ -160,7 +160,7 @@ def test_resume_without_snapshots_replays_the_recorded_actions(
             store=store,
             cancel_check=_cancel_after(110),
         ).episode_id
-    with WorkspaceEnv() as fresh:
+    with WorkspaceEnv(snapshots=False) as fresh:
         fresh_restore = resume_episode(store, ep, env=fresh)
     resume = store.events(ep, kinds=["resume"])[0].payload
     assert "replayed" in resume["env_restore"] and fresh_restore.total_reward == 1.0
@@ -181,7 +181,7 @@ def _clock_episode(store: TraceStore, script: Any) -> tuple[str, Any]:
             stop.set()
         return inner(context)
 
-    with WorkspaceEnv() as env:
+    with WorkspaceEnv(snapshots=False) as env:
         ep = run_agent_episode(
             env=env, task_id="demo-mean", model_fn=model, store=store, cancel_check=stop.is_set
         ).episode_id

@@ -19,6 +19,7 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.run_cmd import DEFAULT_MODEL
+from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
@@ -61,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="model turns per episode (default 100)",
     )
     p.add_argument("--name", help="a name for the batch (part of its identity)")
+    add_sandbox_options(p)
 
 
 def _task_ids(args: argparse.Namespace) -> list[str]:
@@ -92,7 +94,8 @@ def batch(args: argparse.Namespace) -> int:
     )
     get_model(args.model, **options)  # fail fast on a bad spec or a missing key
     store = open_store(args)
-    snapshots = store.path.parent / "snapshots"
+    sandbox = sandbox_from_args(args)
+    warn_about_sandbox(make_env(args.env, tasks_path=args.tasks, sandbox=sandbox))
 
     rewards: list[float] = []
     costs: list[float] = []
@@ -126,9 +129,7 @@ def batch(args: argparse.Namespace) -> int:
             result = run_batch(
                 store,
                 task_seed_pairs=pairs,
-                env_factory=lambda: make_env(
-                    args.env, tasks_path=args.tasks, snapshot_dir=snapshots
-                ),
+                env_factory=lambda: make_env(args.env, tasks_path=args.tasks, sandbox=sandbox),
                 model_factory=lambda: get_model(args.model, **options),
                 concurrency=args.concurrency,
                 max_turns=args.max_turns,

@@ -14,6 +14,7 @@ from agentrunner.cli.common import (
 )
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.run_cmd import report, rollout_exit_code
+from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.fork import fork_episode
 from agentrunner.restore import StepCheck, replay_steps
@@ -250,8 +251,6 @@ def fanout(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from agentrunner.envs.factory import env_from_spec
-
     store = open_store(args)
     state = rebuild(store, args.episode)
     console = stderr_console() if args.json else stdout_console()
@@ -264,7 +263,7 @@ def replay(args: argparse.Namespace) -> int:
             console.print(f"    expected: {d['expected']!r} (reward {check.expected_reward})")
             console.print(f"    got:      {d['got']!r} (reward {check.got_reward})")
 
-    env = env_from_spec(state.start.env)
+    env = env_from_spec(state.start.env, store)
     try:
         env.reset(state.start.task_id, state.start.seed)
         checks = replay_steps(env, state.env_steps, on_step=show, stop_on_divergence=args.verify)

@@ -13,9 +13,14 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.render import EventRenderer
+from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
+from agentrunner.environment import Environment
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import DEFAULT_TASK
+from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
+from agentrunner.errors import UsageError
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, run_agent_episode
+from providers import get_model
 
 DEFAULT_MODEL = "scripted:demo"
 EXIT_BY_STATUS = {"completed": 0, "cancelled": 130}
@@ -29,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run one episode and record it",
         description="Run one episode of a model against an environment, recording every "
         "request, chunk, tool call and result in the trace store as it happens. With no "
-        "arguments it runs the offline scripted model on the bundled demo task.",
+        "arguments it runs the offline scripted model on the bundled demo task. With --repo "
+        "the agent works on a private copy of your git repository (never on the repository "
+        "itself); `agentrunner diff EP` then prints its change as a patch.",
     )
     p.add_argument("--task", default=DEFAULT_TASK, help=f"task id (default: {DEFAULT_TASK})")
     p.add_argument(
@@ -45,6 +52,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--base-url", metavar="URL", help="the provider's base URL (any provider)")
     p.add_argument("--seed", type=int, default=0, help="episode seed (default: 0)")
+    repo = p.add_argument_group("your own repository")
+    repo.add_argument(
+        "--repo",
+        metavar="PATH",
+        help="a git repository (path or file:// URL): the agent works on a private copy",
+    )
+    repo.add_argument(
+        "--rev",
+        metavar="REV",
+        help="the revision to copy (default: HEAD plus the uncommitted changes to tracked files)",
+    )
+    prompt = repo.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", metavar="TEXT", help="what the agent should do")
+    prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="the prompt, from a file")
+    repo.add_argument(
+        "--test",
+        metavar="CMD",
+        help="test command run by submit() in the sandbox: reward 1 on exit status 0",
+    )
+    repo.add_argument(
+        "--test-report",
+        metavar="PATH",
+        help="JUnit XML file the test command writes (relative to the repository): reward = "
+        "the fraction of test cases that passed",
+    )
+    repo.add_argument(
+        "--setup", metavar="CMD", help="command run once in the copy before the agent starts"
+    )
+    repo.add_argument(
+        "--with-git",
+        action="store_true",
+        help="give the agent a private copy of .git (git log / git diff work inside)",
+    )
+    repo.add_argument(
+        "--max-steps",
+        type=int,
+        default=REPO_MAX_STEPS,
+        metavar="N",
+        help=f"tool calls at most on a repository (default {REPO_MAX_STEPS})",
+    )
     p.add_argument(
         "--max-turns",
         type=int,
@@ -52,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"model turns at most (1..{MAX_TURNS_LIMIT}, default 100); the only runner limit",
     )
+    add_sandbox_options(p)
 
 
 def rollout_exit_code(rollout: Rollout) -> int:
@@ -72,9 +120,48 @@ def report(args: argparse.Namespace, rollout: Rollout) -> int:
     return rollout_exit_code(rollout)
 
 
+def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
+    """The environment and task id the flags ask for."""
+    sandbox = sandbox_from_args(args)
+    if args.repo is None:
+        if args.prompt or args.prompt_file or args.rev or args.test or args.setup:
+            raise UsageError("--prompt, --rev, --test and --setup go with --repo PATH")
+        return make_env(args.env, tasks_path=args.tasks, sandbox=sandbox), args.task
+    if args.env != "workspace" or args.tasks or args.task != DEFAULT_TASK:
+        raise UsageError(
+            "--repo runs its own task; it does not combine with --env, --tasks or --task"
+        )
+    if args.prompt_file is not None:
+        try:
+            prompt = args.prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read --prompt-file {args.prompt_file}: {exc}") from None
+    elif args.prompt:
+        prompt = args.prompt
+    else:
+        raise UsageError(
+            "--repo needs --prompt TEXT or --prompt-file FILE: what should the agent do?"
+        )
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    if args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    env = WorkspaceEnv.for_repo(
+        args.repo,
+        prompt=prompt,
+        rev=args.rev,
+        test=args.test,
+        test_report=args.test_report,
+        setup=args.setup,
+        with_git=args.with_git,
+        max_steps=args.max_steps,
+        sandbox=sandbox,
+    )
+    assert env.task is not None
+    return env, env.task.task_id
+
+
 def run(args: argparse.Namespace) -> int:
-    from agentrunner.errors import UsageError
-    from providers import get_model
 
     if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
@@ -83,12 +170,13 @@ def run(args: argparse.Namespace) -> int:
         stderr_console().print("[yellow]warning:[/] --base-url is ignored by the scripted model")
         options = {}
     model = get_model(args.model, **options)
+    env, task_id = _environment(args)
+    warn_about_sandbox(env)
     store = open_store(args)
-    env = make_env(args.env, tasks_path=args.tasks, snapshot_dir=store.path.parent / "snapshots")
     try:
         rollout = run_agent_episode(
             env=env,
-            task_id=args.task,
+            task_id=task_id,
             seed=args.seed,
             model_fn=model,
             store=store,

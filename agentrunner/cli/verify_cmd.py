@@ -28,6 +28,7 @@ from agentrunner.verifiers import (
     verify_episode,
 )
 from agentrunner.verifiers_rules import RULE_FORMS
+from agentrunner.verifiers_test import TestVerifier
 
 _RULE_HELP = (
     "a condition over the trajectory (repeatable): tool:NAME, tool:NAME:KEY~REGEX, "
@@ -44,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score recorded episodes (rules, LLM judge)",
         description="Score recorded episodes after the fact with rule-based conditions over "
         "the trajectory (--rule), an LLM judge grading the transcript against a rubric "
-        "(--judge MODEL --rubric TEXT), or both (combined with --combine). Each result is "
+        "(--judge MODEL --rubric TEXT), or both (combined with --combine), or a test command "
+        "run on the episode's final workspace (--test CMD). Each result is "
         "stored with the episode (the verifications table) under the verifier's name and "
         "shown by `agentrunner show` and `agentrunner ls`; `agentrunner export --verifier "
         "NAME` filters by it. Example: agentrunner verify --all --rule 'tool:bash:command~"
@@ -67,6 +69,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the rules pass when any one holds (default: all must hold); the score is "
         "always the fraction that hold",
+    )
+    test = p.add_argument_group("test command (workspace episodes)")
+    test.add_argument(
+        "--test",
+        metavar="CMD",
+        help="run CMD in a sandbox on the episode's final workspace (restored from the "
+        "store): score 1 on exit status 0",
+    )
+    test.add_argument(
+        "--test-report",
+        metavar="PATH",
+        help="JUnit XML file CMD writes (relative to the workspace): score = fraction passed",
     )
     judge = p.add_argument_group("LLM judge")
     judge.add_argument(
@@ -108,6 +122,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def build_verifier(args: argparse.Namespace) -> Verifier:
     """The verifier the flags describe."""
+    if args.test_report and not args.test:
+        raise UsageError("--test-report needs --test CMD")
+    if args.test:
+        if args.rule or args.judge:
+            raise UsageError("--test runs on its own; verify rules or a judge separately")
+        return TestVerifier(args.test, report=args.test_report, name=args.name or "test")
     rule_verifier = None
     if args.rule:
         rule_verifier = RuleVerifier(
@@ -143,7 +163,9 @@ def build_verifier(args: argparse.Namespace) -> Verifier:
         )
     single: Verifier | None = rule_verifier or judge_verifier
     if single is None:
-        raise UsageError(f"give --rule RULE (rules look like: {RULE_FORMS}) and/or --judge MODEL")
+        raise UsageError(
+            f"give --rule RULE (rules look like: {RULE_FORMS}), --judge MODEL or --test CMD"
+        )
     if args.name:
         single.name = args.name
     return single
@@ -175,6 +197,10 @@ def _why(result: VerificationResult) -> str:
         failed = [c for c in details["checks"] if not c["passed"]]
         shown = failed or details["checks"]
         return "; ".join(f"{c['rule']}: {c['evidence']}" for c in shown[:3])
+    if "command" in details and "exit_code" in details:
+        return f"exit code {details['exit_code']}" + (
+            f", {details['passed']}/{details['total']} test cases" if details.get("total") else ""
+        )
     if "children" in details:
         return " · ".join(
             f"{c['verifier']} {'pass' if c['passed'] else 'fail'}"

@@ -21,15 +21,12 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-MAX_FILE_BYTES = 32 * 1024 * 1024
-"""The largest file ``read_file`` and ``str_replace`` will load."""
 FLOOD_LIMIT = 64 * 1024 * 1024
 """Bytes of output after which a command's process group is killed (``yes`` with no end)."""
 
@@ -78,77 +75,6 @@ class PathMasker:
         return text
 
 
-def read_text(workspace: Path, path: str, *, strict: bool) -> str:
-    """A confined text file's content; ``strict`` refuses bytes that are not UTF-8."""
-    target = confine(workspace, path)
-    shown = shown_path(path)
-    try:
-        _check_regular(target, shown)
-        with target.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ToolError(f"file not found: {shown}") from None
-    except OSError as exc:
-        raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ToolError(f"{shown} is larger than {MAX_FILE_BYTES} bytes; use bash (head, sed)")
-    if b"\0" in data[:8192]:
-        raise ToolError(f"{shown} is a binary file ({len(data)} bytes)")
-    try:
-        return data.decode("utf-8", "strict" if strict else "replace")
-    except UnicodeDecodeError:
-        raise ToolError(f"{shown} is not UTF-8 text") from None
-
-
-def write_bytes(workspace: Path, path: str, data: bytes) -> None:
-    """Create or overwrite a confined file, creating its parent folders."""
-    target = confine(workspace, path)
-    shown = shown_path(path)
-    try:
-        if os.path.lexists(target):
-            _check_regular(target, shown)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    except OSError as exc:
-        raise ToolError(f"cannot write {shown}: {exc.strerror}") from None
-
-
-def _check_regular(target: Path, shown: str) -> None:
-    """Refuse folders, fifos and devices (opening a fifo would block the environment)."""
-    mode = target.stat().st_mode
-    if stat.S_ISDIR(mode):
-        raise ToolError(f"{shown} is a directory; use list_files to see what it holds")
-    if not stat.S_ISREG(mode):
-        raise ToolError(f"{shown} is not a regular file")
-
-
-def list_entries(workspace: Path, path: str, skip: frozenset[str]) -> list[str]:
-    """Sorted paths (relative to the workspace root) under a confined folder.
-
-    Files are listed, symlinks as ``name -> target`` (never followed), empty folders
-    with a trailing ``/``; folders named in ``skip`` are left out.
-    """
-    target = confine(workspace, path)
-    root = os.path.realpath(workspace)
-    if not os.path.exists(target):
-        raise ToolError(f"not found: {shown_path(path)}")
-    if not os.path.isdir(target):
-        return [_entry(root, str(target))]
-    entries: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(target):
-        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        dirnames[:] = [d for d in dirnames if d not in skip and d not in links]
-        if not (dirnames or filenames or links) and dirpath != str(target):
-            entries.append(os.path.relpath(dirpath, root) + "/")
-        entries += (_entry(root, os.path.join(dirpath, name)) for name in filenames + links)
-    return sorted(entries)
-
-
-def _entry(root: str, path: str) -> str:
-    rel = os.path.relpath(path, root)
-    return f"{rel} -> {os.readlink(path)}" if os.path.islink(path) else rel
-
-
 def shown_path(path: str) -> str:
     """How a model-given path is echoed back: normalised, posix, ``.`` for the root."""
     return Path(os.path.normpath(path)).as_posix() if path else "."
@@ -168,16 +94,9 @@ def numbered(lines: Sequence[str], start: int, end: int) -> str:
 
 
 def scrubbed_env(
-    home: Path, tmpdir: Path, extra: Mapping[str, str] | None = None
+    home: Path, tmpdir: Path, path: str, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The child environment: an allowlist, plus ``extra``; nothing from ``os.environ`` but PATH.
-
-    The running interpreter's directory comes first on PATH, so ``python`` in the sandbox
-    is the interpreter agentrunner runs under.
-    """
-    entries = [os.path.dirname(sys.executable)]
-    entries += (os.environ.get("PATH") or DEFAULT_PATH).split(os.pathsep)
-    path = os.pathsep.join(dict.fromkeys(e for e in entries if e))
+    """The child environment: an allowlist, plus ``extra``; nothing from ``os.environ``."""
     env = {
         "PATH": path,
         "LANG": "C.UTF-8",
@@ -286,10 +205,12 @@ def run_command(
     timeout: float,
     output_cap: int,
     flood_limit: int = FLOOD_LIMIT,
+    preexec: Callable[[], None] | None = None,
 ) -> CommandResult:
     """Run ``argv`` in its own process group with merged, capped output and a hard timeout.
 
-    Raises ``OSError`` when the command cannot be started (the caller translates it).
+    ``preexec`` runs in the child before exec (limits, cgroup). Raises ``OSError`` when the
+    command cannot be started (the caller translates it).
     """
     proc = subprocess.Popen(
         list(argv),
@@ -299,6 +220,7 @@ def run_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=preexec,
     )
     try:
         buf, timed_out, flooded = _collect(proc, timeout, output_cap, flood_limit)

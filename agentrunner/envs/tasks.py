@@ -8,8 +8,15 @@ A tasks.json file is a JSON list of task objects::
      "hidden_files": {...} | "hidden_dir": "dir",
      "solution_dir": "dir", "verifier": null | ["cmd", "arg"]}
 
-``*_dir`` paths are relative to the tasks.json file. Visible files are laid into the
-workspace; hidden files (the verifier's tests) are never shown to the agent.
+or, for a task on a git repository (a SWE-bench-style benchmark is a tasks file of these)::
+
+    {"task_id": "...", "prompt": "...", "repo": "path or file:// URL", "rev": "commit",
+     "test": "shell command (exit 0 passes)", "test_report": "junit.xml",
+     "setup": "shell command run once before the agent starts",
+     "hidden_dir": "tests the agent must not see, laid over the copy for the test run"}
+
+``*_dir`` and relative ``repo`` paths are relative to the tasks.json file. Visible files are
+laid into the workspace; hidden files (the verifier's tests) are never shown to the agent.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentrunner.errors import UsageError
 
@@ -42,6 +49,20 @@ class Task(BaseModel):
     hidden_files: dict[str, str] = Field(default_factory=dict)
     solution: dict[str, str] = Field(default_factory=dict)
     verifier: list[str] | None = None
+    repo: str | None = None
+    rev: str | None = None
+    with_git: bool = False
+    test: str | None = None
+    test_report: str | None = None
+    setup: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Task:
+        if self.repo is not None and self.files:
+            raise ValueError("a task takes its files from 'repo' or from 'files', not both")
+        if self.test_report is not None and self.test is None:
+            raise ValueError("'test_report' needs a 'test' command that writes it")
+        return self
 
     def summary(self) -> dict[str, Any]:
         """The public description used by ``agentrunner tasks``."""
@@ -53,21 +74,41 @@ class Task(BaseModel):
             "max_steps": self.max_steps,
             "reward_mode": self.reward_mode,
             "files": sorted(self.files),
+            "repo": self.repo,
+            "rev": self.rev,
+            "test": self.test,
         }
 
 
+_SKIP_PARTS = frozenset({"__pycache__", ".git"})
+
+
 def _read_dir(root: Path) -> dict[str, str]:
+    """A task folder's text files (``.git`` and ``__pycache__`` left out)."""
     if not root.is_dir():
         raise UsageError(f"task folder not found: {root}")
-    return {
-        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
+    files: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if _SKIP_PARTS.intersection(rel.parts) or not path.is_file():
+            continue
+        try:
+            files[rel.as_posix()] = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(
+                f"{path} is not UTF-8 text: a task folder holds text files; for binary files "
+                "make the task a git repository ('repo' in tasks.json)"
+            ) from None
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    return files
 
 
 def _expand(entry: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(entry)
+    repo = out.get("repo")
+    if isinstance(repo, str) and not repo.startswith("file://") and not Path(repo).is_absolute():
+        out["repo"] = str((base / repo).resolve())
     for key, target in (
         ("files_dir", "files"),
         ("hidden_dir", "hidden_files"),

@@ -168,3 +168,38 @@ def m002_groups_batches_verifications(db: Database) -> None:
     """Side tables for fork groups, batch runs and verifier results."""
     for statement in _GROUPS:
         db.execute(statement)
+
+
+_WORKSPACES = (
+    # Workspace file contents, content-addressed (sha256 of the whole file), in parts of at
+    # most 8 MiB so that files of any size fit; a blob is present when its part 0 is.
+    """
+    CREATE TABLE blobs (
+        hash TEXT NOT NULL,
+        part INTEGER NOT NULL CHECK (part >= 0),
+        data BLOB NOT NULL,
+        PRIMARY KEY (hash, part)
+    )
+    """,
+    # Workspace snapshots: each holds its changes against its parent ({path: entry | null},
+    # see agentrunner/envs/manifest.py); a snapshot without a parent holds every entry.
+    """
+    CREATE TABLE snapshots (
+        id TEXT PRIMARY KEY,
+        parent_id TEXT REFERENCES snapshots(id),
+        depth INTEGER NOT NULL CHECK (depth >= 0),
+        created_at TEXT NOT NULL,
+        files INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        changes TEXT NOT NULL CHECK (json_valid(changes)),
+        CHECK ((parent_id IS NULL) = (depth = 0))
+    )
+    """,
+)
+
+
+@_migration
+def m003_workspace_snapshots(db: Database) -> None:
+    """Content-addressed workspace blobs and incremental snapshots, kept in the store."""
+    for statement in _WORKSPACES:
+        db.execute(statement)

@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from ulid import ULID
 
 from agentrunner import interrupts
-from agentrunner.errors import EpisodeNotFoundError, StoreError, UsageError
-from agentrunner.store import control
+from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
+from agentrunner.store import blobs, control
 from agentrunner.store.connection import Synchronous, open_connections
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.records import EpisodeSummary, EventRow, ModelInput, Segment
@@ -33,6 +33,7 @@ _INSERT_EVENT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _EVENT_COLS = "episode_id, seq, attempt, turn, kind, ts, payload"
+_T = TypeVar("_T")
 
 
 def default_db_path() -> Path:
@@ -186,6 +187,71 @@ class TraceStore:
                 "INSERT OR IGNORE INTO tools (hash, tools) VALUES (?, ?)", (digest, text)
             )
         return digest
+
+    # ---------------------------------------------------------------- workspace snapshots
+
+    def missing_blobs(self, hashes: Collection[str]) -> set[str]:
+        return self._translated(lambda: blobs.missing_blobs(self.conn, hashes))
+
+    def put_blobs(self, items: Iterable[tuple[str, Iterable[bytes]]]) -> int:
+        """Store workspace file contents by sha256 (skipping those already present)."""
+        return self._translated(lambda: blobs.put_blobs(self.conn, items))
+
+    def read_blob(self, digest: str) -> bytes:
+        return self._translated(lambda: blobs.read_blob(self.conn, digest))
+
+    def put_snapshot(
+        self,
+        snapshot_id: str,
+        parent_id: str | None,
+        depth: int,
+        changes: str,
+        files: int,
+        size: int,
+    ) -> None:
+        self._translated(
+            lambda: blobs.put_snapshot(
+                self.conn, snapshot_id, parent_id, depth, changes, files, size, utc_now()
+            )
+        )
+
+    def snapshot_changes(self, snapshot_id: str) -> list[str] | None:
+        return self._translated(lambda: blobs.snapshot_changes(self.conn, snapshot_id))
+
+    def _translated(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"{self.path}: workspace snapshot: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(f"{self.path}: workspace snapshot: {exc}") from None
+
+    # ---------------------------------------------------------------- verifications
+
+    def add_verification(
+        self,
+        episode_id: str,
+        verifier: str,
+        score: float | None,
+        passed: bool,
+        details: dict[str, Any],
+    ) -> tuple[int, str]:
+        """Append a verifier's result for an episode; return its row id and time."""
+        created = utc_now()
+        with interrupts.critical:
+            cur = self.conn.execute(
+                "INSERT INTO verifications (episode_id, verifier, score, passed, details,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    episode_id,
+                    verifier,
+                    score,
+                    int(passed),
+                    json.dumps(details, ensure_ascii=False, sort_keys=True),
+                    created,
+                ),
+            )
+        return int(cur.lastrowid or 0), created
 
     # ---------------------------------------------------------------- control
 

@@ -1,0 +1,136 @@
+"""An episode's change to its workspace: from the base it started on to the snapshot after a
+turn (or after one step), as manifests, as a patch ``git apply`` accepts, or applied to a
+checkout. Everything is read from the trace store alone (the snapshots live there)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrunner.envs.manifest import Manifest
+from agentrunner.envs.patch import ApplyResult, apply_to, render_diff
+from agentrunner.envs.snapshotter import load_manifest
+from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.events import EpisodeStart
+from agentrunner.store import TraceStore
+
+
+def hide_git(path: str) -> bool:
+    """The agent's private ``.git`` (``--with-git``) is never part of its change."""
+    return path == ".git" or path.startswith(".git/")
+
+
+@dataclass(frozen=True)
+class WorkspaceChange:
+    """The change between two snapshots of one episode's workspace."""
+
+    episode_id: str
+    base: dict[str, Any]
+    """The recorded base: its snapshot id, and for a repository its path, commit, rev."""
+    before: str
+    after: str
+    turn: int | None
+    old: Manifest
+    new: Manifest
+
+    def patch(self, store: TraceStore, *, stat: bool = False) -> str:
+        return render_diff(self.old, self.new, store.read_blob, stat=stat, exclude=hide_git)
+
+    def apply(self, store: TraceStore, target: Path, *, check_only: bool = False) -> ApplyResult:
+        return apply_to(
+            target,
+            self.old,
+            self.new,
+            store.read_blob,
+            base_commit=self.base.get("commit"),
+            exclude=hide_git,
+            check_only=check_only,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id,
+            "base": {k: v for k, v in self.base.items() if k != "setup"},
+            "before": self.before,
+            "after": self.after,
+            "turn": self.turn,
+        }
+
+
+def recorded_base(store: TraceStore, episode_id: str) -> dict[str, Any]:
+    """The base snapshot (and repository) an episode's workspace started from."""
+    rows = store.events(episode_id, kinds=["episode.start"], limit=1)
+    if not rows:
+        raise UsageError(f"episode {episode_id} has no episode.start event")
+    start = EpisodeStart.model_validate(rows[0].payload)
+    base = start.env.get("base")
+    if start.env.get("kind") != "workspace" or not isinstance(base, dict):
+        raise UsageError(
+            f"episode {episode_id} has no workspace snapshots in the store (an OpenEnv "
+            "episode, or one recorded before snapshots were kept in the store)"
+        )
+    return base
+
+
+def episode_change(
+    store: TraceStore, episode_id: str, *, turn: int | None = None
+) -> WorkspaceChange:
+    """The episode's change from its base to the end of model turn ``turn`` (or its end)."""
+    if turn is not None and turn < 1:
+        raise UsageError("--turn counts model turns from 1")
+    episode_id = store.resolve(episode_id)
+    base = recorded_base(store, episode_id)
+    after = str(base["snapshot"])
+    last_turn = 0
+    for row in store.iter_events(episode_id, kinds=["tool.result"]):
+        if turn is not None and row.turn > turn:
+            break
+        last_turn = row.turn
+        snapshot = row.payload.get("snapshot")
+        if snapshot:
+            after = str(snapshot)
+    return WorkspaceChange(
+        episode_id=episode_id,
+        base=base,
+        before=str(base["snapshot"]),
+        after=after,
+        turn=turn if turn is not None else (last_turn or None),
+        old=_manifest(store, str(base["snapshot"])),
+        new=_manifest(store, after),
+    )
+
+
+def step_change(store: TraceStore, episode_id: str, seq: int) -> WorkspaceChange | None:
+    """What the tool step recorded at ``seq`` changed (None when it recorded no snapshot)."""
+    episode_id = store.resolve(episode_id)
+    before: str | None = None
+    for row in store.iter_events(episode_id, kinds=["tool.result"]):
+        snapshot = row.payload.get("snapshot")
+        if row.seq == seq:
+            if not snapshot:
+                return None
+            if before is None:
+                before = str(recorded_base(store, episode_id)["snapshot"])
+            return WorkspaceChange(
+                episode_id=episode_id,
+                base=recorded_base(store, episode_id),
+                before=before,
+                after=str(snapshot),
+                turn=row.turn,
+                old=_manifest(store, before),
+                new=_manifest(store, str(snapshot)),
+            )
+        if snapshot:
+            before = str(snapshot)
+    return None
+
+
+def _manifest(store: TraceStore, snapshot_id: str) -> Manifest:
+    try:
+        return load_manifest(store, snapshot_id)[0]
+    except EnvironmentFailure as exc:
+        raise UsageError(
+            f"{exc}: the snapshot is not in {store.path} (an archive snapshot of an earlier "
+            "version cannot be diffed)"
+        ) from None

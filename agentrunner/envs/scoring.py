@@ -1,0 +1,194 @@
+"""Turning a verifier's or a test command's run into a reward and what the model reads.
+
+Two sources of a score: the bundled verifier script (it prints a JSON line with ``passed``,
+``total``, ``failures`` and maybe ``score``), scored by the task's reward mode; and a task's
+own test command (``--test``), which passes on exit status 0 or, given a JUnit XML report,
+earns the fraction of test cases that passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrunner.environment import StepResult
+from agentrunner.envs.sandbox import CommandResult
+from agentrunner.envs.tasks import Task
+
+MAX_REPORT_BYTES = 64 << 20
+
+
+def _last_json(output: str) -> dict[str, Any] | None:
+    for line in reversed(output.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def _count(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
+
+
+def _clamped_score(value: Any) -> float | None:
+    """A continuous verifier's ``score`` clamped to [0, 1] (None when absent or not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return None
+    return min(1.0, max(0.0, float(value)))
+
+
+def score_verifier(task: Task, result: CommandResult, timeout: float) -> StepResult:
+    """The final step from the verifier's output: reward by the task's mode, and a summary."""
+    if result.timed_out or result.flooded:
+        msg = f"the verifier timed out after {timeout:g} s"
+        if result.flooded:
+            msg = "the verifier flooded its output and was killed"
+        return StepResult(
+            observation=f"submitted: {msg}; reward 0", reward=0.0, done=True, error=msg
+        )
+    outcome = _last_json(result.text()) or {}
+    passed, total = _count(outcome.get("passed")), _count(outcome.get("total"))
+    info: dict[str, Any] = {"exit_code": result.exit_code}
+    if passed is None or total is None:
+        reward = 1.0 if result.exit_code == 0 else 0.0
+        observation = (
+            f"submitted: the verifier exited with code {result.exit_code} "
+            f"(no test counts reported); reward {reward:g}"
+        )
+        return StepResult(observation=observation, reward=reward, done=True, info=info)
+    score = _clamped_score(outcome.get("score"))
+    if task.reward_mode == "binary":
+        reward = 1.0 if total > 0 and passed == total else 0.0
+    elif task.reward_mode == "continuous" and score is not None:
+        reward = score
+    else:
+        reward = min(1.0, passed / total) if total > 0 else 0.0
+    failures = outcome.get("failures")
+    failing = sorted(str(f) for f in failures) if isinstance(failures, list) else []
+    lines = [f"submitted: {passed}/{total} hidden tests passed; reward {reward:g}"]
+    if failing:
+        lines.append("failing: " + ", ".join(failing))
+    info.update(passed=passed, total=total, failures=failing)
+    return StepResult(observation="\n".join(lines), reward=reward, done=True, info=info)
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One run of a test command, scored."""
+
+    command: str
+    exit_code: int
+    timed_out: bool
+    reward: float
+    passed: int | None = None
+    failed: int | None = None
+    skipped: int | None = None
+    total: int | None = None
+    failures: tuple[str, ...] = ()
+    report: str | None = None
+    report_problem: str | None = None
+    output: str = ""
+
+    @property
+    def passed_all(self) -> bool:
+        """Every test case passed (with a report), else the command exited with status 0."""
+        if self.timed_out:
+            return False
+        if self.total is not None:
+            return self.failed == 0 and self.total > 0
+        return self.exit_code == 0
+
+    def summary(self) -> str:
+        if self.timed_out:
+            head = "the test command timed out"
+        else:
+            head = f"the test command exited with code {self.exit_code}"
+        if self.total is not None:
+            head += f"; {self.passed}/{self.total} test cases passed"
+        elif self.report_problem:
+            head += f" ({self.report_problem})"
+        return f"{head}; reward {self.reward:g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["failures"] = list(self.failures)
+        out["passed_all"] = self.passed_all
+        return out
+
+
+def score_test(
+    command: str, result: CommandResult, report: Path | None, *, output: str
+) -> TestOutcome:
+    """Score a test command: its JUnit report when one was asked for and written, else exit 0."""
+    binary = 1.0 if result.exit_code == 0 and not result.timed_out else 0.0
+    base = TestOutcome(
+        command=command,
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        reward=binary,
+        output=output,
+    )
+    if report is None:
+        return base
+    counts = read_junit(report)
+    if isinstance(counts, str):
+        return TestOutcome(**{**asdict(base), "report": str(report), "report_problem": counts})
+    passed, failed, skipped, failures = counts
+    total = passed + failed
+    reward = 0.0 if result.timed_out or total == 0 else passed / total
+    return TestOutcome(
+        command=command,
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        reward=reward,
+        passed=passed,
+        failed=failed,
+        skipped=skipped,
+        total=total,
+        failures=tuple(failures[:50]),
+        report=str(report.name),
+        output=output,
+    )
+
+
+def read_junit(path: Path) -> tuple[int, int, int, list[str]] | str:
+    """(passed, failed, skipped, failing names) from a JUnit XML file, or why it cannot be read.
+
+    Test cases are counted one by one: one with a ``failure`` or ``error`` child failed, one
+    with ``skipped`` was skipped (and counts toward neither side)."""
+    try:
+        st = os.lstat(path)
+        if not os.path.isfile(path) or os.path.islink(path):
+            return f"no JUnit report at {path.name}"
+        if st.st_size > MAX_REPORT_BYTES:
+            return f"the JUnit report is larger than {MAX_REPORT_BYTES >> 20} MB"
+        root = ET.parse(path).getroot()  # expat refuses entity-expansion bombs
+    except FileNotFoundError:
+        return f"no JUnit report at {path.name}"
+    except (OSError, ET.ParseError) as exc:
+        return f"the JUnit report is not readable XML ({exc})"
+    passed = failed = skipped = 0
+    failures: list[str] = []
+    for case in root.iter("testcase"):
+        tags = {child.tag for child in case}
+        name = ".".join(x for x in (case.get("classname"), case.get("name")) if x)
+        if tags & {"failure", "error"}:
+            failed += 1
+            failures.append(name or "?")
+        elif "skipped" in tags:
+            skipped += 1
+        else:
+            passed += 1
+    if passed + failed + skipped == 0:
+        return "the JUnit report holds no test cases"
+    return passed, failed, skipped, failures
