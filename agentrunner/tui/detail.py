@@ -2,7 +2,8 @@
 
 Messages are Markdown; tool calls are syntax-highlighted JSON, with shell commands and file
 contents highlighted as code; tool results are shown with a lexer guessed from the file they
-came from. Long output is cut at ``MAX_LINES`` unless the full output is asked for.
+came from, and, for a workspace step, the files it changed with their diff. Long output is
+cut at ``MAX_LINES`` unless the full output is asked for.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from agentrunner.errors import StoreError
+from agentrunner.changes import step_change
+from agentrunner.errors import AgentRunnerError, StoreError
 from agentrunner.store import EventRow, Segment, TraceStore
 from agentrunner.tui.format import cost, reward
 
@@ -126,7 +128,7 @@ def _tool_call(p: dict[str, Any]) -> list[RenderableType]:
 
 
 def _tool_result(
-    store: TraceStore, ev: EventRow, segments: Sequence[Segment], full: bool
+    store: TraceStore, episode_id: str, ev: EventRow, segments: Sequence[Segment], full: bool
 ) -> tuple[list[RenderableType], bool]:
     p = ev.payload
     call = _find_call(store, segments, ev.seq, str(p.get("call_id")))
@@ -145,7 +147,30 @@ def _tool_result(
     text, cut = _cap(str(p.get("observation", "")), full)
     lexer = _lexer_for(path, text) if p.get("name") == "read_file" else "text"
     parts.append(_code(text, lexer))
+    if p.get("snapshot"):
+        changed, diff_cut = _files_changed(store, episode_id, ev.seq, full)
+        parts += changed
+        cut = cut or diff_cut
     return parts, cut
+
+
+def _files_changed(
+    store: TraceStore, episode_id: str, seq: int, full: bool
+) -> tuple[list[RenderableType], bool]:
+    """The files this step changed in the workspace, and their diff."""
+    try:
+        change = step_change(store, episode_id, seq)
+        if change is None:
+            return [], False
+        stat = change.patch(store, stat=True)
+        patch = change.patch(store) if stat else ""
+    except AgentRunnerError as exc:
+        return [Text(f"files changed: unavailable ({exc})", style="dim")], False
+    if not stat:
+        return [Text("files changed: none", style="dim")], False
+    text, cut = _cap(patch, full)
+    body = Group(Text(stat.rstrip("\n")), _code(text, "diff"))
+    return [Panel(body, title="files changed", border_style="magenta")], cut
 
 
 def _find_call(
@@ -215,14 +240,14 @@ def load_detail(
     if ev.kind == "model.chunk":
         parts = _chunks(rows, len(rows) < hi - lo + 1)
         return Detail(title, Group(*parts), truncated=len(rows) < hi - lo + 1)
-    parts, cut = _single(store, ev, segments, full)
+    parts, cut = _single(store, episode_id, ev, segments, full)
     raw, raw_cut = _cap(json.dumps(ev.payload, indent=2, ensure_ascii=False), full)
     parts += [Text("payload", style="bold dim"), _code(raw, "json")]
     return Detail(title, Group(*parts), truncated=cut or raw_cut)
 
 
 def _single(
-    store: TraceStore, ev: EventRow, segments: Sequence[Segment], full: bool
+    store: TraceStore, episode_id: str, ev: EventRow, segments: Sequence[Segment], full: bool
 ) -> tuple[list[RenderableType], bool]:
     p = ev.payload
     kind = ev.kind
@@ -266,7 +291,7 @@ def _single(
     if kind == "tool.call":
         return _tool_call(p), False
     if kind == "tool.result":
-        return _tool_result(store, ev, segments, full)
+        return _tool_result(store, episode_id, ev, segments, full)
     if kind in ("error", "cancel"):
         style = "red" if kind == "error" else "yellow"
         body = _fields(**{k: v for k, v in p.items() if not isinstance(v, dict | list)})

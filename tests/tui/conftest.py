@@ -140,6 +140,17 @@ def _copy_fixed(scratch: Path, dest: Path, order: list[str]) -> None:
     dst.executemany(
         "INSERT OR IGNORE INTO tools VALUES (?, ?)", src.execute("SELECT hash, tools FROM tools")
     )
+    dst.executemany(
+        "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)",
+        src.execute("SELECT hash, part, data FROM blobs"),
+    )
+    dst.executemany(
+        "INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?)",
+        src.execute(
+            "SELECT id, parent_id, depth, ?, files, bytes, changes FROM snapshots ORDER BY depth",
+            (BASE_TIME.isoformat(),),
+        ),
+    )
     dst.execute("COMMIT")
     dst.close()
     src.close()
@@ -189,22 +200,53 @@ async def wait_for(pilot: Pilot[Any], condition: Callable[[], bool], timeout: fl
         await pilot.pause(0.02)
 
 
-class BackgroundWriter:
-    """Runs a paced scripted episode in a thread (a writer other than the TUI)."""
+class GatedModel:
+    """The demo script, one turn per ``release()``: the test decides when events appear
+    (waits poll the episode's cancel, so a cancel request still lands)."""
 
-    def __init__(self, db: Path, snapshots: Path, pace: float = 0.01) -> None:
+    provider = "scripted"
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.params = inner.params
+        self.gate = threading.Semaphore(0)
+
+    def spec(self) -> dict[str, Any]:
+        return self.inner.spec()
+
+    def __call__(self, context: AgentContext) -> AgentTurn:
+        while not self.gate.acquire(timeout=0.02):
+            context.check_cancel()
+        return self.inner(context)
+
+
+class BackgroundWriter:
+    """Runs a scripted episode in a thread (a writer other than the TUI); gated, it takes a
+    model turn only when the test releases one."""
+
+    def __init__(self, db: Path, snapshots: Path, pace: float = 0.01, gated: bool = False) -> None:
         self.db = db
         self.snapshots = snapshots
         self.pace = pace
+        self.model: GatedModel | None = None
+        self.gated = gated
         self.episode_id: str | None = None
         self.started = threading.Event()
         self.stop = threading.Event()
         self.rollout: Any = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
+    def release(self, turns: int = 1) -> None:
+        assert self.model is not None
+        for _ in range(turns):
+            self.model.gate.release()
+
     def _run(self) -> None:
         with TraceStore(self.db) as store, WorkspaceEnv(snapshot_dir=self.snapshots) as env:
-            model = ScriptedModel("demo", pace=self.pace)
+            inner = ScriptedModel("demo", pace=self.pace)
+            model: Any = GatedModel(inner) if self.gated else inner
+            self.model = model if self.gated else None
             episode_id = store.create_episode(
                 task_id="demo-mean", seed=0, env=env.spec(), model=model.spec()
             )
@@ -237,7 +279,7 @@ def writer(tui_db: Path, tmp_path: Path) -> Iterator[BackgroundWriter]:
 
 
 @pytest.fixture
-def slow_writer(tui_db: Path, tmp_path: Path) -> Iterator[BackgroundWriter]:
-    """An episode being written by another thread, slowly (long enough to cancel it)."""
-    with BackgroundWriter(tui_db, tmp_path / "live-snapshots", pace=0.05) as w:
+def gated_writer(tui_db: Path, tmp_path: Path) -> Iterator[BackgroundWriter]:
+    """An episode being written by another thread, a turn at a time as the test releases."""
+    with BackgroundWriter(tui_db, tmp_path / "live-snapshots", gated=True) as w:
         yield w

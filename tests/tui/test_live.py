@@ -43,15 +43,17 @@ async def test_running_episode_streams_in_and_the_tail_is_followed(
 
 
 async def test_new_events_are_counted_when_the_cursor_is_not_at_the_bottom(
-    make_app: Callable[..., AgentRunnerApp], slow_writer: BackgroundWriter
+    make_app: Callable[..., AgentRunnerApp], gated_writer: BackgroundWriter
 ) -> None:
-    writer = slow_writer  # still writing when the cursor leaves the bottom, even under load
+    writer = gated_writer  # it writes a turn only when released: no race with the cursor
     app = make_app(writer.episode_id, poll_s=0.05)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open_live(app, pilot)
         lst = screen.event_list
+        writer.release()
         await wait_for(pilot, lambda: lst.row_count > 3)
         await pilot.press("g")
+        writer.release()
         await wait_for(pilot, lambda: screen.new_events > 0)
         assert lst.cursor == 0
         await pilot.press("G")
@@ -59,9 +61,9 @@ async def test_new_events_are_counted_when_the_cursor_is_not_at_the_bottom(
 
 
 async def test_x_cancels_the_running_episode_after_confirmation(
-    make_app: Callable[..., AgentRunnerApp], slow_writer: BackgroundWriter
+    make_app: Callable[..., AgentRunnerApp], gated_writer: BackgroundWriter
 ) -> None:
-    writer = slow_writer
+    writer = gated_writer
     app = make_app(writer.episode_id, poll_s=0.05)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open_live(app, pilot)
@@ -83,9 +85,9 @@ async def test_x_cancels_the_running_episode_after_confirmation(
 
 
 async def test_n_declines_the_cancel(
-    make_app: Callable[..., AgentRunnerApp], slow_writer: BackgroundWriter, tui_db: Path
+    make_app: Callable[..., AgentRunnerApp], gated_writer: BackgroundWriter, tui_db: Path
 ) -> None:
-    writer = slow_writer
+    writer = gated_writer
     app = make_app(writer.episode_id, poll_s=0.05)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open_live(app, pilot)
@@ -97,6 +99,7 @@ async def test_n_declines_the_cancel(
         await pilot.press("n")
         await wait_for(pilot, lambda: app.screen is screen)
         after = screen.event_list.index.last_seq
+        writer.release()
         await wait_for(pilot, lambda: screen.event_list.index.last_seq > after + 5)
     with sqlite3.connect(tui_db) as conn:
         (requested,) = conn.execute(
