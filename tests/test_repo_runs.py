@@ -327,3 +327,51 @@ def test_diff_of_an_episode_without_workspace_snapshots_is_a_usage_error(
         )
     proc = cli("diff", episode, "--db", str(db))
     assert proc.returncode == 2 and "has no workspace snapshots" in proc.stderr
+
+
+HIDDEN_TEST = '''import unittest
+
+from pygments.util import get_bool_opt
+
+
+class Hidden(unittest.TestCase):
+    def test_mixed_case(self):
+        self.assertIs(get_bool_opt({"a": "True"}, "a"), True)
+'''
+
+
+def test_a_tasks_file_of_repository_tasks_runs_as_a_batch_with_hidden_tests(
+    repo: Path, db: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "hidden" / "tests").mkdir(parents=True)
+    (tmp_path / "hidden" / "tests" / "test_hidden_opts.py").write_text(HIDDEN_TEST)
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    task = {
+        "prompt": PROMPT,
+        "repo": "repo",  # relative to the tasks file
+        "rev": commit,
+        "test": "python -m unittest tests.test_hidden_opts 2>/dev/null",
+        "hidden_dir": "hidden",
+        "max_steps": 20,
+    }
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps([{"task_id": "bool-opt", **task}, {"task_id": "again", **task}]))
+    peek = {"tool_calls": [{"name": "bash", "arguments": {"command": "ls tests"}}]}
+    script = fixing_script(tmp_path / "script.json", extra_turns=[peek])
+    proc = cli(
+        "batch", "--tasks", str(tasks), "--seeds", "0", "--model", f"scripted:{script}",
+        "--sandbox", SANDBOX, "--db", str(db), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    episodes = last_json(proc)["episodes"]
+    assert sorted((e["task_id"], e["total_reward"]) for e in episodes) == [
+        ("again", 1.0),
+        ("bool-opt", 1.0),
+    ]
+    with TraceStore(db) as store:
+        observations = [
+            r.payload["observation"]
+            for r in store.events(episodes[0]["episode_id"], kinds=["tool.result"])
+        ]
+    assert observations[3] == "test_opts.py\n[exit code 0]"  # the hidden test is not there
+    assert not (repo / "tests" / "test_hidden_opts.py").exists()
