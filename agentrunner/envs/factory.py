@@ -49,16 +49,24 @@ def env_from_spec(spec: dict[str, Any], store: SnapshotBackend | None = None) ->
                 mounts=sandbox.mounts,
                 limits=sandbox.limits,
             )
-        env = WorkspaceEnv(
-            tasks_path=None if tasks in (None, "bundled", "task") else tasks,
-            snapshot_dir=spec.get("snapshot_dir"),
-            bash_timeout=spec.get("bash_timeout", 60),
-            output_cap=spec.get("output_cap", 100_000),
-            verify_timeout=spec.get("verify_timeout", 300),
-            task=Task.model_validate(task) if task else None,
-            sandbox=sandbox,
-            base=spec.get("base"),
-        )
+        try:
+            env = WorkspaceEnv(
+                tasks_path=None if tasks in (None, "bundled", "task") else tasks,
+                snapshot_dir=spec.get("snapshot_dir"),
+                bash_timeout=spec.get("bash_timeout", 60),
+                output_cap=spec.get("output_cap", 100_000),
+                verify_timeout=spec.get("verify_timeout", 300),
+                task=Task.model_validate(task) if task else None,
+                sandbox=sandbox,
+                base=spec.get("base"),
+            )
+        except UsageError as exc:
+            if sandbox.mode != "bwrap":
+                raise
+            raise UsageError(
+                f"{exc}; this episode ran in the bwrap sandbox: install bubblewrap here, or set "
+                f"{SANDBOX_OVERRIDE}=process to continue it with process confinement only"
+            ) from None
     elif kind == "openenv":
         env = OpenEnvEnv(str(spec["url"]))
     else:
