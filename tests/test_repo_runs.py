@@ -329,7 +329,7 @@ def test_diff_of_an_episode_without_workspace_snapshots_is_a_usage_error(
     assert proc.returncode == 2 and "has no workspace snapshots" in proc.stderr
 
 
-HIDDEN_TEST = '''import unittest
+HIDDEN_TEST = """import unittest
 
 from pygments.util import get_bool_opt
 
@@ -337,7 +337,7 @@ from pygments.util import get_bool_opt
 class Hidden(unittest.TestCase):
     def test_mixed_case(self):
         self.assertIs(get_bool_opt({"a": "True"}, "a"), True)
-'''
+"""
 
 
 def test_a_tasks_file_of_repository_tasks_runs_as_a_batch_with_hidden_tests(

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import stat
 import time
 from collections.abc import Collection, Iterable, Iterator
@@ -144,11 +145,11 @@ class Snapshotter:
     def _save(self) -> str:
         manifest, kept = self.scan()
         parent = self.current
-        full = parent is None or self._depth + 1 >= CHECKPOINT_DEPTH
-        changes: Changes = dict(manifest) if full else changes_between(self.manifest, manifest)
-        if not full and not changes:
-            assert parent is not None
+        delta = changes_between(self.manifest, manifest) if parent is not None else {}
+        if parent is not None and not delta:
             return parent
+        full = parent is None or self._depth + 1 >= CHECKPOINT_DEPTH
+        changes: Changes = dict(manifest) if full else delta
         text = json.dumps(changes_to_json(changes), separators=(",", ":"))
         parent_id = None if full else parent
         depth = 0 if full else self._depth + 1
@@ -284,7 +285,15 @@ class Snapshotter:
     def restore(self, snapshot_id: str) -> None:
         """Make the workspace equal to the snapshot, writing only what differs."""
         target, depth = self._chain(snapshot_id)
-        current, _ = self.scan()
+        for attempt in range(_ATTEMPTS):
+            try:
+                current, _ = self.scan()
+                break
+            except _Changed:
+                if attempt == _ATTEMPTS - 1:
+                    raise EnvironmentFailure(
+                        f"cannot restore snapshot {snapshot_id[:12]}: the workspace kept changing"
+                    ) from None
         try:
             self._apply(current, target)
         except (OSError, AgentRunnerError) as exc:
@@ -292,6 +301,9 @@ class Snapshotter:
         self.current, self.manifest, self._depth = snapshot_id, target, depth
 
     def _apply(self, current: Manifest, target: Manifest) -> None:
+        for path, entry in current.items():  # folders the agent locked: open them for now
+            if isinstance(entry, DirEntry) and entry.mode & stat.S_IRWXU != stat.S_IRWXU:
+                os.chmod(self.root / path, entry.mode | stat.S_IRWXU)
         for path in sorted(current, reverse=True):  # children before their folders
             if type(target.get(path)) is not type(current[path]):
                 _remove(self.root / path)
@@ -301,6 +313,8 @@ class Snapshotter:
         for path, entry in sorted(target.items()):  # folders before their children
             dest = self.root / path
             have = current.get(path)
+            if have is None:
+                _remove(dest)  # what a scan does not track (a fifo, a socket) stands in the way
             if isinstance(entry, DirEntry):
                 if have is None:
                     dest.mkdir()
@@ -314,9 +328,6 @@ class Snapshotter:
             else:
                 self._write(dest, entry, have)
             written.append((path, entry))
-        for path, entry in sorted(target.items(), reverse=True):
-            if isinstance(entry, DirEntry):
-                os.chmod(self.root / path, entry.mode)
         # Nothing runs in the workspace while it is restored, so a later change gets a
         # timestamp after the restore's end: only files stamped that late are racy.
         ended = time.time_ns()
@@ -324,6 +335,9 @@ class Snapshotter:
             st = (self.root / path).lstat()
             racy = max(st.st_mtime_ns, st.st_ctime_ns) >= ended - _RACY_NS
             self._known[path] = _Known(entry, _key(st), racy)
+        for path, entry in sorted(target.items(), reverse=True):
+            if isinstance(entry, DirEntry):
+                os.chmod(self.root / path, entry.mode)
 
     def _write(self, dest: Path, entry: FileEntry, have: Entry | None) -> None:
         if isinstance(have, FileEntry) and have.sha256 == entry.sha256:
@@ -332,8 +346,8 @@ class Snapshotter:
         data = self.backend.read_blob(entry.sha256)
         if hashlib.sha256(data).hexdigest() != entry.sha256:
             raise EnvironmentFailure(f"workspace blob {entry.sha256[:12]} is corrupt")
-        tmp = dest.with_name(f".{dest.name}.agentrunner-restore")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        tmp = dest.with_name(f".ar-{secrets.token_hex(8)}")  # short: any name fits beside it
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
