@@ -21,7 +21,6 @@ import secrets
 import stat
 import time
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -34,7 +33,6 @@ from agentrunner.envs.manifest import (
     LinkEntry,
     Manifest,
     apply_changes,
-    changes_between,
     changes_from_json,
     changes_to_json,
     file_bytes,
@@ -56,11 +54,9 @@ _ATTEMPTS = 3
 StatKey = tuple[int, int, int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    entry: Entry
-    key: StatKey
-    racy: bool
+_Known = tuple[Entry, StatKey, bool]
+"""A path's entry, the lstat it was read under, and whether that stat is too recent to trust."""
+S_ISDIR, S_ISREG, S_ISLNK = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
 
 
 def _key(st: os.stat_result) -> StatKey:
@@ -145,7 +141,7 @@ class Snapshotter:
     def _save(self) -> str:
         manifest, kept = self.scan()
         parent = self.current
-        delta = changes_between(self.manifest, manifest) if parent is not None else {}
+        delta = _delta(self.manifest, manifest) if parent is not None else {}
         if parent is not None and not delta:
             return parent
         full = parent is None or self._depth + 1 >= CHECKPOINT_DEPTH
@@ -213,31 +209,45 @@ class Snapshotter:
         started: int,
     ) -> None:
         folder = self.root / rel if rel else self.root
-        with _accessible(folder, stat.S_IRUSR | stat.S_IXUSR), os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-            for item in entries:
-                st = item.stat(follow_symlinks=False)
-                path = f"{rel}/{item.name}" if rel else item.name
-                mode = st.st_mode
-                if stat.S_ISDIR(mode):
-                    if item.name in self.skip:
-                        continue
-                    manifest[path] = DirEntry(stat.S_IMODE(mode))
+        prefix = f"{rel}/" if rel else ""
+        with _accessible(folder, stat.S_IRUSR | stat.S_IXUSR):
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            self._entries(entries, prefix, manifest, known, kept, started)
+
+    def _entries(
+        self,
+        entries: list[os.DirEntry[str]],
+        prefix: str,
+        manifest: Manifest,
+        known: dict[str, _Known],
+        kept: dict[str, bytes],
+        started: int,
+    ) -> None:
+        # The hot loop of every snapshot (one pass over every path): kept lean on purpose.
+        previous = self._known
+        recent = started - _RACY_NS
+        for item in entries:
+            st = item.stat(follow_symlinks=False)
+            path = prefix + item.name
+            mode = st.st_mode
+            if S_ISDIR(mode):
+                if item.name not in self.skip:
+                    manifest[path] = DirEntry(mode & 0o7777)
                     self._walk(path, manifest, known, kept, started)
-                    continue
-                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                    continue  # sockets, fifos and devices are not workspace content
-                key = _key(st)
-                old = self._known.get(path)
-                if old is not None and old.key == key and not old.racy:
-                    entry = old.entry
-                elif stat.S_ISLNK(mode):
-                    entry = LinkEntry(os.readlink(item.path))
-                else:
-                    entry = self._hash(path, st, kept)
-                racy = max(st.st_mtime_ns, st.st_ctime_ns) >= started - _RACY_NS
-                manifest[path] = entry
-                known[path] = _Known(entry, key, racy)
+                continue
+            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
+            old = previous.get(path)
+            if old is not None and old[1] == key and not old[2]:
+                entry = old[0]
+            elif S_ISREG(mode):
+                entry = self._hash(path, st, kept)
+            elif S_ISLNK(mode):
+                entry = LinkEntry(os.readlink(item.path))
+            else:
+                continue  # sockets, fifos and devices are not workspace content
+            manifest[path] = entry
+            known[path] = (entry, key, st.st_mtime_ns >= recent or st.st_ctime_ns >= recent)
 
     def _hash(self, path: str, st: os.stat_result, kept: dict[str, bytes]) -> FileEntry:
         sha = hashlib.sha256()
@@ -334,7 +344,7 @@ class Snapshotter:
         for path, entry in written:
             st = (self.root / path).lstat()
             racy = max(st.st_mtime_ns, st.st_ctime_ns) >= ended - _RACY_NS
-            self._known[path] = _Known(entry, _key(st), racy)
+            self._known[path] = (entry, _key(st), racy)
         for path, entry in sorted(target.items(), reverse=True):
             if isinstance(entry, DirEntry):
                 os.chmod(self.root / path, entry.mode)
@@ -357,6 +367,18 @@ class Snapshotter:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
+
+
+def _delta(old: Manifest, new: Manifest) -> Changes:
+    """``changes_between`` for the usual case where most entries are the very same objects."""
+    out: Changes = {}
+    get = old.get
+    for path, entry in new.items():
+        before = get(path)
+        if before is not entry and before != entry:
+            out[path] = entry
+    out.update((path, None) for path in old.keys() - new.keys())
+    return out
 
 
 def load_manifest(backend: SnapshotBackend, snapshot_id: str) -> tuple[Manifest, int]:
