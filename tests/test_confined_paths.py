@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.envs import paths
+from agentrunner.envs import beneath
 from agentrunner.envs.paths import list_tree, open_beneath, read_bytes, write_bytes
 from agentrunner.envs.sandbox import ToolError
 
@@ -50,8 +50,8 @@ def _no_openat2(dir_fd: int, path: bytes, flags: int, mode: int, resolve: int) -
 
 def _force_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the module see a kernel (or seccomp filter) without openat2."""
-    monkeypatch.setattr(paths, "_openat2_ok", None)
-    monkeypatch.setattr(paths, "_sys_openat2", _no_openat2)
+    monkeypatch.setattr(beneath, "_openat2_ok", None)
+    monkeypatch.setattr(beneath, "_sys_openat2", _no_openat2)
 
 
 @pytest.fixture(params=["openat2", "fallback"])
@@ -59,7 +59,7 @@ def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     """Runs a test once with openat2 and once with the component-by-component fallback."""
     if request.param == "fallback":
         _force_fallback(monkeypatch)
-    elif not paths._has_openat2():
+    elif not beneath.has_openat2():
         pytest.skip("openat2 is not available here")
     return str(request.param)
 
@@ -67,7 +67,7 @@ def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 @pytest.fixture
 def openat2() -> None:
     """For behaviour only openat2 has: following symlinks that stay inside."""
-    if not paths._has_openat2():
+    if not beneath.has_openat2():
         pytest.skip("openat2 is not available here")
 
 

@@ -42,10 +42,11 @@ _ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "ssh", "s
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG = 1
 PROCESS_MODE_WARNING = (
-    "bubblewrap is not available ({reason}): commands run with process-group confinement only;"
-    " they can read and change any file your user can (the trace store, $HOME, the runner's"
-    " installation), see other processes and their environment, reach the network, and"
-    " background processes started with setsid may outlive a step"
+    "{reason}: commands run with process-group confinement only; they can read and change any"
+    " file your user can (the trace store, $HOME, the runner's installation, the hidden tests"
+    " while they run), see other processes and their environment, reach the network, and"
+    " background processes started with setsid (or any, if the runner is killed) may outlive"
+    " a step; as root the process limit is not enforced"
 )
 
 
@@ -124,13 +125,13 @@ def resolve_mode(requested: str) -> tuple[Mode, str | None]:
     if requested not in ("auto", "bwrap", "process"):
         raise UsageError(f"--sandbox must be bwrap, process or auto, not {requested!r}")
     if requested == "process":
-        return "process", None
+        return "process", PROCESS_MODE_WARNING.format(reason="--sandbox process")
     problem = bwrap_problem()
     if problem is None:
         return "bwrap", None
     if requested == "bwrap":
         raise UsageError(f"--sandbox bwrap cannot be used: {problem}")
-    return "process", PROCESS_MODE_WARNING.format(reason=problem)
+    return "process", PROCESS_MODE_WARNING.format(reason=f"bubblewrap is not available ({problem})")
 
 
 def sandbox_python() -> Path:
@@ -195,10 +196,10 @@ class Jail:
         return out
 
     def _process_limit_mechanism(self) -> str:
-        if StepCgroup.available():
+        if self.mode == "bwrap" and StepCgroup.available():
             return "cgroup"
         if os.geteuid() == 0:
-            return "none (root is exempt from RLIMIT_NPROC and no cgroup can be made)"
+            return "none (root is exempt from RLIMIT_NPROC, and only bwrap mode uses a cgroup)"
         return "rlimit"
 
     # -- the environment inside ----------------------------------------------------------
@@ -220,11 +221,13 @@ class Jail:
         tmp: Path,
         extra_ro: Sequence[tuple[Path, str]] = (),
         writable: bool = True,
+        network: bool | None = None,
     ) -> list[str]:
         """The argv that runs ``argv`` confined (unchanged in process mode).
 
         ``extra_ro`` binds more read-only paths (host path, path inside) for this command
-        only: the hidden tests and the verifier script of a ``submit``.
+        only: the hidden tests and the verifier script of a ``submit``. ``network`` overrides
+        the configuration (the verifier never gets one: it could send the hidden tests out).
         """
         if self.mode == "process":
             return list(argv)
@@ -232,11 +235,11 @@ class Jail:
         args = [exe, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         args += ["--unshare-cgroup-try", "--hostname", "sandbox"]
-        if not self.config.network:
+        if not (self.config.network if network is None else network):
             args.append("--unshare-net")
-        bound = self._system_binds(args)
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.config.limits.file_size_mb << 20), "--tmpfs", "/tmp"]
+        bound = self._system_binds(args)  # after /tmp, so a --mount under /tmp shows
         args += ["--bind" if writable else "--ro-bind", str(workspace), WORKSPACE]
         for host, inside in extra_ro:
             args += ["--ro-bind", str(host), inside]

@@ -9,10 +9,8 @@ earns the fraction of test cases that passed.
 from __future__ import annotations
 
 import json
-import os
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from agentrunner.environment import StepResult
@@ -22,7 +20,8 @@ from agentrunner.envs.tasks import Task
 MAX_REPORT_BYTES = 64 << 20
 
 
-def _last_json(output: str) -> dict[str, Any] | None:
+def _last_json(output: str, nonce: str | None = None) -> dict[str, Any] | None:
+    """The last JSON object line of ``output`` (carrying ``nonce``, when one is expected)."""
     for line in reversed(output.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -30,7 +29,7 @@ def _last_json(output: str) -> dict[str, Any] | None:
                 value = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(value, dict):
+            if isinstance(value, dict) and (nonce is None or value.get("nonce") == nonce):
                 return value
     return None
 
@@ -47,8 +46,12 @@ def _clamped_score(value: Any) -> float | None:
     return min(1.0, max(0.0, float(value)))
 
 
-def score_verifier(task: Task, result: CommandResult, timeout: float) -> StepResult:
-    """The final step from the verifier's output: reward by the task's mode, and a summary."""
+def score_verifier(
+    task: Task, result: CommandResult, timeout: float, *, nonce: str | None = None
+) -> StepResult:
+    """The final step from the verifier's output: reward by the task's mode, and a summary.
+
+    With ``nonce`` (the bundled verifier) only a verdict line carrying it counts."""
     if result.timed_out or result.flooded:
         msg = f"the verifier timed out after {timeout:g} s"
         if result.flooded:
@@ -56,7 +59,17 @@ def score_verifier(task: Task, result: CommandResult, timeout: float) -> StepRes
         return StepResult(
             observation=f"submitted: {msg}; reward 0", reward=0.0, done=True, error=msg
         )
-    outcome = _last_json(result.text()) or {}
+    found = _last_json(result.text(), nonce)
+    if found is None and nonce is not None:
+        msg = "the verifier gave no verdict (the code under test crashed it or tampered with it)"
+        return StepResult(
+            observation=f"submitted: {msg}; reward 0",
+            reward=0.0,
+            done=True,
+            error=msg,
+            info={"exit_code": result.exit_code},
+        )
+    outcome = found or {}
     passed, total = _count(outcome.get("passed")), _count(outcome.get("total"))
     info: dict[str, Any] = {"exit_code": result.exit_code}
     if passed is None or total is None:
@@ -78,7 +91,7 @@ def score_verifier(task: Task, result: CommandResult, timeout: float) -> StepRes
     lines = [f"submitted: {passed}/{total} hidden tests passed; reward {reward:g}"]
     if failing:
         lines.append("failing: " + ", ".join(failing))
-    info.update(passed=passed, total=total, failures=failing)
+    info.update({"passed": passed, "total": total, "failures": failing})
     return StepResult(observation="\n".join(lines), reward=reward, done=True, info=info)
 
 
@@ -127,9 +140,15 @@ class TestOutcome:
 
 
 def score_test(
-    command: str, result: CommandResult, report: Path | None, *, output: str
+    command: str,
+    result: CommandResult,
+    report: str | None,
+    report_data: bytes | str | None,
+    *,
+    output: str,
 ) -> TestOutcome:
-    """Score a test command: its JUnit report when one was asked for and written, else exit 0."""
+    """Score a test command: its JUnit report when one was asked for (``report_data``: its
+    bytes, or why it could not be read), else exit status 0."""
     binary = 1.0 if result.exit_code == 0 and not result.timed_out else 0.0
     base = TestOutcome(
         command=command,
@@ -140,9 +159,9 @@ def score_test(
     )
     if report is None:
         return base
-    counts = read_junit(report)
+    counts = report_data if isinstance(report_data, str) else read_junit(report_data or b"")
     if isinstance(counts, str):
-        return TestOutcome(**{**asdict(base), "report": str(report), "report_problem": counts})
+        return TestOutcome(**{**asdict(base), "report": report, "report_problem": counts})
     passed, failed, skipped, failures = counts
     total = passed + failed
     reward = 0.0 if result.timed_out or total == 0 else passed / total
@@ -156,26 +175,19 @@ def score_test(
         skipped=skipped,
         total=total,
         failures=tuple(failures[:50]),
-        report=str(report.name),
+        report=report,
         output=output,
     )
 
 
-def read_junit(path: Path) -> tuple[int, int, int, list[str]] | str:
-    """(passed, failed, skipped, failing names) from a JUnit XML file, or why it cannot be read.
+def read_junit(data: bytes) -> tuple[int, int, int, list[str]] | str:
+    """(passed, failed, skipped, failing names) from a JUnit XML report, or why it cannot be read.
 
     Test cases are counted one by one: one with a ``failure`` or ``error`` child failed, one
     with ``skipped`` was skipped (and counts toward neither side)."""
     try:
-        st = os.lstat(path)
-        if not os.path.isfile(path) or os.path.islink(path):
-            return f"no JUnit report at {path.name}"
-        if st.st_size > MAX_REPORT_BYTES:
-            return f"the JUnit report is larger than {MAX_REPORT_BYTES >> 20} MB"
-        root = ET.parse(path).getroot()  # expat refuses entity-expansion bombs
-    except FileNotFoundError:
-        return f"no JUnit report at {path.name}"
-    except (OSError, ET.ParseError) as exc:
+        root = ET.fromstring(data)  # expat refuses entity-expansion bombs
+    except ET.ParseError as exc:
         return f"the JUnit report is not readable XML ({exc})"
     passed = failed = skipped = 0
     failures: list[str] = []

@@ -146,7 +146,12 @@ class WorkspaceTools:
         raise NotImplementedError
 
     def _run(
-        self, argv: list[str], *, timeout: float, extra_ro: tuple[tuple[Path, str], ...] = ()
+        self,
+        argv: list[str],
+        *,
+        timeout: float,
+        extra_ro: tuple[tuple[Path, str], ...] = (),
+        network: bool | None = None,
     ) -> sandbox.CommandResult:
         raise NotImplementedError
 

@@ -22,6 +22,10 @@ never an exception; a broken environment raises
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import secrets
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -30,12 +34,12 @@ from types import TracebackType
 from typing import Any
 
 from agentrunner.environment import ResetResult, SnapshotBackend, StepResult, ToolAction
-from agentrunner.envs import sandbox
+from agentrunner.envs import paths, sandbox
 from agentrunner.envs.cgroups import StepCgroup
 from agentrunner.envs.jail import HIDDEN, VERIFIER, Jail, SandboxConfig, resolve_mode
 from agentrunner.envs.layout import lay_out, prepare_files
 from agentrunner.envs.sandbox import ToolError
-from agentrunner.envs.scoring import TestOutcome, score_test, score_verifier
+from agentrunner.envs.scoring import MAX_REPORT_BYTES, TestOutcome, score_test, score_verifier
 from agentrunner.envs.snapshots import SnapshotStore
 from agentrunner.envs.snapshotter import MemorySnapshots, Snapshotter
 from agentrunner.envs.tasks import Task, get_task, load_tasks
@@ -44,6 +48,8 @@ from agentrunner.errors import EnvironmentFailure, UsageError
 
 VERIFY_SCRIPT = Path(__file__).resolve().parent / "verify.py"
 """The default verifier, run as a plain script: it needs only the standard library."""
+WORKSPACE_PREFIX = "agentrunner-ws-"
+"""Workspaces are temp folders named ``agentrunner-ws-<pid>-<random>``."""
 REPO_MAX_STEPS = 100
 SETUP_TIMEOUT = 1800.0
 _TEST_OUTPUT_CAP = 20_000
@@ -161,7 +167,8 @@ class WorkspaceEnv(WorkspaceTools):
     def reset(self, task_id: str, seed: int) -> ResetResult:
         task = self._task_for(task_id)
         self._discard()
-        raw = tempfile.mkdtemp(prefix="agentrunner-ws-")
+        _remove_stale_workspaces()
+        raw = tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-")
         self._root = Path(raw).resolve()
         self._mask = sandbox.PathMasker(Path(raw))
         self._ensure_dirs()
@@ -270,17 +277,31 @@ class WorkspaceEnv(WorkspaceTools):
         """Run a test command in the sandbox (``hidden`` files laid over the workspace for
         this run only), score it, and put the workspace back as it was."""
         before = self.snapshot()
-        report_path = sandbox.confine(self.workspace, report) if report else None
         try:
-            if report_path is not None:
-                sandbox.force_rmtree(report_path)  # a stale or planted report earns nothing
-            if hidden:
-                lay_out(self._require(), hidden, self.workspace)
-            result = self._run(["bash", "-c", command], timeout=self.verify_timeout)
+            if report is not None:
+                paths.remove(self.workspace, report)  # a stale or planted report earns nothing
+            for rel, content in sorted((hidden or {}).items()):
+                paths.plant_bytes(self.workspace, rel, content.encode("utf-8"))
+        except ToolError as exc:
+            self.restore(before)
+            problem = f"the workspace stands in the way of the test run: {self._mask(str(exc))}"
+            return TestOutcome(command=command, exit_code=-1, timed_out=False, reward=0.0,
+                               report_problem=problem)  # fmt: skip
+        try:
+            result = self._run(["bash", "-c", command], timeout=self.verify_timeout, network=False)
             output = sandbox.cap_text(result.text(self._mask), _TEST_OUTPUT_CAP)
-            return score_test(command, result, report_path, output=output)
+            return score_test(command, result, report, self._report(report), output=output)
         finally:
             self.restore(before)
+
+    def _report(self, report: str | None) -> bytes | str | None:
+        """The JUnit report the test command wrote (read beneath the workspace), or why not."""
+        if report is None:
+            return None
+        try:
+            return paths.read_bytes(self.workspace, report, MAX_REPORT_BYTES)
+        except ToolError as exc:
+            return f"no readable JUnit report ({self._mask(str(exc))})"
 
     def _snapshotter(self) -> Snapshotter:
         if self._snap is None:
@@ -353,6 +374,7 @@ class WorkspaceEnv(WorkspaceTools):
         *,
         timeout: float,
         extra_ro: tuple[tuple[Path, str], ...] = (),
+        network: bool | None = None,
     ) -> sandbox.CommandResult:
         """Run a command in the sandbox, with the limits; every process of it ends with it."""
         jail = self._jail
@@ -363,7 +385,9 @@ class WorkspaceEnv(WorkspaceTools):
         env = sandbox.scrubbed_env(home=tmp, tmpdir=tmp, path=jail.path_env())
         try:
             return sandbox.run_command(
-                jail.command(argv, workspace=self.workspace, tmp=tmp, extra_ro=extra_ro),
+                jail.command(
+                    argv, workspace=self.workspace, tmp=tmp, extra_ro=extra_ro, network=network
+                ),
                 cwd=self.workspace,
                 env=env,
                 timeout=timeout,
@@ -399,14 +423,27 @@ class WorkspaceEnv(WorkspaceTools):
         try:
             sandbox.force_rmtree(hidden)
             lay_out(task, task.hidden_files, hidden)
+            nonce = None
             if task.verifier:
                 argv = [arg.replace("{hidden}", shown) for arg in task.verifier]
             else:
                 # -P: the script's folder is not put on sys.path (it would shadow task modules)
-                argv = [str(self._jail.python), "-P", "-s", script, shown]
+                nonce = secrets.token_hex(16)
+                argv = [str(self._jail.python), "-P", "-s", script, shown, nonce]
             binds = ((hidden, HIDDEN), (VERIFY_SCRIPT, f"{VERIFIER}/verify.py"))
-            result = self._run(argv, timeout=self.verify_timeout, extra_ro=binds)
+            result = self._run(argv, timeout=self.verify_timeout, extra_ro=binds, network=False)
         finally:
             sandbox.force_rmtree(hidden)
             self.restore(before)
-        return score_verifier(task, result, self.verify_timeout)
+        return score_verifier(task, result, self.verify_timeout, nonce=nonce)
+
+
+@functools.cache
+def _remove_stale_workspaces() -> None:
+    """Once per process: remove the workspaces of runners that died (SIGKILL leaves them)."""
+    folder = Path(tempfile.gettempdir())
+    for path in folder.glob(f"{WORKSPACE_PREFIX}*-*"):
+        owner = path.name.removeprefix(WORKSPACE_PREFIX).split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            with contextlib.suppress(OSError):
+                sandbox.force_rmtree(path)
