@@ -2,10 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 def short_id(episode_id: str | None, width: int = 10) -> str:
     """The first ``width`` characters of an id (at least 8 are always shown)."""
     return episode_id[: max(width, 8)] if episode_id else "-"
+
+
+def unique_prefixes(ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
+    """For each id, its shortest prefix (at least ``minimum`` characters) that no other of
+    ``ids`` shares, so any of them can be typed back (``show PREFIX``). ULIDs made in the same
+    millisecond share their first 10 characters; those get a few more."""
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, current in enumerate(ordered):
+        need = minimum
+        for other in (
+            ordered[i - 1] if i else None,
+            ordered[i + 1] if i + 1 < len(ordered) else None,
+        ):
+            if other is not None:
+                need = max(need, _common(current, other) + 1)
+        out[current] = current[:need]
+    return out
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def cost(value: float | None) -> str:

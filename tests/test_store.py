@@ -270,3 +270,13 @@ def test_a_payload_that_is_not_json_is_reported_as_corruption(store: TraceStore)
     )
     with pytest.raises(StoreCorruptError, match="not JSON"):
         _ = store.events(ep)[0].payload
+
+
+def test_unique_prefixes_are_at_least_8_characters_and_tell_same_millisecond_ids_apart() -> None:
+    from agentrunner.formatting import unique_prefixes
+
+    same_ms = ["01JAAA00000000000000000001", "01JAAA00000000000000000002"]
+    prefixes = unique_prefixes([*same_ms, "01JBBB00000000000000000000"])
+    assert prefixes["01JBBB00000000000000000000"] == "01JBBB00"
+    assert prefixes[same_ms[0]] == same_ms[0] and prefixes[same_ms[1]] == same_ms[1]
+    assert len(set(prefixes.values())) == 3

@@ -297,6 +297,10 @@ class TraceStore:
         clause = "ORDER BY e.id DESC" + (f" LIMIT {int(limit)}" if limit else "")
         return summaries(self, clause, ())
 
+    def episode_ids(self) -> list[str]:
+        """Every episode id in the store (for short, unique id prefixes)."""
+        return [r[0] for r in self.conn.execute("SELECT id FROM episodes ORDER BY id")]
+
     def children(self, episode_id: str) -> list[str]:
         rows = self.conn.execute(
             "SELECT id FROM episodes WHERE parent_episode_id = ? ORDER BY id", (episode_id,)
