@@ -17,6 +17,7 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.render import EventRenderer
+from agentrunner.errors import StoreCorruptError
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.verifiers import VerificationResult, latest_verifications, verifications
 
@@ -78,8 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _ls_rows(store: TraceStore, args: argparse.Namespace) -> list[EpisodeSummary]:
-    episodes = store.list_episodes(limit=None if args.status else (args.limit or None))
+def _ls_rows(
+    store: TraceStore, args: argparse.Namespace, corrupt: list[StoreCorruptError]
+) -> list[EpisodeSummary]:
+    episodes = store.list_episodes(
+        limit=None if args.status else (args.limit or None), corrupt=corrupt
+    )
     if args.status:
         episodes = [e for e in episodes if e.status == args.status]
         episodes = episodes[: args.limit] if args.limit else episodes
@@ -88,7 +93,11 @@ def _ls_rows(store: TraceStore, args: argparse.Namespace) -> list[EpisodeSummary
 
 def ls(args: argparse.Namespace) -> int:
     store = open_store(args)
-    episodes = _ls_rows(store, args)
+    corrupt: list[StoreCorruptError] = []
+    episodes = _ls_rows(store, args, corrupt)
+    for problem in corrupt:  # the others are listed; the corrupt ones are named on stderr
+        stderr_console().print(f"[bold red]error:[/] {escape(str(problem))}", soft_wrap=True)
+    code = 1 if corrupt else 0
     verified = latest_verifications(store, [e.episode_id for e in episodes])
     if args.json:
         print_json(
@@ -100,10 +109,13 @@ def ls(args: argparse.Namespace) -> int:
                 for e in episodes
             ]
         )
-        return 0
+        return code
     if not episodes:
-        stderr_console().print(f"no episodes in {store.path}; start one with `agentrunner run`")
-        return 0
+        if not corrupt:
+            stderr_console().print(
+                f"no episodes in {store.path}; start one with `agentrunner run`"
+            )
+        return code
     table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     for col in (
         "id",
@@ -146,7 +158,7 @@ def ls(args: argparse.Namespace) -> int:
             e.created_at[5:16].replace("T", " "),
         )
     stdout_console().print(table)
-    return 0
+    return code
 
 
 def _brief(r: VerificationResult) -> dict[str, object]:

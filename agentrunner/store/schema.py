@@ -203,3 +203,17 @@ def m003_workspace_snapshots(db: Database) -> None:
     """Content-addressed workspace blobs and incremental snapshots, kept in the store."""
     for statement in _WORKSPACES:
         db.execute(statement)
+
+
+@_migration
+def m004_json_payloads(db: Database) -> None:
+    """Refuse, at insert, an event whose payload is not JSON text (another tool's row)."""
+    db.execute(
+        """
+        CREATE TRIGGER events_payload_is_json BEFORE INSERT ON events
+        WHEN NOT json_valid(NEW.payload)
+        BEGIN
+            SELECT RAISE(ABORT, 'events.payload must be JSON text');
+        END
+        """
+    )

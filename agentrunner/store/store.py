@@ -292,10 +292,13 @@ class TraceStore:
         episode_id = self.resolve(id_or_prefix)
         return summaries(self, "WHERE e.id = ?", (episode_id,))[0]
 
-    def list_episodes(self, *, limit: int | None = None) -> list[EpisodeSummary]:
-        """Episodes, newest first, with derived status and totals."""
+    def list_episodes(
+        self, *, limit: int | None = None, corrupt: list[StoreCorruptError] | None = None
+    ) -> list[EpisodeSummary]:
+        """Episodes, newest first, with derived status and totals. A corrupt episode raises
+        StoreCorruptError, or with ``corrupt`` given is left out and reported there."""
         clause = "ORDER BY e.id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        return summaries(self, clause, ())
+        return summaries(self, clause, (), corrupt)
 
     def episode_ids(self) -> list[str]:
         """Every episode id in the store (for short, unique id prefixes)."""
@@ -360,7 +363,8 @@ class TraceStore:
         return int(removed)
 
     def segments(self, episode_id: str) -> list[Segment]:
-        """Where an episode's history lives: ancestors' prefixes, then its own rows."""
+        """Where an episode's history lives: ancestors' prefixes, then its own rows (a segment
+        may be empty: a fork of a fork before the parent's own fork point skips the parent)."""
         chain: list[Segment] = []
         current: str | None = episode_id
         limit: int | None = None
@@ -373,7 +377,11 @@ class TraceStore:
             parent, fork_seq = row
             start = (fork_seq or 0) + 1
             chain.append(Segment(current, start, limit))
-            current, limit = parent, fork_seq
+            # A fork made before its parent's own fork point inherits only up to its point:
+            # every ancestor's part ends at the lowest fork point below it.
+            if fork_seq is not None:
+                limit = fork_seq if limit is None else min(limit, fork_seq)
+            current = parent
         return list(reversed(chain))
 
     def events(

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
+from agentrunner.errors import StoreCorruptError
 from agentrunner.events import EpisodeEnd, status_for
 from agentrunner.store import control
 from agentrunner.store.records import EpisodeSummary, Segment
@@ -13,8 +17,17 @@ if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore
 
 
-def summaries(store: TraceStore, clause: str, args: tuple[Any, ...]) -> list[EpisodeSummary]:
-    """Episodes matching ``clause`` (SQL after FROM, on alias ``e``), with derived status."""
+def summaries(
+    store: TraceStore,
+    clause: str,
+    args: tuple[Any, ...],
+    corrupt: list[StoreCorruptError] | None = None,
+) -> list[EpisodeSummary]:
+    """Episodes matching ``clause`` (SQL after FROM, on alias ``e``), with derived status.
+
+    An episode whose rows cannot be read (a payload that is not JSON, written by another
+    tool) raises :class:`StoreCorruptError` naming it and the seq; with ``corrupt`` given,
+    it is left out and its error appended there instead, so the others stay readable."""
     rows = store.conn.execute(
         "SELECT e.id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed, e.created_at,"
         " e.env, e.model, c.writer_pid, c.writer_host, c.writer_started, c.heartbeat_at,"
@@ -23,7 +36,33 @@ def summaries(store: TraceStore, clause: str, args: tuple[Any, ...]) -> list[Epi
         f" FROM episodes e LEFT JOIN control c ON c.episode_id = e.id {clause}",
         args,
     ).fetchall()
-    return [_summary(store, row) for row in rows]
+    out: list[EpisodeSummary] = []
+    for row in rows:
+        try:
+            out.append(_checked_summary(store, row))
+        except StoreCorruptError as exc:
+            if corrupt is None:
+                raise
+            corrupt.append(exc)
+    return out
+
+
+def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
+    try:
+        return _summary(store, row)
+    except (sqlite3.OperationalError, ValidationError, ValueError) as exc:
+        bad = store.conn.execute(
+            "SELECT seq FROM events WHERE episode_id = ? AND NOT json_valid(payload)"
+            " ORDER BY seq LIMIT 5",
+            (row[0],),
+        ).fetchall()
+        if not bad:
+            raise
+        seqs = ", ".join(str(r[0]) for r in bad)
+        raise StoreCorruptError(
+            f"{store.path}: episode {row[0]} is corrupt: the payload of event seq {seqs}"
+            " is not JSON (written by another tool?); the other episodes are readable"
+        ) from exc
 
 
 def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:

@@ -1,0 +1,107 @@
+"""Rows the store did not write: a payload that is not JSON is refused at insert, and one that
+exists (from another tool, or a store older than the check) is reported as corruption naming
+the episode and seq, while the other episodes stay readable."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrunner import TraceStore, run_agent_episode
+from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.errors import StoreCorruptError
+from providers.scripted import ScriptedModel
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def two_episodes(tmp_path: Path) -> tuple[Path, str, str]:
+    db = tmp_path / "t.db"
+    with TraceStore(db) as store:
+        ids = []
+        for task in ("demo-mean", "paginate-off-by-one"):
+            with WorkspaceEnv() as env:
+                rollout = run_agent_episode(
+                    env=env, task_id=task, model_fn=ScriptedModel("demo", pace=0), store=store
+                )
+            ids.append(rollout.episode_id)
+    return db, ids[0], ids[1]
+
+
+def _insert_raw(db: Path, episode: str, payload: str, *, keep_trigger: bool) -> None:
+    with sqlite3.connect(db) as conn:
+        if not keep_trigger:  # as another tool, or a store older than the check, would
+            conn.execute("DROP TRIGGER events_payload_is_json")
+        seq = conn.execute(
+            "SELECT max(seq) + 1 FROM events WHERE episode_id = ?", (episode,)
+        ).fetchone()[0]
+        conn.execute(
+            "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
+            " VALUES (?, ?, 1, 9, 'tool.result', '2026-01-01T00:00:00', ?)",
+            (episode, seq, payload),
+        )
+
+
+def test_a_payload_that_is_not_json_is_refused_at_insert(
+    two_episodes: tuple[Path, str, str],
+) -> None:
+    db, bad, _ = two_episodes
+    with pytest.raises(sqlite3.IntegrityError, match="payload must be JSON"):
+        _insert_raw(db, bad, "{not json", keep_trigger=True)
+
+
+def test_ls_lists_the_other_episodes_and_names_the_corrupt_one_and_its_seq(
+    two_episodes: tuple[Path, str, str],
+) -> None:
+    db, bad, good = two_episodes
+    _insert_raw(db, bad, "{not json", keep_trigger=False)
+    proc = cli("ls", "--db", str(db), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    listed = [e["episode_id"] for e in json.loads(proc.stdout.strip().splitlines()[-1])]
+    assert listed == [good]
+    assert f"episode {bad} is corrupt" in proc.stderr and "is not JSON" in proc.stderr
+
+
+def test_show_of_the_corrupt_episode_is_a_clear_error_naming_the_seq(
+    two_episodes: tuple[Path, str, str],
+) -> None:
+    db, bad, _ = two_episodes
+    _insert_raw(db, bad, "{not json", keep_trigger=False)
+    with TraceStore(db) as store:
+        seq = store.conn.execute(
+            "SELECT max(seq) FROM events WHERE episode_id = ?", (bad,)
+        ).fetchone()[0]
+    proc = cli("show", bad, "--db", str(db))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"event seq {seq}" in proc.stderr
+
+
+def test_show_of_another_episode_still_works(two_episodes: tuple[Path, str, str]) -> None:
+    db, bad, good = two_episodes
+    _insert_raw(db, bad, "{not json", keep_trigger=False)
+    assert cli("show", good, "--db", str(db)).returncode == 0
+
+
+def test_listing_without_a_place_for_problems_raises_store_corruption(
+    two_episodes: tuple[Path, str, str],
+) -> None:
+    db, bad, _ = two_episodes
+    _insert_raw(db, bad, "[1, 2", keep_trigger=False)
+    with TraceStore(db) as store, pytest.raises(StoreCorruptError, match=bad):
+        store.list_episodes()
