@@ -41,10 +41,8 @@ ROLES = {"system", "user", "assistant", "tool"}
 # ------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module")
-def fanout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TraceStore, FanoutResult]]:
-    """A demo-mean parent forked at turn 4 into 3 candidates x 2 samples (read-only)."""
-    tmp = tmp_path_factory.mktemp("fanout")
+def make_fanout(tmp: Path) -> tuple[TraceStore, FanoutResult]:
+    """A demo-mean parent forked at turn 4 into 3 candidates x 2 samples, in ``tmp``."""
     task = get_task("demo-mean").model_dump()
     task["reward_mode"] = "partial_credit"
     (tmp / "tasks.json").write_text(json.dumps([task]))
@@ -56,6 +54,13 @@ def fanout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TraceStor
                 env=env, task_id="demo-mean", model_fn=get_model("scripted:demo"), store=store
             ).episode_id
         result = score_actions(store, parent, turn=4, actions=CANDIDATES, n=2, concurrency=3)
+    return store, result
+
+
+@pytest.fixture(scope="module")
+def fanout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TraceStore, FanoutResult]]:
+    """A demo-mean parent forked at turn 4 into 3 candidates x 2 samples (read-only)."""
+    store, result = make_fanout(tmp_path_factory.mktemp("fanout"))
     yield store, result
     store.close()
 
@@ -81,12 +86,15 @@ def _cli_export(db: Path, out: Path, fmt: str, *args: str) -> list[dict[str, Any
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
+def _arguments(call: dict[str, Any]) -> Any:
+    """A tool call's arguments as an object, whichever --tool-args wrote them."""
+    arguments = call["function"]["arguments"]
+    return json.loads(arguments) if isinstance(arguments, str) else arguments
+
+
 def _action(completion: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     (message,) = completion
-    return [
-        (c["function"]["name"], json.loads(c["function"]["arguments"]))
-        for c in message["tool_calls"]
-    ]
+    return [(c["function"]["name"], _arguments(c)) for c in message["tool_calls"]]
 
 
 def _label(completion: list[dict[str, Any]]) -> int | str:
@@ -172,10 +180,9 @@ def _check_kto(store: TraceStore, row: dict[str, Any]) -> None:
 def _check_grpo(store: TraceStore, row: dict[str, Any]) -> None:
     assert _is_conversational({"prompt": row["prompt"]})
     _check_messages(row["prompt"])
-    assert len(row["completions"]) == len(row["rewards"]) == len(row["sources"]) >= 2
-    for completion, reward, source in zip(
-        row["completions"], row["rewards"], row["sources"], strict=True
-    ):
+    completions, rewards = row["reference_completions"], row["reference_rewards"]
+    assert len(completions) == len(rewards) == len(row["sources"]) >= 2
+    for completion, reward, source in zip(completions, rewards, row["sources"], strict=True):
         _check_messages(completion)
         assert completion[0]["role"] == "assistant" == completion[-1]["role"]
         _check_source(store, source)
@@ -291,7 +298,7 @@ def test_grpo_groups_every_branch_of_a_fanout_with_its_reward(
     assert row["source"]["episode_id"] == result.parent_episode_id
     branches = {e for c in result.ranked for e in c.episodes} | {result.parent_episode_id}
     assert {s["episode_id"] for s in row["sources"]} == branches
-    assert sorted(row["rewards"]) == [0.4, 0.4, 0.6, 0.6, 1.0, 1.0, 1.0]
+    assert sorted(row["reference_rewards"]) == [0.4, 0.4, 0.6, 0.6, 1.0, 1.0, 1.0]
 
 
 def test_grpo_groups_batch_episodes_of_one_task(store: TraceStore, tmp_path: Path) -> None:
@@ -308,7 +315,7 @@ def test_grpo_groups_batch_episodes_of_one_task(store: TraceStore, tmp_path: Pat
         "seeds": [0, 1, 2],
         "batches": [result.batch_id],
     }
-    assert row["prompt"][-1]["role"] == "user" and row["rewards"] == [1.0, 1.0, 1.0]
+    assert row["prompt"][-1]["role"] == "user" and row["reference_rewards"] == [1.0, 1.0, 1.0]
 
 
 def test_grpo_round_trip_has_the_documented_shape_with_sources(
@@ -356,7 +363,8 @@ def test_sft_chat_is_the_reconstructed_last_request_plus_its_response(
 ) -> None:
     store, result = fanout
     parent = result.parent_episode_id
-    (row,) = [r for r in _rows(store, "sft") if r["source"]["episode_id"] == parent]
+    raw = ExportOptions(tool_args="string")  # the arguments byte for byte as the model wrote them
+    (row,) = [r for r in _rows(store, "sft", options=raw) if r["source"]["episode_id"] == parent]
     last = [r for r in store.iter_events(parent, kinds=["model.response"])][-1]
     request = store.reconstruct_request(parent, last.turn)
     expected = [*request.messages, store.message(last.payload["message_hash"])]
@@ -400,11 +408,20 @@ def test_sft_leaves_reasoning_out_unless_asked(fanout: tuple[TraceStore, FanoutR
     assert any(m.get("thinking") for m in thinking if m["role"] == "assistant")
 
 
-def test_tool_arguments_can_be_parsed_objects(fanout: tuple[TraceStore, FanoutResult]) -> None:
+def test_tool_arguments_are_parsed_objects_by_default(
+    fanout: tuple[TraceStore, FanoutResult],
+) -> None:
     store, _ = fanout
-    row = _rows(store, "sft", options=ExportOptions(tool_args="object"))[0]
+    row = _rows(store, "sft")[0]
     args = [c["function"]["arguments"] for m in row["messages"] for c in m.get("tool_calls", [])]
     assert args and all(isinstance(a, dict) for a in args)
+
+
+def test_tool_arguments_can_be_the_raw_strings(fanout: tuple[TraceStore, FanoutResult]) -> None:
+    store, _ = fanout
+    row = _rows(store, "sft", options=ExportOptions(tool_args="string"))[0]
+    args = [c["function"]["arguments"] for m in row["messages"] for c in m.get("tool_calls", [])]
+    assert args and all(isinstance(a, str) for a in args)
 
 
 # ------------------------------------------------------------------ filters
@@ -534,38 +551,6 @@ def test_export_to_stdout_writes_one_row_per_line(
     assert [r["source"]["task_id"] for r in rows] == ["demo-mean", "slugify-accents"]
 
 
-def test_parquet_round_trip_keeps_the_rows(
-    fanout: tuple[TraceStore, FanoutResult], tmp_path: Path
-) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
-    store, _ = fanout
-    rows = _cli_export(store.path, tmp_path / "dpo.jsonl", "dpo")
-    assert (
-        main(
-            [
-                "export",
-                "--db",
-                str(store.path),
-                "--format",
-                "dpo",
-                "-o",
-                str(tmp_path / "dpo.parquet"),
-            ]
-        )
-        == 0
-    )
-    back = pq.read_table(tmp_path / "dpo.parquet").to_pylist()
-
-    def drop_none(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: drop_none(v) for k, v in value.items() if v is not None}
-        if isinstance(value, list):
-            return [drop_none(v) for v in value]
-        return value
-
-    assert [drop_none({**r, "tools": json.loads(r["tools"])}) for r in back] == rows
-
-
 def test_empty_parquet_export_is_a_valid_file_with_no_rows(
     store: TraceStore, db_path: Path, tmp_path: Path
 ) -> None:
@@ -588,6 +573,20 @@ def test_parquet_without_pyarrow_says_how_to_install_it(
     )
     assert code == 2 and "pip install pyarrow" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_cli_writes_tool_arguments_as_objects_by_default(
+    fanout: tuple[TraceStore, FanoutResult], tmp_path: Path
+) -> None:
+    store, _ = fanout
+    rows = _cli_export(store.path, tmp_path / "sft.jsonl", "sft")
+    calls = [c for r in rows for m in r["messages"] for c in m.get("tool_calls", [])]
+    assert calls and all(isinstance(c["function"]["arguments"], dict) for c in calls)
+
+
+def test_reasoning_key_cannot_replace_a_message_key() -> None:
+    with pytest.raises(UsageError, match="a message already uses that key"):
+        ExportOptions(reasoning_key="content")
 
 
 def test_unknown_format_is_refused(store: TraceStore) -> None:

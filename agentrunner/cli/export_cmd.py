@@ -21,11 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(messages + tools), exactly what the model saw up to its last turn plus its answer. "
         "dpo: prompt/chosen/rejected pairs from sibling branches at one fork point whose "
         "rewards differ (fan-out groups and plain forks). grpo: a prompt with a group of "
-        "completions and their rewards (fork points, and root episodes of one task that "
-        "started from the same prompt). kto: prompt/completion/label per episode, label = "
-        "reward >= --kto-threshold. Every row names its source episode(s) and seq(s). By "
-        "default only completed episodes are read. An export that selects nothing writes an "
-        "empty file, says so on stderr and exits 0.",
+        "recorded reference_completions and their reference_rewards (fork points, and root "
+        "episodes of one task that started from the same prompt). kto: prompt/completion/"
+        "label per episode, label = reward >= --kto-threshold. Every row names its source "
+        "episode(s) and seq(s). By default only completed episodes are read. An export that "
+        "selects nothing writes an empty file, says so on stderr and exits 0. Notes on stderr "
+        "say what was left out, and when rows are longer than TRL's trainers take by default.",
     )
     p.add_argument("--format", required=True, choices=sorted(FORMATS), help="the row shape")
     p.add_argument(
@@ -33,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--output",
         type=Path,
         metavar="FILE",
-        help="write here (default: stdout); a .parquet name writes Parquet",
+        help="write here (default: stdout), whole or not at all, with the permissions your "
+        "umask gives new files; a .parquet name writes Parquet",
     )
     p.add_argument(
         "--parquet", action="store_true", help="write Parquet (needs pyarrow and -o FILE)"
@@ -90,9 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--tool-args",
         choices=("string", "object"),
-        default="string",
-        help="tool-call arguments as the raw JSON string the model wrote (default, OpenAI "
-        "style) or as a parsed object (what Hugging Face chat templates expect)",
+        default="object",
+        help="tool-call arguments as a parsed JSON object (default: what Hugging Face chat "
+        "templates such as Qwen2.5's and Llama 3.1's expect; a string there is encoded "
+        "twice) or as the raw string the model wrote (OpenAI's fine-tuning format). In "
+        "Parquet they are JSON text either way",
     )
     o.add_argument(
         "--kto-threshold",
@@ -148,7 +152,7 @@ def run_export(args: argparse.Namespace) -> int:
     )
     err = stderr_console()
     for note in result.notes:
-        err.print(f"note: {note}")
+        err.print(f"note: {note}", soft_wrap=True)
     where = result.file or "stdout"
     if result.rows == 0:
         wrote = f"wrote an empty file {where}" if result.file else "wrote nothing"

@@ -1,8 +1,9 @@
 """Export traces as training data: SFT, DPO, GRPO and KTO rows, JSON Lines or Parquet.
 
 One module per format (``sft``, ``dpo``, ``grpo``, ``kto``), a shared selection of episodes
-(``select``), the store reads the formats share (``sources``), the chat shape (``chat``) and
-the writers (``writer``). Every row names the episode(s) and seq(s) it came from, and every
+(``select``), the store reads the formats share (``sources``), the chat shape (``chat``), the
+writers (``writer``; ``parquet`` holds the Parquet schemas) and a note on row lengths against
+TRL's defaults (``lengths``). Every row names the episode(s) and seq(s) it came from, and every
 prompt is rebuilt from the content-addressed message chain, so it is exactly what the model
 saw. Python::
 
@@ -23,9 +24,11 @@ from agentrunner.export.chat import ExportOptions, chat, chat_message, tool_sche
 from agentrunner.export.dpo import dpo_rows
 from agentrunner.export.grpo import grpo_rows
 from agentrunner.export.kto import kto_rows
+from agentrunner.export.lengths import LengthWatch
+from agentrunner.export.parquet import require_pyarrow
 from agentrunner.export.select import Selected, Selection, percentile, select_episodes
 from agentrunner.export.sft import sft_rows
-from agentrunner.export.writer import require_pyarrow, write_jsonl, write_parquet
+from agentrunner.export.writer import check_output, write_jsonl, write_parquet
 from agentrunner.store import TraceStore
 
 RowsFn = Callable[[TraceStore, Selected, ExportOptions], Iterator[dict[str, Any]]]
@@ -77,24 +80,30 @@ def export(
     parquet: bool | None = None,
 ) -> ExportResult:
     """Write format ``fmt`` to ``output`` (stdout when None; Parquet when ``parquet`` or the
-    file ends in ``.parquet``). An export that selects nothing writes an empty file."""
+    file ends in ``.parquet``). An export that selects nothing writes an empty file. The
+    notes say what the selection left out and when rows are longer than TRL's trainers take
+    by default."""
+    options = options or ExportOptions()
     as_parquet = parquet if parquet is not None else bool(output and output.suffix == ".parquet")
+    if output is not None:
+        check_output(output)  # fail before reading anything
     if as_parquet:
         if output is None:
             raise UsageError("Parquet output needs a file: -o FILE.parquet")
-        require_pyarrow()  # fail before reading anything
+        require_pyarrow()
     selected, rows = export_rows(store, fmt, selection=selection, options=options)
+    watch = LengthWatch(fmt)
     if as_parquet:
         assert output is not None
-        count = write_parquet(rows, output)
+        count = write_parquet(watch.rows(rows), output, fmt, options.reasoning_key)
     else:
-        count = write_jsonl(rows, output)
+        count = write_jsonl(watch.rows(rows), output)
     return ExportResult(
         format=fmt,
         rows=count,
         file=str(output) if output is not None else None,
         episodes=len(selected.episodes),
-        notes=selected.notes,
+        notes=[*selected.notes, *watch.notes()],
     )
 
 

@@ -2,10 +2,11 @@
 
 - ``{"role": "system" | "user", "content": ...}``
 - ``{"role": "assistant", "content": ..., "tool_calls": [{"id", "type": "function",
-  "function": {"name", "arguments"}}]}`` (``arguments`` the raw string the model wrote, or
-  with ``tool_args="object"`` the parsed JSON object that Hugging Face chat templates want;
-  arguments that are not a JSON object stay a string), plus the reasoning under
-  ``reasoning_key`` when asked for, and ``refusal`` when the model refused.
+  "function": {"name", "arguments"}}]}`` (``arguments`` by default the parsed JSON object,
+  which Hugging Face chat templates render with ``tojson``; with ``tool_args="string"`` the
+  raw string the model wrote, as OpenAI's fine-tuning format wants; arguments that are not a
+  JSON object stay the raw string), plus the reasoning under ``reasoning_key`` when asked
+  for, and ``refusal`` when the model refused.
 - ``{"role": "tool", "content": ..., "tool_call_id": ..., "name": ...}``
 - tools: ``{"type": "function", "function": {"name", "description", "parameters"}}``.
 
@@ -15,14 +16,15 @@ Provider-opaque parts (signatures, encrypted reasoning) are not exported.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentrunner.errors import UsageError
 from agentrunner.types import AgentToolCall, Message, ToolSpec
 
 ToolArgs = Literal["string", "object"]
+MESSAGE_KEYS = ("role", "content", "refusal", "tool_calls", "tool_call_id", "name")
 
 
 @dataclass(frozen=True)
@@ -30,15 +32,28 @@ class ExportOptions:
     """How rows are written.
 
     ``reasoning_key``: put assistant reasoning under this key (None: leave it out).
-    ``tool_args``: tool-call arguments as the raw ``string`` or the parsed ``object``.
+    ``tool_args``: tool-call arguments as the parsed ``object`` (default) or the raw ``string``.
     ``kto_threshold``: KTO label is ``reward >= kto_threshold``.
     ``with_tool_results``: DPO chosen/rejected also hold the tool results of the turn.
+
+    None of them changes which rows an export makes, only how each row is written.
     """
 
     reasoning_key: str | None = None
-    tool_args: ToolArgs = "string"
+    tool_args: ToolArgs = "object"
     kto_threshold: float = 1.0
     with_tool_results: bool = False
+
+    def __post_init__(self) -> None:
+        if self.reasoning_key is not None and (
+            not self.reasoning_key or self.reasoning_key in MESSAGE_KEYS
+        ):
+            raise UsageError(
+                f"--reasoning KEY cannot be {self.reasoning_key!r}: a message already uses "
+                f"that key (it must be a new key, not one of {', '.join(MESSAGE_KEYS)})"
+            )
+        if self.tool_args not in ("string", "object"):
+            raise UsageError(f"--tool-args must be string or object, not {self.tool_args!r}")
 
 
 def _arguments(call: AgentToolCall, mode: ToolArgs) -> str | dict[str, Any]:
@@ -95,15 +110,3 @@ def tool_schemas(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         }
         for t in tools
     ]
-
-
-def content_key(messages: Sequence[dict[str, Any]]) -> str:
-    """Identity of a completion's content, ignoring tool-call ids (which providers randomise)."""
-
-    def strip(m: dict[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in m.items() if k != "tool_call_id"}
-        if "tool_calls" in out:
-            out["tool_calls"] = [{**c, "id": None} for c in out["tool_calls"]]
-        return out
-
-    return json.dumps([strip(m) for m in messages], sort_keys=True, ensure_ascii=False)

@@ -2,9 +2,12 @@
 
 At a fork point, the branches (the parent's own continuation and its forks at that
 ``fork_seq``, fan-out groups included) that answered the same prompt are grouped by what
-they did there: their assistant message at the fork point (tool-call ids ignored). Each
-distinct action is valued by the mean reward of its branches; every two actions whose values
-differ give one row, the better one chosen::
+they did there: their assistant message at the fork point, compared as an action (its text,
+refusal and tool calls with their arguments parsed; tool-call ids and reasoning ignored, so
+a fan-out continuation that replays a sampled action without its reasoning counts as that
+action, and no row option changes which pairs there are). Each distinct action is valued by
+the mean reward of its branches; every two actions whose values differ give one row, the
+better one chosen::
 
     {"prompt": [...the exact input at the fork point...],
      "chosen": [assistant message], "rejected": [assistant message],
@@ -13,38 +16,61 @@ differ give one row, the better one chosen::
      "chosen_source": {"episode_id", "seq", "turn", "episodes": [...], "rewards": [...]},
      "rejected_source": {...}}
 
-``chosen`` / ``rejected`` hold only what the model wrote (its text and tool calls); with
-``with_tool_results`` they also hold the tool results of that turn (environment output,
-which a DPO trainer would then score as if the model had written it).
+``chosen`` / ``rejected`` hold only what the model wrote (its text and tool calls), taken
+from the action's first branch that has reasoning (else its first branch), which
+``chosen_source`` / ``rejected_source`` name; with ``with_tool_results`` they also hold the
+tool results of that turn in that branch (environment output, which a DPO trainer would then
+score as if the model had written it).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner.export.chat import ExportOptions, chat, content_key, tool_schemas
+from agentrunner.export.chat import ExportOptions, chat, tool_schemas
 from agentrunner.export.select import Selected
 from agentrunner.export.sources import Branch, fork_points, tools_at
 from agentrunner.store import TraceStore
-from agentrunner.types import Message
+from agentrunner.types import AgentToolCall, Message
+
+
+def _call_key(call: AgentToolCall) -> list[Any]:
+    try:
+        return [call.name, call.parsed_arguments()]
+    except ValueError:
+        return [call.name, call.arguments]
+
+
+def action_key(message: Message) -> str:
+    """What an assistant message did, whatever the row options: text, refusal, tool calls
+    (arguments parsed when they are JSON); tool-call ids and reasoning left out."""
+    calls = [_call_key(c) for c in message.tool_calls]
+    return json.dumps([message.content, message.refusal, calls], sort_keys=True, ensure_ascii=False)
 
 
 @dataclass
 class _Action:
-    messages: list[dict[str, Any]]
     branches: list[Branch] = field(default_factory=list)
+    lead: Branch | None = None  # the branch whose message the row shows
+    has_reasoning: bool = False
+
+    def add(self, branch: Branch, message: Message) -> None:
+        self.branches.append(branch)
+        if self.lead is None or (message.reasoning and not self.has_reasoning):
+            self.lead, self.has_reasoning = branch, bool(message.reasoning)
 
     @property
     def value(self) -> float:
         return statistics.fmean(b.episode.total_reward for b in self.branches)
 
     def source(self) -> dict[str, Any]:
-        first = self.branches[0].decision
+        assert self.lead is not None
         return {
-            **first.source(),
+            **self.lead.decision.source(),
             "episodes": [b.episode.episode_id for b in self.branches],
             "rewards": [b.episode.total_reward for b in self.branches],
         }
@@ -66,34 +92,41 @@ def _turn_tool_results(store: TraceStore, branch: Branch) -> list[Message]:
     return out
 
 
+def _completion(store: TraceStore, action: _Action, options: ExportOptions) -> list[dict[str, Any]]:
+    assert action.lead is not None
+    messages = [store.message(action.lead.decision.message_hash)]
+    if options.with_tool_results:
+        messages += _turn_tool_results(store, action.lead)
+    return chat(messages, options)
+
+
 def dpo_rows(
     store: TraceStore, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
     for point in fork_points(store, selected.by_id()):
         actions: dict[str, _Action] = {}
         for branch in point.branches:
-            messages = [store.message(branch.decision.message_hash)]
-            if options.with_tool_results:
-                messages += _turn_tool_results(store, branch)
-            completion = chat(messages, options)
-            actions.setdefault(content_key(completion), _Action(completion)).branches.append(branch)
+            message = store.message(branch.decision.message_hash)
+            actions.setdefault(action_key(message), _Action()).add(branch, message)
         ranked = sorted(actions.values(), key=lambda a: -a.value)
         pairs = [
-            (better, worse)
-            for i, better in enumerate(ranked)
-            for worse in ranked[i + 1 :]
-            if better.value > worse.value
+            (i, j)
+            for i in range(len(ranked))
+            for j in range(i + 1, len(ranked))
+            if ranked[i].value > ranked[j].value
         ]
         if not pairs:
             continue
         prompt = chat(store.message_chain(point.prompt_tip), options)
         first = point.branches[0]
         tools = tool_schemas(tools_at(store, first.episode.episode_id, first.decision.seq))
-        for better, worse in pairs:
+        completions = [_completion(store, action, options) for action in ranked]
+        for i, j in pairs:
+            better, worse = ranked[i], ranked[j]
             yield {
                 "prompt": prompt,
-                "chosen": better.messages,
-                "rejected": worse.messages,
+                "chosen": completions[i],
+                "rejected": completions[j],
                 "tools": tools,
                 "chosen_reward": better.value,
                 "rejected_reward": worse.value,

@@ -1,4 +1,4 @@
-"""GRPO rows: groups of completions of one prompt with their rewards.
+"""GRPO rows: groups of recorded completions of one prompt with their rewards.
 
 Groups come from fork points (the branches at one fork point that answered the same prompt:
 fan-out groups and plain forks, with the parent's own continuation) and from task groups
@@ -6,18 +6,25 @@ fan-out groups and plain forks, with the parent's own continuation) and from tas
 task and seed, or across seeds when the seed does not change the prompt). Shape::
 
     {"prompt": [...messages...],
-     "completions": [[...messages...], ...],   # one per episode, to its last assistant message
-     "rewards": [1.0, 0.4, ...],               # each episode's total reward
+     "reference_completions": [[...messages...], ...],  # one per episode, to its last
+                                                        # assistant message
+     "reference_rewards": [1.0, 0.4, ...],              # each episode's total reward
      "tools": [...],
      "source": {"kind": "fork", "episode_id": parent, "seq": fork_seq, "turn": K,
                 "fork_groups": [...]}
                | {"kind": "task", "task_id": ..., "seeds": [...], "batches": [...]},
-     "sources": [{"episode_id", "seq", "turn"}, ...]}   # parallel to completions
+     "sources": [{"episode_id", "seq", "turn"}, ...]}   # parallel to reference_completions
 
-``prompt`` alone is TRL's conversational prompt-only shape (what ``GRPOTrainer`` reads; the
-other columns reach reward functions as keyword arguments); ``completions`` and ``rewards``
-are for offline group-relative training and analysis. A completion is the conversation after
-the prompt, so it holds the agent's turns and the tool results between them.
+``prompt`` alone is TRL's conversational prompt-only shape, what ``GRPOTrainer`` generates
+from. Every other column reaches its reward functions as a keyword argument of the same
+name, so none may be one of the names ``GRPOTrainer._calculate_rewards`` passes itself
+(``prompts``, ``completions``, ``completion_ids``, ``trainer_state``, ``log_extra``,
+``log_metric``, ``environments``): hence ``reference_completions``, not ``completions``. The
+``tools`` column too reaches reward functions only: ``GRPOTrainer`` renders the prompt with
+the tools given to the trainer, not with this column. The recorded completions and rewards
+serve offline group-relative training, analysis and reward functions that compare against
+them. A completion is the conversation after the prompt, so it holds the agent's turns and
+the tool results between them.
 """
 
 from __future__ import annotations
@@ -71,8 +78,8 @@ def grpo_rows(
         first = point.branches[0]
         yield {
             "prompt": chat(prompt, options),
-            "completions": completions,
-            "rewards": rewards,
+            "reference_completions": completions,
+            "reference_rewards": rewards,
             "tools": tool_schemas(tools_at(store, first.episode.episode_id, first.decision.seq)),
             "source": {"kind": "fork", **point.source()},
             "sources": sources,
@@ -84,8 +91,8 @@ def grpo_rows(
             continue
         yield {
             "prompt": chat(prompt, options),
-            "completions": completions,
-            "rewards": rewards,
+            "reference_completions": completions,
+            "reference_rewards": rewards,
             "tools": tool_schemas(tools_at(store, episodes[0].episode_id, 0)),
             "source": {
                 "kind": "task",

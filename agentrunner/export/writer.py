@@ -1,34 +1,92 @@
-"""Writing rows: JSON Lines (default) or Parquet (with pyarrow, when installed).
+"""Writing rows to a file or stdout: JSON Lines, or Parquet through :mod:`.parquet`.
 
 A file is written next to its destination and moved into place when complete, so a failed
-or interrupted export never leaves a half-written file. Zero rows give an empty JSONL file
-(0 bytes) or a valid Parquet file with no rows.
+or interrupted export never leaves a half-written file, and an existing file is replaced
+only by a complete one. The file is created with the permissions the user's umask gives a
+new file (``0o666 & ~umask``, as ``open`` does). Zero rows give an empty JSONL file (0 bytes)
+or a valid Parquet file with the format's columns and no rows.
+
+Errors on the way become the project's own: an output that is a directory or not a regular
+file, or a folder where no file can be created, is a :class:`UsageError` (raised before any
+row is read); a write that fails midway is an :class:`AgentRunnerError`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 import sys
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from agentrunner.errors import UsageError
-
-PARQUET_JSON_COLUMNS = ("tools",)  # JSON schemas vary in shape; stored as JSON text
+from agentrunner.errors import AgentRunnerError, UsageError
+from agentrunner.export import parquet
 
 
 def _line(row: dict[str, Any]) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def check_output(path: Path) -> None:
+    """Refuse an output that cannot be a file (before anything is read or written)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {_reason(exc)}") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{path} is a directory: give -o a file name")
+    if not stat.S_ISREG(mode):
+        raise UsageError(
+            f"{path} is not a regular file; export to a file (or leave out -o for stdout)"
+        )
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """A new file beside ``path``, created with mode 0o666 less the umask."""
+    check_output(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.part"
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+                return os.open(tmp, flags, 0o666), tmp
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {_reason(exc)}") from None
+
+
+def _atomic(path: Path, binary: bool, write: Callable[[IO[Any]], int]) -> int:
+    fd, tmp = _create_temp(path)
+    try:
+        f: IO[Any] = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
+        with f:
+            count = write(f)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise AgentRunnerError(f"could not write {path}: {_reason(exc)}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return count
+
+
 def write_jsonl(rows: Iterable[dict[str, Any]], path: Path | None) -> int:
     """Write rows as JSON Lines to ``path`` (stdout when None); return how many."""
     if path is None:
         return _write_lines(rows, sys.stdout)
-    return _atomic(path, lambda f: _write_lines(rows, f))
+    return _atomic(path, False, lambda f: _write_lines(rows, f))
 
 
 def _write_lines(rows: Iterable[dict[str, Any]], out: IO[str]) -> int:
@@ -40,56 +98,10 @@ def _write_lines(rows: Iterable[dict[str, Any]], out: IO[str]) -> int:
     return count
 
 
-def _atomic(path: Path, write: Any) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            count: int = write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return count
-
-
-def require_pyarrow() -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise UsageError(
-            "Parquet output needs pyarrow, which is not installed: pip install pyarrow "
-            "(or export JSON Lines without --parquet)"
-        ) from None
-
-
-def write_parquet(rows: Iterable[dict[str, Any]], path: Path) -> int:
-    """Write rows as one Parquet table (``tools`` as JSON text); return how many."""
-    require_pyarrow()
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table_rows = [
-        {
-            k: json.dumps(v, ensure_ascii=False) if k in PARQUET_JSON_COLUMNS else v
-            for k, v in r.items()
-        }
-        for r in rows
-    ]
-    try:
-        table = pa.Table.from_pylist(table_rows)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise UsageError(
-            f"these rows do not fit one Parquet schema ({exc}); export JSON Lines, or keep "
-            "tool arguments as strings (--tool-args string)"
-        ) from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return table.num_rows
+def write_parquet(
+    rows: Iterable[dict[str, Any]], path: Path, fmt: str, reasoning_key: str | None = None
+) -> int:
+    """Write rows of format ``fmt`` as one Parquet table (see :mod:`.parquet`); return how many."""
+    parquet.require_pyarrow()
+    table_schema = parquet.schema(fmt, reasoning_key)
+    return _atomic(path, True, lambda f: parquet.write_table(rows, f, table_schema))
