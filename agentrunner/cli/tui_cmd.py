@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--keymap",
         type=Path,
         metavar="FILE",
-        help='JSON object of binding id → keys, e.g. {"trace.fork": "F"} (ids: press ?)',
+        help='JSON object of binding id → keys, e.g. {"trace.fork": "F"} (ids: press ? in the '
+        "app; an unknown id is an error that lists them)",
     )
 
 
@@ -42,6 +43,12 @@ def _keymap(path: Path | None) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise UsageError(f"--keymap {path}: must be a JSON object of binding id → keys")
+    from agentrunner.tui.keys import check_keymap
+
+    try:
+        check_keymap(value)
+    except UsageError as exc:
+        raise UsageError(f"--keymap {path}: {exc}") from None
     return value
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.tui.format import RESUMABLE, short_id
+from agentrunner.tui.format import RESUMABLE
 from agentrunner.tui.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ def _request_cancel(store: TraceStore, episode_id: str) -> str:
 
 def cancel(screen: ReaderScreen, episode: EpisodeSummary) -> None:
     """Ask (with confirmation) the running episode's writer to cancel; it polls within 1 s."""
+    short_id = screen.ids
     if episode.status != "running":
         screen.notify(f"{short_id(episode.episode_id)} is {episode.status}, not running")
         return
@@ -53,6 +54,7 @@ def cancel(screen: ReaderScreen, episode: EpisodeSummary) -> None:
 
 def resume(screen: ReaderScreen, episode: EpisodeSummary, *, open_trace: bool = True) -> bool:
     """Resume a cancelled or interrupted episode in the background (and follow it)."""
+    short_id = screen.ids
     if episode.status not in RESUMABLE:
         screen.notify(
             f"{short_id(episode.episode_id)} is {episode.status}: only cancelled or "
@@ -76,7 +78,7 @@ def branches(screen: ReaderScreen, episode_id: str) -> None:
 
 def diff(screen: ReaderScreen, episode: EpisodeSummary) -> None:
     if episode.parent_episode_id is None:
-        screen.notify(f"{short_id(episode.episode_id)} is not a fork: nothing to diff against")
+        screen.notify(f"{screen.ids(episode.episode_id)} is not a fork: nothing to diff against")
         return
     from agentrunner.tui.screens.diff import DiffScreen
 

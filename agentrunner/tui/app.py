@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 
 from agentrunner.errors import StoreError
 from agentrunner.store import TraceStore
-from agentrunner.tui.format import short_id
+from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.runs import BackgroundRuns, RunFinished
 
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
@@ -47,7 +47,12 @@ class AgentRunnerApp(App[None]):
         self.start_episode = episode
         self.poll_s = poll_s
         self.keymap_overrides = dict(keymap or {})
+        if self.keymap_overrides:
+            from agentrunner.tui.keys import check_keymap
+
+            check_keymap(self.keymap_overrides)  # Textual would ignore unknown ids silently
         self.runs = BackgroundRuns(self, self.db_path)
+        self.ids = IdPrefixes()  # how every screen shows episode ids
         self.last_opened: str | None = episode
         self._store: TraceStore | None = None
         self._store_lock = threading.Lock()
@@ -107,7 +112,7 @@ class AgentRunnerApp(App[None]):
         self.exit()
 
     def on_run_finished(self, message: RunFinished) -> None:
-        ep = short_id(message.episode_id)
+        ep = self.ids(message.episode_id)
         if message.error and message.status == "not run":
             self.notify(f"{ep} could not run: {message.error}", severity="error", timeout=8)
         else:

@@ -1,6 +1,7 @@
-"""Store reads behind the trace screen. Each function runs inside a thread worker, on that
-thread's own connection (``TraceStore`` keeps one per thread), and never loads a whole
-episode: pages are read by ``seq`` (keyset) and lookups go through the store's indexes.
+"""Store reads behind the trace screen (and the short ids every screen shows). Each function
+runs inside a thread worker, on that thread's own connection (``TraceStore`` keeps one per
+thread), and never loads a whole episode: pages are read by ``seq`` (keyset) and lookups go
+through the store's indexes.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ import heapq
 import json
 import sqlite3
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agentrunner.events import EVENT_KINDS
+from agentrunner.formatting import unique_prefixes
 from agentrunner.store import EpisodeSummary, EventRow, Segment, TraceStore
 from agentrunner.tui.format import one_line
 from agentrunner.tui.rows import RowInfo, summarize
@@ -24,6 +27,21 @@ _COLS = "episode_id, seq, attempt, turn, kind, ts, payload"
 _MAX = 2**62
 
 
+def id_prefixes(store: TraceStore, wanted: Iterable[str] | None = None) -> dict[str, str]:
+    """The shortest prefix (at least 8 characters) of each ``wanted`` episode id (default:
+    every one) that no other episode of the store shares. Episodes made in the same
+    millisecond share their first 10 characters: those get a few more."""
+    ids = store.episode_ids()  # sorted
+    if wanted is None:
+        return unique_prefixes(ids, minimum=8)
+    out: dict[str, str] = {}
+    for episode_id in set(wanted):
+        i = bisect_left(ids, episode_id)
+        around = ids[max(0, i - 1) : i + 2]  # its neighbours in sort order decide
+        out[episode_id] = unique_prefixes([*around, episode_id], minimum=8)[episode_id]
+    return out
+
+
 @dataclass(frozen=True)
 class TraceData:
     """Everything the trace list needs to lay itself out, read in one snapshot."""
@@ -32,6 +50,7 @@ class TraceData:
     segments: list[Segment]
     nonchunk: array  # seqs of every event that is not a streamed chunk, ascending
     last_seq: int
+    prefixes: dict[str, str]  # short ids of the episode and its ancestors
 
 
 def _bounds(seg: Segment, lo: int = 1, hi: int = _MAX) -> tuple[int, int]:
@@ -67,9 +86,11 @@ def open_trace(store: TraceStore, id_or_prefix: str) -> TraceData:
         (last,) = conn.execute(
             "SELECT max(seq) FROM events WHERE episode_id = ?", (own.episode_id,)
         ).fetchone()
+        prefixes = id_prefixes(store, [seg.episode_id for seg in segments])
     finally:
         conn.execute("COMMIT")
-    return TraceData(episode_id, segments, seqs, last if last is not None else own.start - 1)
+    last_seq = last if last is not None else own.start - 1
+    return TraceData(episode_id, segments, seqs, last_seq, prefixes)
 
 
 def summary(store: TraceStore, episode_id: str) -> EpisodeSummary:
@@ -144,10 +165,15 @@ def poll(
     return PollResult(to_rows(store, events), store.episode(episode_id) if with_summary else None)
 
 
+EDITED_TURN = "message/edit"
+"""For ``next_of_kinds``: a fork's edited turn (a ``message`` event with reason ``edit``)."""
+
+
 def next_of_kinds(
     store: TraceStore, segments: Sequence[Segment], kinds: Sequence[str], seq: int, forward: bool
 ) -> int | None:
-    """The nearest seq after (or before) ``seq`` whose kind is one of ``kinds``."""
+    """The nearest seq after (or before) ``seq`` whose kind is one of ``kinds`` (or, for
+    ``EDITED_TURN``, that is an edited turn)."""
     best: int | None = None
     order = "ASC" if forward else "DESC"
     for seg in segments if forward else list(reversed(segments)):
@@ -155,44 +181,15 @@ def next_of_kinds(
         if lo > hi:
             continue
         for kind in kinds:
+            edits = kind == EDITED_TURN
             row = store.conn.execute(
                 "SELECT seq FROM events WHERE episode_id = ? AND kind = ? AND seq BETWEEN ? AND ?"
-                f" ORDER BY seq {order} LIMIT 1",
-                (seg.episode_id, kind, lo, hi),
+                + (" AND json_extract(payload, '$.reason') = 'edit'" if edits else "")
+                + f" ORDER BY seq {order} LIMIT 1",
+                (seg.episode_id, "message" if edits else kind, lo, hi),
             ).fetchone()
             if row is not None and (best is None or (row[0] < best if forward else row[0] > best)):
                 best = row[0]
         if best is not None:
             return best
     return best
-
-
-def _like(term: str) -> str:
-    """``term`` as a LIKE pattern over JSON text (escaped as the payload stores it)."""
-    body = json.dumps(term, ensure_ascii=False)[1:-1]
-    body = body.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{body}%"
-
-
-def find(
-    store: TraceStore, segments: Sequence[Segment], term: str, seq: int, forward: bool
-) -> int | None:
-    """The nearest event after (or before) ``seq`` whose kind, payload or message content
-    contains ``term`` (case-insensitive for ASCII)."""
-    pattern = _like(term)
-    order = "ASC" if forward else "DESC"
-    for seg in segments if forward else list(reversed(segments)):
-        lo, hi = _bounds(seg, seq + 1, _MAX) if forward else _bounds(seg, 1, seq - 1)
-        if lo > hi:
-            continue
-        row = store.conn.execute(
-            "SELECT seq FROM events WHERE episode_id = ? AND seq BETWEEN ? AND ? AND ("
-            " kind LIKE ? ESCAPE '\\' OR payload LIKE ? ESCAPE '\\' OR (kind = 'message' AND"
-            " json_extract(payload, '$.message_hash') IN"
-            " (SELECT hash FROM messages WHERE message LIKE ? ESCAPE '\\')))"
-            f" ORDER BY seq {order} LIMIT 1",
-            (seg.episode_id, lo, hi, pattern, pattern, pattern),
-        ).fetchone()
-        if row is not None:
-            return int(row[0])
-    return None

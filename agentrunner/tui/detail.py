@@ -1,9 +1,11 @@
 """The selected event, rendered in full for the detail pane (read in a thread worker).
 
-Messages are Markdown; tool calls are syntax-highlighted JSON, with shell commands and file
-contents highlighted as code; tool results are shown with a lexer guessed from the file they
-came from, and, for a workspace step, the files it changed with their diff. Long output is
-cut at ``MAX_LINES`` unless the full output is asked for.
+What people and models write (prompts, reasoning, assistant text) is Markdown; tool output
+is plain text, never Markdown (``__init__.py`` stays as it is, lines stay lines), highlighted
+with a lexer guessed from the file it came from. Tool calls are syntax-highlighted JSON,
+with shell commands and file contents highlighted as code; a workspace step also shows the
+files it changed with their diff. Long output is cut at ``MAX_LINES`` unless the full output
+is asked for.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from agentrunner.changes import step_change
 from agentrunner.errors import AgentRunnerError, StoreError
 from agentrunner.store import EventRow, Segment, TraceStore
 from agentrunner.tui.format import cost, reward
+from agentrunner.types import AgentToolCall, Message
 
 MAX_LINES = 200
 MAX_CHARS = 20_000
@@ -70,6 +73,37 @@ def _lexer_for(path: str | None, text: str) -> str:
         return "text"
 
 
+def _tool_output(text: str, tool: str | None, path: str | None) -> Syntax:
+    """Tool output as plain text; what ``read_file`` returned is highlighted as its file."""
+    return _code(text, _lexer_for(path, text) if tool == "read_file" else "text")
+
+
+def _path_of(call: AgentToolCall | None) -> str | None:
+    if call is None:
+        return None
+    try:
+        path = call.parsed_arguments().get("path")
+    except ValueError:
+        return None
+    return path if isinstance(path, str) else None
+
+
+def _call_for(chain: Sequence[Message], message: Message) -> AgentToolCall | None:
+    """The assistant's tool call that a tool message answers (searched from the end)."""
+    for earlier in reversed(chain):
+        for call in earlier.tool_calls:
+            if call.call_id == message.tool_call_id:
+                return call
+    return None
+
+
+def _content(message: Message, text: str, call: AgentToolCall | None = None) -> RenderableType:
+    """A message's ``text``: tool output as plain text, anything else as Markdown."""
+    if message.role == "tool":
+        return _tool_output(text, call.name if call else message.name, _path_of(call))
+    return Markdown(text)
+
+
 def _fields(**values: Any) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
@@ -89,7 +123,7 @@ def _message_body(store: TraceStore, digest: str) -> list[RenderableType]:
     if message.reasoning:
         parts.append(Panel(Markdown(message.reasoning), title="thinking", border_style="dim"))
     if message.content:
-        parts.append(Markdown(message.content))
+        parts.append(_content(message, message.content))
     for call in message.tool_calls:
         try:
             args: Any = call.parsed_arguments()
@@ -145,8 +179,7 @@ def _tool_result(
     if p.get("error"):
         parts.append(Panel(Text(str(p["error"])), title="error", border_style="red"))
     text, cut = _cap(str(p.get("observation", "")), full)
-    lexer = _lexer_for(path, text) if p.get("name") == "read_file" else "text"
-    parts.append(_code(text, lexer))
+    parts.append(_tool_output(text, p.get("name"), path))
     if p.get("snapshot"):
         changed, diff_cut = _files_changed(store, episode_id, ev.seq, full)
         parts += changed
@@ -266,7 +299,8 @@ def _single(
         parts: list[RenderableType] = [head, Text("params", style="bold"), _json(p.get("params"))]
         if last is not None and last.content:
             parts += [Text(f"last input message ({last.role})", style="bold")]
-            parts.append(Markdown(_cap(last.content, full)[0]))
+            call = _call_for(chain, last) if last.role == "tool" else None
+            parts.append(_content(last, _cap(last.content, full)[0], call))
         return parts, False
     if kind == "model.response":
         head = _fields(

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentrunner.fork import fork_episode
-from agentrunner.store import Segment, TraceStore
+from agentrunner.store import EpisodeSummary, Segment, TraceStore
+from agentrunner.tui.data import id_prefixes
 
 Mode = Literal["edit", "inject", "resample"]
 
@@ -29,6 +30,7 @@ class ForkPrefill:
     edit: str  # JSON of the assistant message or tool call at the fork point
     model: str
     on_tool_call: bool
+    short_id: str  # the episode's shortest id prefix unique in the store
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def fork_prefill(
     if kind == "tool.call":
         row = store.events(episode_id, after_seq=seq - 1, limit=1, segments=segments)[0]
         edit = json.dumps(_tool_call_json(row.payload), indent=2, ensure_ascii=False)
-        return ForkPrefill(summary.episode_id, turn, edit, model, True)
+        return ForkPrefill(summary.episode_id, turn, edit, model, True, _short(store, summary))
     last = store.last_at_turn(episode_id, "model.response", turn)
     response = last.payload if last is not None else None
     value: dict[str, Any] = {"message": "", "tool_calls": []}
@@ -75,7 +77,11 @@ def fork_prefill(
             ],
         }
     edit = json.dumps(value, indent=2, ensure_ascii=False)
-    return ForkPrefill(summary.episode_id, turn, edit, model, False)
+    return ForkPrefill(summary.episode_id, turn, edit, model, False, _short(store, summary))
+
+
+def _short(store: TraceStore, episode: EpisodeSummary) -> str:
+    return id_prefixes(store, [episode.episode_id])[episode.episode_id]
 
 
 def _parsed(arguments: str) -> Any:
@@ -85,8 +91,9 @@ def _parsed(arguments: str) -> Any:
         return arguments
 
 
-def make_fork(store: TraceStore, request: ForkRequest) -> str:
-    """Create the fork the editor asked for; return its id (not yet run)."""
+def make_fork(store: TraceStore, request: ForkRequest) -> tuple[str, dict[str, str]]:
+    """Create the fork the editor asked for; return its id (not yet run) and its shortest
+    unique prefix (by id)."""
     (fork_id,) = fork_episode(
         store,
         request.episode_id,
@@ -95,4 +102,4 @@ def make_fork(store: TraceStore, request: ForkRequest) -> str:
         action=request.text if request.mode == "edit" else None,
         model=request.model,
     )
-    return fork_id
+    return fork_id, id_prefixes(store, [fork_id])

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-from agentrunner.formatting import cost, reward, short_id, started, tokens
+from agentrunner.formatting import cost, reward, started, tokens
 from agentrunner.store import EpisodeSummary
 
 __all__ = [
     "RESUMABLE",
     "STATUSES",
+    "IdPrefixes",
     "cost",
     "lineage",
     "one_line",
     "reward",
-    "short_id",
     "started",
     "tokens",
 ]
@@ -24,11 +25,27 @@ RESUMABLE = ("cancelled", "interrupted")
 _BLANKS = re.compile(r" {2,}")
 
 
-def lineage(episode: EpisodeSummary, forks: int = 0) -> str:
+class IdPrefixes:
+    """Episode ids shown as their shortest prefix unique in the store (at least 8
+    characters), as last read; an id not read yet is shown whole (never ambiguous)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def update(self, prefixes: Mapping[str, str]) -> None:
+        self._known.update(prefixes)
+
+    def __call__(self, episode_id: str | None) -> str:
+        if not episode_id:
+            return "-"
+        return self._known.get(episode_id, episode_id)
+
+
+def lineage(episode: EpisodeSummary, forks: int, ids: IdPrefixes) -> str:
     """Parent and fork point (``↳ PARENT@SEQ``), and how many forks branch off this one."""
     parts = []
     if episode.parent_episode_id:
-        parts.append(f"↳ {short_id(episode.parent_episode_id, 8)}@{episode.fork_seq}")
+        parts.append(f"↳ {ids(episode.parent_episode_id)}@{episode.fork_seq}")
     if forks:
         parts.append(f"{forks} fork{'s' if forks > 1 else ''}")
     return " · ".join(parts) or "-"

@@ -1,12 +1,21 @@
 """Where the TUI's key bindings live, screen by screen (for help and keymap checks).
 
 Every binding has an id (``screen.action``), so a keymap (``tui --keymap FILE``, a JSON
-object of binding id → keys) can change any key.
+object of binding id → keys) can change any key; an id that names no binding is refused
+(Textual would ignore it silently). The footer lists the keys to get help and to quit
+first, so a narrow terminal never hides them.
 """
 
 from __future__ import annotations
 
-from textual.binding import BindingType
+import difflib
+from collections.abc import Mapping
+
+from textual.binding import ActiveBinding, Binding, BindingType
+
+from agentrunner.errors import UsageError
+
+PINNED = ("app.help", "app.quit")  # shown first in every footer
 
 
 def binding_sections() -> list[tuple[str, list[BindingType]]]:
@@ -30,3 +39,37 @@ def binding_sections() -> list[tuple[str, list[BindingType]]]:
         ("Confirm", list(ConfirmScreen.BINDINGS)),
         ("Help", list(HelpScreen.BINDINGS)),
     ]
+
+
+def binding_ids() -> list[str]:
+    """Every binding id, sorted."""
+    return sorted(
+        {
+            b.id
+            for _, bindings in binding_sections()
+            for b in bindings
+            if isinstance(b, Binding) and b.id
+        }
+    )
+
+
+def check_keymap(keymap: Mapping[str, str]) -> None:
+    """Refuse a keymap that names unknown binding ids (saying which, and the valid ones)."""
+    valid = binding_ids()
+    unknown = [key for key in keymap if key not in valid]
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, valid, n=1)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise UsageError(
+        f"unknown binding id{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; valid ids"
+        f" (also listed by ? in the app): {', '.join(valid)}"
+    )
+
+
+def pinned_first(bindings: Mapping[str, ActiveBinding]) -> dict[str, ActiveBinding]:
+    """``bindings`` (a screen's active bindings) with help and quit first."""
+    first = {k: b for k, b in bindings.items() if b.binding.id in PINNED}
+    return first | {k: b for k, b in bindings.items() if k not in first}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from agentrunner.errors import StoreError, UsageError
 from agentrunner.store import EpisodeSummary, EventRow, TraceStore
+from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.format import reward
 
 TRANSCRIPT_KINDS = (
@@ -35,6 +36,7 @@ class Branch:
     summary: EpisodeSummary
     depth: int
     fork_turn: int | None  # the parent's model turn this fork branches at
+    short_id: str  # its shortest id prefix unique in the store (at least 8 characters)
 
 
 def fork_turn(store: TraceStore, parent_id: str, fork_seq: int) -> int:
@@ -45,10 +47,12 @@ def fork_turn(store: TraceStore, parent_id: str, fork_seq: int) -> int:
 
 def lineage(store: TraceStore, episode_id: str) -> list[Branch]:
     """The tree ``episode_id`` belongs to, root first, depth-first."""
+    tree = store.tree(store.resolve(episode_id))
+    prefixes = id_prefixes(store, [ep for ep, *_ in tree])
     out = []
-    for ep, parent, fork_seq, depth in store.tree(store.resolve(episode_id)):
+    for ep, parent, fork_seq, depth in tree:
         turn = fork_turn(store, parent, fork_seq) if parent and fork_seq is not None else None
-        out.append(Branch(store.episode(ep), depth, turn))
+        out.append(Branch(store.episode(ep), depth, turn, prefixes[ep]))
     return out
 
 
@@ -115,6 +119,7 @@ class DiffResult:
     fork_turn: int
     lines: list[str]  # unified diff lines (" ", "-", "+", "@@")
     truncated: bool
+    prefixes: dict[str, str]  # short ids of the fork and its parent
 
 
 def diff(store: TraceStore, fork_id: str) -> DiffResult:
@@ -124,9 +129,14 @@ def diff(store: TraceStore, fork_id: str) -> DiffResult:
     parent = store.episode(fork.parent_episode_id)
     a, cut_a = transcript(store, parent.episode_id, fork.fork_seq)
     b, cut_b = transcript(store, fork.episode_id, fork.fork_seq)
+    prefixes = id_prefixes(store, [parent.episode_id, fork.episode_id])
     lines = list(
         difflib.unified_diff(
-            a, b, f"parent {parent.episode_id[:10]}", f"fork {fork.episode_id[:10]}", lineterm=""
+            a,
+            b,
+            f"parent {prefixes[parent.episode_id]}",
+            f"fork {prefixes[fork.episode_id]}",
+            lineterm="",
         )
     )
     return DiffResult(
@@ -136,4 +146,5 @@ def diff(store: TraceStore, fork_id: str) -> DiffResult:
         fork_turn(store, parent.episode_id, fork.fork_seq),
         lines,
         cut_a or cut_b,
+        prefixes,
     )

@@ -3,8 +3,9 @@
 ``summarize`` turns a stored :class:`~agentrunner.store.EventRow` into a small
 :class:`RowInfo` (no payload kept: detail is read again when an event is selected);
 :class:`RunInfo` summarises a folded run of streamed chunks; ``render_row`` draws either as
-a Rich ``Text`` line: seq, a turn gutter (model turns vs environment steps), a label, the
-summary. Styles are passed in by name (they live in the app's one ``.tcss`` file).
+a Rich ``Text`` line: seq, a turn gutter (model turns vs environment steps; ``━━T3`` starts
+turn 3, ``━━T3✎`` a fork's edited turn 3), a label, the summary. Styles are passed in by
+name (they live in the app's one ``.tcss`` file).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class RowInfo:
     tone: str = "meta"
     channel: str | None = None
     call_id: str | None = None
+    edited_turn: bool = False  # a fork's edited assistant turn (it has no model request)
 
 
 @dataclass(slots=True)
@@ -170,6 +172,7 @@ def summarize(row: EventRow, preview: str | None = None) -> RowInfo:
         tone=tone,
         channel=p.get("channel") if row.kind == "model.chunk" else None,
         call_id=call_id,
+        edited_turn=row.kind == "message" and p.get("reason") == "edit",
     )
 
 
@@ -204,6 +207,8 @@ def render_row(
     turn_style = styles["turn-a"] if info.turn % 2 else styles["turn-b"]
     if info.kind == "model.request":
         line.append(f"━━T{info.turn:<3}", turn_style)
+    elif isinstance(info, RowInfo) and info.edited_turn:  # ✎: written by a person
+        line.append(f"━━T{info.turn}✎".ljust(6), turn_style)
     elif info.turn:
         bar = "┃ ⚙ " if info.kind in ENV_KINDS else "┃   "  # environment steps vs model
         line.append(f"{bar}{'':<2}", turn_style)

@@ -4,7 +4,9 @@
 worker (each worker thread has its own SQLite connection: ``TraceStore`` keeps one per
 thread) and posts :class:`WorkDone` back to the screen, whose handler calls ``then`` on the
 UI thread. Expected failures (the project's errors, SQLite errors) come back as
-:class:`WorkFailed` and are shown as notifications.
+:class:`WorkFailed` and are shown as notifications. Every screen of the app with a footer is
+a ``ReaderScreen``: it also shows episode ids the app's one way (``ids``) and lists the keys
+for help and quit first in its footer.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from textual.binding import ActiveBinding
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker
 
 from agentrunner.errors import AgentRunnerError
 from agentrunner.store import TraceStore
+from agentrunner.tui.format import IdPrefixes
+from agentrunner.tui.keys import pinned_first
 
 T = TypeVar("T")
 
@@ -47,7 +52,21 @@ def reading(screen: Screen[Any]) -> AbstractContextManager[TraceStore]:
 
 
 class ReaderScreen(Screen[None]):
-    """A screen whose store reads run in thread workers."""
+    """A screen whose store reads run in thread workers (and whose footer lists the keys
+    for help and quit first, where a narrow terminal cannot hide them)."""
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        return pinned_first(super().active_bindings)
+
+    @property
+    def ids(self) -> IdPrefixes:
+        """How episode ids are shown: their shortest prefix unique in the store."""
+        from agentrunner.tui.app import AgentRunnerApp
+
+        app = self.app
+        assert isinstance(app, AgentRunnerApp)
+        return app.ids
 
     def read(
         self,

@@ -36,6 +36,8 @@ IDLE = "01JCCC00000000000000000000"  # fork of DONE at turn 5 (edited action), n
 CANCELLED = "01JDDD00000000000000000000"  # paginate-off-by-one, cancelled mid-stream
 FAILED = "01JEEE00000000000000000000"  # demo-mean, failed on a provider error at turn 2
 BASE_TIME = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+# two forks of DONE made in the same millisecond: their first 10 characters are the same
+SAME_MS = ("01JFFF0000AAAAAAAAAAAAAAAA", "01JFFF0000BBBBBBBBBBBBBBBB")
 
 
 def _cancel_after(n: int) -> Callable[[], bool]:
@@ -181,6 +183,21 @@ def tui_db(template_db: Path, tmp_path: Path) -> Path:
     path = tmp_path / "traces.db"
     shutil.copy(template_db, path)
     return path
+
+
+@pytest.fixture
+def same_ms_forks(tui_db: Path) -> tuple[str, str]:
+    """Adds two (never run) forks of DONE at its seq 37 whose ids share 10 characters."""
+    with sqlite3.connect(tui_db) as conn:
+        for fork_id in SAME_MS:
+            conn.execute(
+                "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed,"
+                " created_at, env, model) SELECT ?, id, 37, task_id, seed, created_at, env,"
+                " model FROM episodes WHERE id = ?",
+                (fork_id, DONE),
+            )
+    conn.close()
+    return SAME_MS
 
 
 @pytest.fixture

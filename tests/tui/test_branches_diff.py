@@ -39,9 +39,9 @@ async def test_b_shows_the_lineage_tree_with_status_reward_and_cost(
     async with app.run_test(size=(120, 30)) as pilot:
         await _branches(app, pilot)
         labels = _labels(app)
-    assert labels[0].startswith(DONE[:10]) and "completed · reward 1 · $0.0000" in labels[0]
-    assert labels[1].startswith(FORK[:10]) and "fork at turn 3 (seq 37)" in labels[1]
-    assert labels[2].startswith(IDLE[:10]) and "interrupted" in labels[2]
+    assert labels[0].startswith(DONE[:8] + " ") and "completed · reward 1 · $0.0000" in labels[0]
+    assert labels[1].startswith(FORK[:8] + " ") and "fork at turn 3 (seq 37)" in labels[1]
+    assert labels[2].startswith(IDLE[:8] + " ") and "interrupted" in labels[2]
 
 
 async def test_enter_on_a_branch_opens_its_trace(make_app: Callable[..., AgentRunnerApp]) -> None:
@@ -83,3 +83,20 @@ async def test_d_on_a_root_episode_says_there_is_no_parent(
         await wait_for(pilot, lambda: app.screen.summary is not None)  # type: ignore[attr-defined]
         await pilot.press("d")
         assert isinstance(app.screen, TraceScreen)
+
+
+async def test_branch_ids_made_in_the_same_millisecond_are_told_apart(
+    make_app: Callable[..., AgentRunnerApp], same_ms_forks: tuple[str, str]
+) -> None:
+    app = make_app(DONE)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await wait_for(pilot, lambda: app.screen.episode_id is not None)  # type: ignore[attr-defined]
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchesScreen))
+        screen = app.screen
+        assert isinstance(screen, BranchesScreen)
+        await wait_for(pilot, lambda: len(screen.branches) == 5)
+        await pilot.pause()
+        ids = [label.split(" ")[0] for label in _labels(app)]
+    assert "01JFFF0000A" in ids and "01JFFF0000B" in ids and len(set(ids)) == 5

@@ -16,6 +16,8 @@ from agentrunner.tui.screens.trace import TraceScreen
 
 from .conftest import CANCELLED, DONE, wait_for
 
+QUIET = 3600.0  # no polling unless the test asks for it
+
 pytestmark = pytest.mark.anyio
 
 
@@ -148,6 +150,24 @@ async def test_R_resumes_a_cancelled_episode_and_follows_it(
         assert screen.event_list.index.last_seq > before
     with TraceStore(tui_db) as store:
         assert store.events(CANCELLED, kinds=["resume"])[0].attempt == 2
+
+
+async def test_after_R_the_last_row_stays_in_view_when_the_run_outgrows_the_list(
+    make_app: Callable[..., AgentRunnerApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTRUNNER_SCRIPTED_PACE", "0")
+    app = make_app(CANCELLED, poll_s=QUIET)  # one poll, when the test asks: one big batch
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await _open(app, pilot, CANCELLED)
+        lst = screen.event_list
+        before = lst.index.last_seq
+        assert lst.row_count < lst.size.height  # the trace fits: no scrollbar yet
+        await pilot.press("R")
+        await wait_for(pilot, lambda: CANCELLED not in app.runs.active, timeout=30)
+        screen.poll_now()
+        await wait_for(pilot, lambda: lst.index.last_seq > before)
+        assert lst.row_count > lst.size.height
+        assert lst.cursor == lst.row_count - 1 and lst.cursor in lst.visible_rows()
 
 
 async def test_R_refuses_a_completed_episode(make_app: Callable[..., AgentRunnerApp]) -> None:

@@ -9,6 +9,7 @@ from textual.binding import Binding
 
 from agentrunner.tui.app import AgentRunnerApp
 from agentrunner.tui.keys import binding_sections
+from agentrunner.tui.screens.episodes import EpisodesScreen
 from agentrunner.tui.screens.fork import ForkScreen
 from agentrunner.tui.screens.help import HelpScreen
 from agentrunner.tui.screens.trace import TraceScreen
@@ -74,3 +75,24 @@ async def test_keymap_rebinds_a_key_by_its_id(make_app: Callable[..., AgentRunne
         assert not isinstance(app.screen, ForkScreen)
         await pilot.press("F")
         await wait_for(pilot, lambda: isinstance(app.screen, ForkScreen))
+
+
+@pytest.mark.parametrize("episode", [None, DONE], ids=["episodes", "trace"])
+async def test_the_footer_shows_help_and_quit_at_80_columns(
+    make_app: Callable[..., AgentRunnerApp], episode: str | None
+) -> None:
+    app = make_app(episode)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen_type = TraceScreen if episode else EpisodesScreen
+        await wait_for(pilot, lambda: isinstance(app.screen, screen_type))
+        await pilot.pause()
+        keys = list(app.screen.query("Footer FooterKey"))
+        docked = [k.region for k in keys if k.has_class("-command-palette")]
+        shown = {
+            key.description  # type: ignore[attr-defined]
+            for key in keys
+            if key.region.width
+            and key.region.right <= 80
+            and not any(key.region.overlaps(r) for r in docked if r != key.region)
+        }
+    assert {"Help", "Quit"} <= shown

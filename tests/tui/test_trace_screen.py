@@ -9,11 +9,11 @@ from rich.console import Console
 from textual.widgets import Input
 
 from agentrunner.tui.app import AgentRunnerApp
-from agentrunner.tui.rows import RowInfo
+from agentrunner.tui.rows import RowInfo, RunInfo
 from agentrunner.tui.screens.trace import TraceScreen
 from agentrunner.tui.widgets.detail_pane import DetailPane
 
-from .conftest import DONE, FAILED, wait_for
+from .conftest import CANCELLED, DONE, FAILED, IDLE, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -25,9 +25,10 @@ def _screen(app: AgentRunnerApp) -> TraceScreen:
 
 
 async def find(pilot, screen: TraceScreen, term: str) -> None:  # type: ignore[no-untyped-def]
+    """Type ``term`` in the find bar, Enter (the first match), Esc (close the bar)."""
     await pilot.press("slash")
     screen.query_one("#find", Input).value = term
-    await pilot.press("enter")
+    await pilot.press("enter", "escape")
 
 
 async def _open(app: AgentRunnerApp, pilot) -> TraceScreen:  # type: ignore[no-untyped-def]
@@ -46,7 +47,8 @@ def _kind(screen: TraceScreen) -> str:
 
 def _detail_text(screen: TraceScreen) -> str:
     detail = screen.query_one(DetailPane).detail
-    assert detail is not None
+    if detail is None:
+        return ""
     console = Console(width=120, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(detail.body)
     return detail.title + "\n" + console.export_text()
@@ -124,6 +126,63 @@ async def test_find_reports_no_match(make_app: Callable[..., AgentRunnerApp]) ->
         await find(pilot, screen, "no-such-text-anywhere")
         await wait_for(pilot, lambda: "no match" in screen.note)
         assert screen.event_list.cursor == 0
+
+
+async def test_find_matches_a_streams_text_split_across_its_chunks(
+    make_app: Callable[..., AgentRunnerApp],
+) -> None:
+    app = make_app(CANCELLED)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(app, pilot)
+        await find(pilot, screen, "integer division rounding down")  # 3 chunks, one message
+        await wait_for(pilot, lambda: screen.event_list.cursor > 0)
+        info, folded = screen.event_list.info(screen.event_list.cursor)
+    assert folded and isinstance(info, RunInfo) and info.turn == 1
+
+
+async def test_find_matches_the_joined_chunks_of_a_stream_that_has_no_response(
+    make_app: Callable[..., AgentRunnerApp],
+) -> None:
+    app = make_app(CANCELLED)  # cancelled while turn 3 streamed: no response, no message
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(app, pilot)
+        await find(pilot, screen, "needs ceiling division")
+        await wait_for(pilot, lambda: screen.event_list.cursor > 0)
+        info, folded = screen.event_list.info(screen.event_list.cursor)
+    assert folded and isinstance(info, RunInfo) and info.turn == 3
+
+
+async def test_enter_in_the_find_bar_goes_to_the_next_match_and_keeps_it_open(
+    make_app: Callable[..., AgentRunnerApp],
+) -> None:
+    app = make_app(DONE)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(app, pilot)
+        box = screen.query_one("#find", Input)
+        await pilot.press("slash")
+        box.value = "stats.py"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.event_list.cursor > 0)
+        first = screen.event_list.cursor
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.event_list.cursor > first)
+        assert box.has_class("-shown") and box.has_focus
+
+
+async def test_escape_closes_the_find_bar_and_stays_on_the_trace(
+    make_app: Callable[..., AgentRunnerApp],
+) -> None:
+    app = make_app(DONE)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(app, pilot)
+        box = screen.query_one("#find", Input)
+        await pilot.press("slash")
+        box.value = "stats.py"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.event_list.cursor > 0)
+        await pilot.press("escape")
+        assert app.screen is screen and not box.has_class("-shown")
+        assert screen.event_list.has_focus
 
 
 async def test_z_unfolds_streamed_chunks_into_one_row_each(
@@ -211,3 +270,56 @@ async def test_enter_zooms_the_detail_pane_and_escape_restores_it(
         assert isinstance(screen.maximized, DetailPane)
         await pilot.press("escape")
         assert screen.maximized is None and app.screen is screen
+
+
+@pytest.mark.parametrize("size", [(120, 30), (160, 40), (80, 24)])
+async def test_zoomed_detail_pane_fits_the_terminal(
+    make_app: Callable[..., AgentRunnerApp], size: tuple[int, int]
+) -> None:
+    app = make_app(DONE)
+    async with app.run_test(size=size) as pilot:
+        screen = await _open(app, pilot)
+        pane = screen.query_one(DetailPane)
+        await wait_for(pilot, lambda: pane.detail is not None)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.maximized is pane)
+        await pilot.pause()
+        assert screen.region.contains_region(pane.region)
+        assert pane.virtual_size.width <= pane.scrollable_content_region.width
+
+
+async def test_tool_output_in_a_requests_input_is_plain_text_not_markdown(
+    make_app: Callable[..., AgentRunnerApp],
+) -> None:
+    app = make_app(DONE)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(app, pilot)
+        await pilot.press("right_square_bracket", "right_square_bracket")  # turn 2's request
+        await wait_for(pilot, lambda: "last input message (tool)" in _detail_text(screen))
+        lines = [line.strip() for line in _detail_text(screen).splitlines()]
+    assert "tests/__init__.py" in lines and "tests/test_stats.py" in lines
+
+
+async def test_an_edited_turn_has_a_turn_marker_in_the_gutter(
+    make_app: Callable[..., AgentRunnerApp],
+) -> None:
+    app = make_app(IDLE)  # a fork whose turn 5 was edited (seq 97): no model request
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(app, pilot)
+        lst = screen.event_list
+        await pilot.press("G")
+        await wait_for(pilot, lambda: lst.span(lst.cursor)[0] == 97 and lst.visible_loaded())
+        line = lst.render_line(lst.cursor - round(lst.scroll_y)).text
+    assert line.split()[:2] == ["97", "━━T5✎"]
+
+
+async def test_brackets_reach_an_edited_turn(make_app: Callable[..., AgentRunnerApp]) -> None:
+    app = make_app(IDLE)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _open(app, pilot)
+        lst = screen.event_list
+        for _ in range(5):
+            await pilot.press("right_square_bracket")
+            await wait_for(pilot, lambda: "turn at seq" in screen.note)
+            screen.note = ""
+        await wait_for(pilot, lambda: lst.span(lst.cursor)[0] == 97)

@@ -34,3 +34,14 @@ def test_tui_with_a_bad_keymap_is_a_usage_error(
     keymap.write_text('["not", "an", "object"]')
     assert main(["tui", "--db", str(tui_db), "--keymap", str(keymap)]) == 2
     assert "--keymap" in capsys.readouterr().err
+
+
+def test_tui_with_unknown_keymap_ids_names_them_and_the_valid_ones(
+    tui_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keymap = tmp_path / "keys.json"
+    keymap.write_text('{"trace.forkk": "F", "trace.next_turn": "ctrl+n", "nope": "x"}')
+    assert main(["tui", "--db", str(tui_db), "--keymap", str(keymap)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown binding ids 'trace.forkk' (did you mean 'trace.fork'?), 'nope'" in err
+    assert "valid ids (also listed by ? in the app): app.help, app.quit" in err

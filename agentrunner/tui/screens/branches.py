@@ -60,7 +60,7 @@ class BranchesScreen(ReaderScreen):
         self.episode_id = episode_id
 
     def compose(self) -> ComposeResult:
-        yield Static(f"branches of {fmt.short_id(self.episode_id)}", id="branches-header")
+        yield Static(f"branches of {self.ids(self.episode_id)}", id="branches-header")
         yield LineageTree()
         yield Footer()
 
@@ -79,7 +79,7 @@ class BranchesScreen(ReaderScreen):
     def _label(self, tree: LineageTree, b: Branch) -> Text:
         e = b.summary
         style = "lineage-tree--current" if e.episode_id == self.episode_id else "lineage-tree--dim"
-        label = Text(fmt.short_id(e.episode_id), tree.get_component_rich_style(style, partial=True))
+        label = Text(b.short_id, tree.get_component_rich_style(style, partial=True))
         label.append(" ")
         label.append_text(status_text(tree, e.status))
         label.append(
@@ -106,8 +106,9 @@ class BranchesScreen(ReaderScreen):
         for node in nodes.values():
             node.allow_expand = bool(node.children)
         root_count = sum(1 for b in branches if b.depth == 0)
+        self.ids.update({b.summary.episode_id: b.short_id for b in branches})
         self.query_one("#branches-header", Static).update(
-            f"lineage of {fmt.short_id(self.episode_id)} · {len(branches)} episode(s)"
+            f"lineage of {self.ids(self.episode_id)} · {len(branches)} episode(s)"
             f" in {root_count} tree · Enter opens, d diffs against the parent"
         )
         if cursor_node is not None:  # its line is known once the tree is laid out

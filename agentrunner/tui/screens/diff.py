@@ -42,7 +42,8 @@ class DiffBody(Static):
                 kind = ""
             text.append(line + "\n", style[kind] if kind else "")
         if result.truncated:
-            text.append(f"… cut after {fmt.short_id(result.fork.episode_id)}'s first events\n")
+            fork = result.prefixes[result.fork.episode_id]
+            text.append(f"… cut after {fork}'s first events\n")
         self.update(text)
 
 
@@ -63,7 +64,7 @@ class DiffScreen(ReaderScreen):
         self.result: DiffResult | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(f"diff of {fmt.short_id(self.fork_id)} against its parent…", id="diff-header")
+        yield Static(f"diff of {self.ids(self.fork_id)} against its parent…", id="diff-header")
         with VerticalScroll(id="diff-scroll"):
             yield DiffBody(id="diff-body")
         yield Footer()
@@ -77,9 +78,10 @@ class DiffScreen(ReaderScreen):
 
     def _loaded(self, result: DiffResult) -> None:
         self.result = result
+        self.ids.update(result.prefixes)
         f, p = result.fork, result.parent
         self.query_one("#diff-header", Static).update(
-            f"fork {fmt.short_id(f.episode_id)} vs parent {fmt.short_id(p.episode_id)} from "
+            f"fork {self.ids(f.episode_id)} vs parent {self.ids(p.episode_id)} from "
             f"turn {result.fork_turn} (seq {result.fork_seq}) · reward "
             f"{fmt.reward(p.total_reward)} → {fmt.reward(f.total_reward)} · cost "
             f"{fmt.cost(p.cost_usd)} → {fmt.cost(f.cost_usd)} · turns {p.turns} → {f.turns}"

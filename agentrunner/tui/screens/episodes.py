@@ -20,20 +20,22 @@ from textual.widgets import DataTable, Footer, Input, Static
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.tui import actions
 from agentrunner.tui import format as fmt
+from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
 
+# what a narrow terminal (80 columns) must show comes first: the rest scrolls into view
 COLUMNS = (
     "id",
     "status",
     "task",
-    "turns",
     "reward",
     "cost",
+    "lineage",
+    "turns",
     "tokens",
     "model",
     "started",
-    "lineage",
 )
 SORTS: dict[str, Callable[[EpisodeSummary], Any]] = {
     "started": lambda e: e.episode_id,
@@ -47,8 +49,11 @@ SORTS: dict[str, Callable[[EpisodeSummary], Any]] = {
 }
 
 
-def list_episodes(store: TraceStore) -> tuple[EpisodeSummary, ...]:
-    return tuple(store.list_episodes())
+def list_episodes(store: TraceStore) -> tuple[tuple[EpisodeSummary, ...], dict[str, str]]:
+    """Every episode, and the shortest unique prefix of every id (read after the list, so
+    it covers every listed episode)."""
+    episodes = tuple(store.list_episodes())
+    return episodes, id_prefixes(store)
 
 
 class EpisodesTable(DataTable[Text]):
@@ -124,9 +129,12 @@ class EpisodesScreen(ReaderScreen):
     def reload(self) -> None:
         self.read(list_episodes, then=self._loaded_episodes, group="episodes", exclusive=True)
 
-    def _loaded_episodes(self, episodes: tuple[EpisodeSummary, ...]) -> None:
+    def _loaded_episodes(self, value: tuple[tuple[EpisodeSummary, ...], dict[str, str]]) -> None:
+        episodes, prefixes = value
         self._loaded = True
+        self.ids.update(prefixes)
         self.episodes = episodes
+        self._refill()  # a prefix may have grown though no episode changed
 
     # ------------------------------------------------------------------ view
 
@@ -158,7 +166,8 @@ class EpisodesScreen(ReaderScreen):
             if e.parent_episode_id:
                 forks[e.parent_episode_id] = forks.get(e.parent_episode_id, 0) + 1
         rows = [(e, forks.get(e.episode_id, 0)) for e in self.shown_episodes()]
-        signature = [(e, n) for e, n in rows]
+        ids = self.ids
+        signature = [(e, n, ids(e.episode_id), ids(e.parent_episode_id)) for e, n in rows]
         arrow = "↓" if self.sort_reverse else "↑"
         head = f"{len(rows)}/{len(self.episodes)} episodes · sort {self.sort_key} {arrow}"
         if self.filter_text:
@@ -178,18 +187,19 @@ class EpisodesScreen(ReaderScreen):
 
     def _cells(self, e: EpisodeSummary, forks: int) -> list[Text]:
         table = self.query_one(EpisodesTable)
-        return [
-            Text(fmt.short_id(e.episode_id)),
-            status_text(table, e.status),
-            Text(e.task_id),
-            Text(str(e.turns), justify="right"),
-            Text(fmt.reward(e.total_reward), justify="right"),
-            Text(fmt.cost(e.cost_usd), justify="right"),
-            Text(fmt.tokens(e.tokens), justify="right"),
-            Text(str(e.model.get("spec", "?"))),
-            Text(fmt.started(e.created_at)),
-            Text(fmt.lineage(e, forks)),
-        ]
+        cells = {
+            "id": Text(self.ids(e.episode_id)),
+            "status": status_text(table, e.status),
+            "task": Text(e.task_id),
+            "reward": Text(fmt.reward(e.total_reward), justify="right"),
+            "cost": Text(fmt.cost(e.cost_usd), justify="right"),
+            "lineage": Text(fmt.lineage(e, forks, self.ids)),
+            "turns": Text(str(e.turns), justify="right"),
+            "tokens": Text(fmt.tokens(e.tokens), justify="right"),
+            "model": Text(str(e.model.get("spec", "?"))),
+            "started": Text(fmt.started(e.created_at)),
+        }
+        return [cells[column] for column in COLUMNS]
 
     def watch_episodes(self) -> None:
         self._refill()

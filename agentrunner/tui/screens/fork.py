@@ -18,7 +18,6 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, TextAre
 from agentrunner.errors import AgentRunnerError
 from agentrunner.fork import parse_action
 from agentrunner.tui.forking import ForkPrefill, ForkRequest, Mode
-from agentrunner.tui.format import short_id
 
 MODES: tuple[tuple[Mode, str], ...] = (
     ("edit", "replace turn {k}'s output with this assistant message / tool call (JSON)"),
@@ -45,7 +44,7 @@ class ForkScreen(ModalScreen[ForkRequest | None]):
         p = self.prefill
         with Vertical(id="fork-box"):
             yield Label(
-                f"Fork {short_id(p.episode_id)} at turn {p.turn} (the parent is never changed)",
+                f"Fork {p.short_id} at turn {p.turn} (the parent is never changed)",
                 id="fork-title",
             )
             with RadioSet(id="fork-mode"):

@@ -22,10 +22,10 @@ from textual.widgets import Footer, Input
 
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui.data import (
+    EDITED_TURN,
     POLL_BATCH,
     PollResult,
     TraceData,
-    find,
     load_pages,
     next_of_kinds,
     open_trace,
@@ -36,6 +36,7 @@ from agentrunner.tui.detail import Detail, load_detail
 from agentrunner.tui.replay import Replay
 from agentrunner.tui.rowindex import RowIndex
 from agentrunner.tui.screens.trace_actions import TraceActions
+from agentrunner.tui.search import find
 from agentrunner.tui.widgets.detail_pane import DetailPane
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.widgets.trace_header import Position, TraceHeader
@@ -45,7 +46,7 @@ DETAIL_DELAY_S = 0.06  # wait for the cursor to settle before reading the detail
 SUMMARY_EVERY_S = 1.0  # while the episode runs or events arrive
 SUMMARY_IDLE_S = 5.0  # otherwise (someone may resume it from elsewhere)
 JUMPS = {
-    "turn": ("model.request",),
+    "turn": ("model.request", EDITED_TURN),
     "tool": ("tool.call",),
     "problem": ("error", "cancel"),
 }
@@ -116,14 +117,14 @@ class TraceScreen(TraceActions):
         with Container(id="trace-body"):
             yield EventList(id="events")
             yield DetailPane(id="detail")
-        yield Input(placeholder="find (Enter: next match, Esc: close)", id="find")
+        yield Input(placeholder="find: Enter next match · Esc close (then n / N)", id="find")
         yield Footer()
 
     def on_mount(self) -> None:
         self.replay = Replay(self.event_list, self.set_timer, self._update_position)
         self.event_list.focus()
         self.read(open_trace, self.episode_ref, then=self._opened, on_error=self._failed_open)
-        self.set_interval(self.app.poll_s, self._poll)  # type: ignore[attr-defined]
+        self.set_interval(self.app.poll_s, self.poll_now)  # type: ignore[attr-defined]
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one("#trace-body").set_class(event.size.width < WIDE, "-narrow")
@@ -134,6 +135,8 @@ class TraceScreen(TraceActions):
     def _opened(self, data: TraceData) -> None:
         self.episode_id = data.episode_id
         self.segments = data.segments
+        self.ids.update(data.prefixes)
+        self.query_one(TraceHeader).prefixes = data.prefixes
         events_ = self.event_list
         events_.set_index(RowIndex(data.nonchunk, data.last_seq, folded=events_.folded))
         events_.move(events_.row_count - 1 if self.follow else 0)
@@ -185,7 +188,8 @@ class TraceScreen(TraceActions):
             group="pages",
         )
 
-    def _poll(self) -> None:
+    def poll_now(self) -> None:
+        """Read the events appended after the last one shown (the poll timer calls this)."""
         if self.episode_id is None or self._polling or self.summary is None:
             return
         self._polling = True
@@ -215,7 +219,7 @@ class TraceScreen(TraceActions):
             self._summarized(result.summary)
         self._update_position()
         if len(result.rows) == POLL_BATCH:
-            self._poll()
+            self.poll_now()
 
     def on_event_list_cursor_moved(self, message: EventList.CursorMoved) -> None:
         self._update_position()
@@ -300,12 +304,14 @@ class TraceScreen(TraceActions):
         box.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: the next match (the bar stays open for the next Enter; Esc closes it)."""
         event.stop()
         self.last_term = event.value.strip()
         self.event_list.term = self.last_term
-        self._close_find()
         if self.last_term:
             self.action_find_again(True)
+        else:
+            self._close_find()
 
     def _close_find(self) -> None:
         self.query_one("#find", Input).remove_class("-shown")

@@ -72,10 +72,12 @@ class TraceActions(ReaderScreen):
         if request is not None:
             self.read(make_fork, request, then=self._run_fork)
 
-    def _run_fork(self, fork_id: str) -> None:
+    def _run_fork(self, made: tuple[str, dict[str, str]]) -> None:
+        fork_id, prefixes = made
+        self.ids.update(prefixes)
         app = self.app
         app.runs.start(fork_id)  # type: ignore[attr-defined]
-        self.notify(f"fork {fork_id[:10]} created; running it in the background")
+        self.notify(f"fork {self.ids(fork_id)} created; running it in the background")
         app.open_episode(fork_id, follow=True)  # type: ignore[attr-defined]
 
     def action_branches(self) -> None:

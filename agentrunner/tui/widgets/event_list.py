@@ -125,6 +125,11 @@ class EventList(ScrollView, can_focus=True, inherit_bindings=False):
     def at_bottom(self) -> bool:
         return self.cursor >= self.row_count - 1
 
+    def visible_rows(self) -> range:
+        """The rows on screen."""
+        top = round(self.scroll_y)
+        return range(top, min(self.row_count, top + self._page_height()))
+
     def span(self, row: int) -> tuple[int, int]:
         return self.index.span(row)
 
@@ -143,12 +148,15 @@ class EventList(ScrollView, can_focus=True, inherit_bindings=False):
         return max(1, self.scrollable_content_region.height)
 
     def _scroll_to_cursor(self) -> None:
+        # ``force``: the list may have just outgrown the screen, before its scrollbar is
+        # shown (Textual refuses to scroll a widget without one until the next layout).
         height = self._page_height()
         top = round(self.scroll_y)
         if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+            self.scroll_to(y=self.cursor, animate=False, immediate=True, force=True)
         elif self.cursor >= top + height:
-            self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
+            y = self.cursor - height + 1
+            self.scroll_to(y=y, animate=False, immediate=True, force=True)
 
     # ------------------------------------------------------------------ reactives
 

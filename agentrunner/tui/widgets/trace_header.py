@@ -39,6 +39,10 @@ class TraceHeader(Widget):
 
     summary: reactive[EpisodeSummary | None] = reactive(None)
     position: reactive[Position] = reactive(Position)
+    prefixes: reactive[dict[str, str]] = reactive(dict)  # short ids (unique in the store)
+
+    def _short(self, episode_id: str) -> str:
+        return self.prefixes.get(episode_id, episode_id)
 
     def render(self) -> Group:
         line = Text(no_wrap=True, overflow="ellipsis")
@@ -49,7 +53,7 @@ class TraceHeader(Widget):
         if e is None:
             line.append("loading…")
         else:
-            line.append(fmt.short_id(e.episode_id), style["id"])
+            line.append(self._short(e.episode_id), style["id"])
             line.append(f" {e.task_id} · {e.model.get('spec', '?')} · ")
             line.append_text(status_text(self, e.status))
             line.append(
@@ -57,7 +61,7 @@ class TraceHeader(Widget):
                 f"{fmt.tokens(e.tokens)} tok · {fmt.cost(e.cost_usd)}"
             )
             if e.parent_episode_id:
-                line.append(f" · ↳ {fmt.short_id(e.parent_episode_id, 8)}@{e.fork_seq}")
+                line.append(f" · ↳ {self._short(e.parent_episode_id)}@{e.fork_seq}")
         p = self.position
         first, line = line, Text(no_wrap=True, overflow="ellipsis")
         line.append(f"row {p.row + 1 if p.rows else 0}/{p.rows} · seq {p.seq}/{p.last_seq}")
