@@ -9,6 +9,7 @@ together with its batch membership in one transaction, so no pair is ever run tw
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -23,6 +24,7 @@ from agentrunner.runner import Rollout, run_agent_episode
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import batch_members, ensure_batch
 from agentrunner.store.hashing import canonical_json
+from agentrunner.system_prompt import with_system_prompt
 from agentrunner.types import AgentToolCall, AgentTurn
 
 ModelFn = Callable[[AgentContext], AgentTurn]
@@ -117,24 +119,39 @@ class PolicyModel:
 
 
 MAX_SEEDS = 100_000
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1  # what the store keeps (a signed 64-bit integer)
+SEEDS_FORMS = "0-7, 1,2,5 or -3..4 (write --seeds=-3..4 when the value starts with -)"
+_SEED_PART = re.compile(r"(-?\d+)(?:(\.\.|-)(-?\d+))?")
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]`` (at most ``MAX_SEEDS`` seeds)."""
+    """``"0-3,7"`` -> ``[0, 1, 2, 3, 7]``; ``"-3..-1"`` -> ``[-3, -2, -1]``.
+
+    Ranges are inclusive, ``A-B`` or ``A..B`` (either end may be negative; ``..`` reads
+    better then). At most ``MAX_SEEDS`` seeds, each a signed 64-bit integer; duplicates are
+    dropped, order kept.
+    """
     seeds: list[int] = []
-    try:
-        for part in text.replace(" ", "").split(","):
-            if not part:
-                continue
-            lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
-            span = range(int(lo), int(hi) + 1) if sep else range(int(lo), int(lo) + 1)
-            if len(seeds) + len(span) > MAX_SEEDS:
-                raise UsageError(f"--seeds selects more than {MAX_SEEDS:,} seeds")
-            seeds.extend(span)
-    except ValueError:
-        raise UsageError(f"--seeds must look like 0-7 or 1,2,5 (got {text!r})") from None
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        match = _SEED_PART.fullmatch(part)
+        if match is None:
+            raise UsageError(f"--seeds must look like {SEEDS_FORMS}; got {text!r}")
+        lo, hi = int(match[1]), int(match[3] if match[3] is not None else match[1])
+        for seed in (lo, hi):
+            if not SEED_MIN <= seed <= SEED_MAX:
+                raise UsageError(f"--seeds: {seed} is not between {SEED_MIN} and {SEED_MAX}")
+        if hi < lo:
+            raise UsageError(
+                f"--seeds: {part} is a reversed range (from {lo} down to {hi}); "
+                f"write {hi}{match[2]}{lo}"
+            )
+        if len(seeds) + (hi - lo + 1) > MAX_SEEDS:
+            raise UsageError(f"--seeds selects more than {MAX_SEEDS:,} seeds")
+        seeds.extend(range(lo, hi + 1))
     if not seeds:
-        raise UsageError("--seeds selects no seed")
+        raise UsageError(f"--seeds selects no seed; give e.g. {SEEDS_FORMS}")
     return list(dict.fromkeys(seeds))
 
 
@@ -155,14 +172,20 @@ def run_batch(
     name: str | None = None,
     on_episode: Callable[[BatchEpisode], None] | None = None,
     cancel_check: Callable[[], bool] | None = None,
+    system_prompt: str | None = None,
 ) -> BatchResult:
     """Run (or continue) a batch; one episode per (task, seed), ``concurrency`` at a time.
 
     The model is ``model_fn`` (shared by all workers), ``model_factory`` (one per worker) or
     ``policy_fn(observation, info) -> action``. ``cancel_check`` stops the batch: running
     episodes are cancelled cooperatively (and resumed by the next run of the batch).
+    ``system_prompt`` is added to each environment's own (see :mod:`agentrunner.system_prompt`)
+    and is part of the batch's identity.
     """
     pairs = _pairs(task_seed_pairs)
+    if system_prompt is not None:
+        env_factory = _adding_system_prompt(env_factory, system_prompt)
+
     if sum(x is not None for x in (model_fn, model_factory, policy_fn)) != 1:
         raise UsageError("give exactly one of model_fn, model_factory or policy_fn")
     if concurrency < 1:
@@ -181,6 +204,8 @@ def run_batch(
         "pairs": sorted([list(p) for p in pairs]),
         "max_turns": max_turns,
     }
+    if system_prompt is not None:  # only then: the ids of batches without one stay the same
+        config["system_prompt"] = system_prompt
     batch_id = batch_id_for(config)
     ensure_batch(store, batch_id, config)
     members = batch_members(store, batch_id)
@@ -261,6 +286,12 @@ def run_batch(
     return BatchResult(batch_id=batch_id, episodes=results)
 
 
+def _adding_system_prompt(
+    env_factory: Callable[[], Environment], system_prompt: str
+) -> Callable[[], Environment]:
+    return lambda: with_system_prompt(env_factory(), system_prompt)
+
+
 def _pairs(raw: Iterable[tuple[str, int] | dict[str, Any]]) -> list[tuple[str, int]]:
     pairs: list[tuple[str, int]] = []
     for item in raw:
@@ -270,6 +301,9 @@ def _pairs(raw: Iterable[tuple[str, int] | dict[str, Any]]) -> list[tuple[str, i
             pairs.append((str(item[0]), int(item[1])))
     if not pairs:
         raise UsageError("the batch selects no (task, seed) pair")
+    for _, seed in pairs:
+        if not SEED_MIN <= seed <= SEED_MAX:
+            raise UsageError(f"seed {seed} is not between {SEED_MIN} and {SEED_MAX}")
     return list(dict.fromkeys(pairs))
 
 

@@ -5,7 +5,8 @@ into a :class:`TurnBuilder` and translate an SDK exception. This base does the r
 bounded retries with an ``error`` event per failed attempt, the provider's request id,
 closing the connection when the episode is cancelled or interrupted (the chunks already
 recorded stay), a stream that breaks or ends without a finish reason
-(``IncompleteStreamError`` carrying what arrived), pricing, and a ``spec()`` without secrets.
+(``IncompleteStreamError`` carrying what arrived), pricing, and a ``spec()`` without secrets
+that holds what it takes to build the same adapter again (base URL and model options).
 """
 
 from __future__ import annotations
@@ -85,26 +86,49 @@ class StreamingAdapter(ABC):
         retry_max_delay: float = 30.0,
         price_provider: str | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.base_url = public_url(base_url)
         self.params = params
+        # The options this adapter was built with (JSON, no secrets), recorded in spec() so
+        # that a resume or fork builds the same adapter: see providers.model_from_spec.
+        self.options = dict(options or {})
+        if price_provider is not None:
+            self.options["price_provider"] = price_provider
         self.max_retries = max(0, max_retries)
         self.retry_delay = retry_delay
         self.retry_max_delay = retry_max_delay
         self.on_event = on_event
-        custom = self.base_url != public_url(self.default_url)
+        self.custom_url = self.base_url != public_url(self.default_url)
+        custom = self.custom_url
         self._price_id = price_provider or (None if custom else self.price_provider_id)
         self._price_url = None if self._price_id else self.base_url
 
+    @property
+    def server(self) -> str:
+        """Who answers, for error messages: the provider, or the server at a custom base URL
+        (a local vLLM or Ollama is not "OpenAI")."""
+        if self.custom_url:
+            return f"the {self.label}-compatible server at {self.base_url}"
+        return self.label
+
+    @property
+    def endpoint(self) -> str:
+        """Where a connection was attempted, for "cannot reach ..." messages."""
+        return self.server if self.custom_url else f"{self.label} at {self.base_url}"
+
     def spec(self) -> dict[str, Any]:
         """What ``episode.start`` records: enough to rebuild the adapter, never a key."""
-        return {
+        spec: dict[str, Any] = {
             "spec": f"{self.provider}:{self.model}",
             "provider": self.provider,
             "model": self.model,
             "base_url": self.base_url,
         }
+        if self.options:
+            spec["options"] = dict(self.options)
+        return spec
 
     # -- what a subclass provides
 

@@ -86,8 +86,9 @@ class OpenAIChatModel(OpenAIAdapter):
             "reasoning_effort": reasoning_effort,
             "extra_body": extra_body,
         }
-        params.update({k: v for k, v in optional.items() if v is not None})
-        super().__init__(model, params=params, **options)
+        given = {k: v for k, v in optional.items() if v is not None}
+        params.update(given)
+        super().__init__(model, params=params, options=given, **options)
 
     def spec(self) -> dict[str, Any]:
         return {**super().spec(), "api": "chat.completions"}

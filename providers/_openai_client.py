@@ -67,7 +67,7 @@ class OpenAIAdapter(StreamingAdapter):
             retry_after = parse_retry_after(exc.response.headers)
         elif isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
             return classify(
-                provider=f"{self.label} at {self.base_url}",
+                provider=self.endpoint,
                 message=connection_detail(exc),
                 secret=self._secret,
             )
@@ -77,7 +77,7 @@ class OpenAIAdapter(StreamingAdapter):
         error = error if isinstance(error, dict) else {}
         message = str(error.get("message") or getattr(exc, "message", None) or exc)
         typed = classify(
-            provider=self.label,
+            provider=self.server,
             status=status,
             error_type=str(error["type"]) if error.get("type") else None,
             code=str(error["code"]) if error.get("code") else None,

@@ -48,7 +48,8 @@ def _texts(item: dict[str, Any], key: str, kinds: set[str]) -> str:
 class ResponsesFold:
     """State of one Responses stream: output items by index and what each streamed."""
 
-    def __init__(self) -> None:
+    def __init__(self, provider: str = "OpenAI") -> None:
+        self.provider = provider  # who answered, for error messages
         self.items: dict[int, dict[str, Any]] = {}
         self.service_tier: str | None = None
         self._streamed: dict[tuple[int, str], str] = {}
@@ -148,10 +149,10 @@ class ResponsesFold:
         response = event.get("response") or {}
         self._response_meta(response, b)
         error = response.get("error") or {}
-        raise StreamFailure(_typed(error, b))
+        raise StreamFailure(_typed(self.provider, error, b))
 
     def _error(self, event: dict[str, Any], b: TurnBuilder) -> None:
-        raise StreamFailure(_typed(event.get("error") or event, b))
+        raise StreamFailure(_typed(self.provider, event.get("error") or event, b))
 
 
 def _start_call(b: TurnBuilder, key: str, item: dict[str, Any]) -> None:
@@ -159,10 +160,10 @@ def _start_call(b: TurnBuilder, key: str, item: dict[str, Any]) -> None:
     b.start_call(key, str(call_id), str(item.get("name") or ""))
 
 
-def _typed(error: dict[str, Any], b: TurnBuilder) -> ModelError:
+def _typed(provider: str, error: dict[str, Any], b: TurnBuilder) -> ModelError:
     kind = error.get("type")
     return classify(
-        provider="OpenAI",
+        provider=provider,
         status=200,
         error_type=str(kind) if kind and kind != "error" else None,
         code=str(error["code"]) if error.get("code") else None,

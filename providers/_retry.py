@@ -61,7 +61,7 @@ def call_with_retries(
             return attempt()
         except (RateLimitError, ProviderServerError) as error:
             if not error.retryable or number > max_retries:
-                if number > 1:
+                if number > 1:  # the live view shows no "(retryable)" after this phrase
                     final = type(error)(
                         f"{error} (gave up after {number} attempts)", retryable=error.retryable
                     )

@@ -184,16 +184,36 @@ class AnthropicModel(StreamingAdapter):
             max_retries=0,
             timeout=timeout if timeout is not None else anthropic.NOT_GIVEN,
         )
+        thinking_api = thinking_param(thinking)
+        budget = (thinking_api or {}).get("budget_tokens")
+        if isinstance(budget, int) and budget >= max_tokens:
+            raise UsageError(
+                f"the thinking budget ({budget} tokens) must be below max_tokens ({max_tokens})"
+            )
+        given = {
+            "thinking": thinking,
+            "max_tokens": max_tokens if max_tokens != DEFAULT_MAX_TOKENS else None,
+            "temperature": temperature,
+            "cache": None if cache else False,
+            "betas": betas,
+            "extra_body": extra_body,
+        }
         params: dict[str, Any] = {"max_tokens": max_tokens}
         optional = {
-            "thinking": thinking_param(thinking),
+            "thinking": thinking_api,
             "temperature": temperature,
             "cache_control": {"type": "ephemeral"} if cache else None,
             "extra_headers": {"anthropic-beta": ",".join(betas)} if betas else None,
             "extra_body": extra_body,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
-        super().__init__(model, base_url=str(self.client.base_url), params=params, **options)
+        super().__init__(
+            model,
+            base_url=str(self.client.base_url),
+            params=params,
+            options={k: v for k, v in given.items() if v is not None},
+            **options,
+        )
 
     def spec(self) -> dict[str, Any]:
         return {**super().spec(), "api": "messages"}
@@ -224,7 +244,7 @@ class AnthropicModel(StreamingAdapter):
             error = body.get("error")
             error = error if isinstance(error, dict) else {}
             typed = classify(
-                provider=self.label,
+                provider=self.server,
                 status=exc.status_code,
                 error_type=exc.type or error.get("type"),
                 code=exc.error_code,
@@ -236,11 +256,11 @@ class AnthropicModel(StreamingAdapter):
             return with_retry_after(typed, parse_retry_after(exc.response.headers))
         if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError):
             return classify(
-                provider=f"{self.label} at {self.base_url}",
+                provider=self.endpoint,
                 message=connection_detail(exc),
                 secret=self._secret,
             )
-        return classify(provider=self.label, message=str(exc), secret=self._secret)
+        return classify(provider=self.server, message=str(exc), secret=self._secret)
 
 
 def create(name: str, **options: Any) -> AnthropicModel:

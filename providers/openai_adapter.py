@@ -48,8 +48,18 @@ class OpenAIResponsesModel(OpenAIAdapter):
         extra_body: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
+        given = {
+            "reasoning_effort": reasoning_effort,
+            "max_output_tokens": max_output_tokens,
+            "temperature": temperature,
+            "service_tier": service_tier,
+            "extra_body": extra_body,
+        }
+        recorded = {k: v for k, v in given.items() if v is not None}
         if reasoning_summary is _DEFAULT:
             reasoning_summary = "auto" if _REASONING_MODEL.match(model) else None
+        else:
+            recorded["reasoning_summary"] = reasoning_summary
         reasoning = {"effort": reasoning_effort, "summary": reasoning_summary}
         params: dict[str, Any] = {"store": False, "include": ["reasoning.encrypted_content"]}
         optional = {
@@ -60,7 +70,7 @@ class OpenAIResponsesModel(OpenAIAdapter):
             "extra_body": extra_body,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
-        super().__init__(model, params=params, **options)
+        super().__init__(model, params=params, options=recorded, **options)
 
     def spec(self) -> dict[str, Any]:
         return {**super().spec(), "api": "responses"}
@@ -81,7 +91,7 @@ class OpenAIResponsesModel(OpenAIAdapter):
         return stream
 
     def new_fold(self) -> Fold:
-        return ResponsesFold()
+        return ResponsesFold(self.server)
 
 
 def create(name: str, **options: Any) -> OpenAIResponsesModel:

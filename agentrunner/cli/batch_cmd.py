@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agentrunner import formatting as fmt
-from agentrunner.batch import BatchEpisode, parse_seeds, run_batch, select_pairs
+from agentrunner.batch import SEEDS_FORMS, BatchEpisode, parse_seeds, run_batch, select_pairs
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -18,12 +18,14 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
+from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
 from agentrunner.cli.run_cmd import DEFAULT_MODEL
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
 from agentrunner.runner import MAX_TURNS_LIMIT
+from agentrunner.store import TraceStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--task", action="append", metavar="ID", help="a task id (repeatable; default: all)"
     )
     p.add_argument("--split", help="only tasks of this split (train, test, ...)")
-    p.add_argument("--seeds", required=True, help="seeds, e.g. 0-7 or 1,2,5")
+    p.add_argument(
+        "--seeds",
+        required=True,
+        help=f"seeds: inclusive ranges and single seeds, e.g. {SEEDS_FORMS}",
+    )
     p.add_argument(
         "--model", default=DEFAULT_MODEL, help=f"PROVIDER:MODEL (default {DEFAULT_MODEL})"
     )
@@ -62,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="model turns per episode (default 100)",
     )
     p.add_argument("--name", help="a name for the batch (part of its identity)")
+    add_model_options(p, system_prompt=True)
     add_sandbox_options(p)
 
 
@@ -87,11 +94,8 @@ def batch(args: argparse.Namespace) -> int:
     if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
     pairs = select_pairs(_task_ids(args), parse_seeds(args.seeds))
-    options = (
-        {"base_url": args.base_url}
-        if args.base_url and not args.model.startswith("scripted:")
-        else {}
-    )
+    options = model_options(args, args.model)
+    addition = system_prompt(args)
     get_model(args.model, **options)  # fail fast on a bad spec or a missing key
     store = open_store(args)
     sandbox = sandbox_from_args(args)
@@ -135,6 +139,7 @@ def batch(args: argparse.Namespace) -> int:
                 max_turns=args.max_turns,
                 name=args.name,
                 on_episode=on_episode,
+                system_prompt=addition,
             )
     except KeyboardInterrupt:
         stderr_console().print("[yellow]batch cancelled[/]; run the same command to resume it")
@@ -142,7 +147,7 @@ def batch(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        _print_summary(result.episodes)
+        _print_summary(store, result.episodes)
         s = result.summary()
         mean = "-" if s["mean_reward"] is None else f"{s['mean_reward']:.3f}"
         stdout_console().print(
@@ -154,7 +159,8 @@ def batch(args: argparse.Namespace) -> int:
     return 1 if any(e.action == "error" for e in result.episodes) else 0
 
 
-def _print_summary(episodes: list[BatchEpisode]) -> None:
+def _print_summary(store: TraceStore, episodes: list[BatchEpisode]) -> None:
+    short = fmt.unique_prefixes(store.episode_ids())
     table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     for col in ("task", "seed", "episode", "action", "status", "turns", "reward", "cost"):
         table.add_column(
@@ -166,7 +172,7 @@ def _print_summary(episodes: list[BatchEpisode]) -> None:
         table.add_row(
             e.task_id,
             str(e.seed),
-            (e.episode_id or "-")[:10],
+            short.get(e.episode_id, e.episode_id) if e.episode_id else "-",
             e.action,
             e.status,
             str(e.turns),

@@ -1,7 +1,9 @@
 """Human-readable rendering of events: the live view of ``run``, ``show`` and ``--follow``.
 
 Reasoning is dimmed, assistant text plain, tool calls and results highlighted, usage and
-errors on their own lines. Output goes to a ``rich`` console (stderr for live views).
+errors on their own lines. Output goes to a ``rich`` console (stderr for live views). Given
+the store, messages that enter the history (the task prompt, an injected or edited message)
+are shown with their text, and the system prompt with ``verbose``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,25 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentrunner import events as ev
+from agentrunner.errors import StoreError
+from agentrunner.store import TraceStore
+from agentrunner.types import Message
 
 MAX_OBS_LINES = 12
+MAX_PROMPT_LINES = 20
+MESSAGE_LABELS = {
+    "system": "system prompt",
+    "prompt": "task",
+    "continue": "continue",
+    "fork": "injected message",
+    "edit": "edited turn",
+}
+GAVE_UP = "(gave up after "  # how providers/_retry.py ends an error it stopped retrying
+
+
+def plural(n: int, word: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160) -> str:
@@ -26,13 +45,45 @@ def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class EventRenderer:
-    """Renders typed event payloads one at a time, as they are recorded."""
+def describe_message(message: Message, limit: int = 160) -> str:
+    """One line for an assistant message: its tool calls, then its text (both shortened)."""
+    parts = []
+    for call in message.tool_calls:
+        try:
+            parsed: dict[str, Any] | None = call.parsed_arguments()
+        except ValueError:
+            parsed = None
+        parts.append(f"{call.name}({_short_args(call.arguments, parsed, limit)})")
+    text = " ".join(message.content.split())
+    if text:
+        parts.append(json.dumps(text if len(text) <= limit else text[: limit - 1] + "…"))
+    return " · ".join(parts) or "(empty message)"
 
-    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+
+class EventRenderer:
+    """Renders typed event payloads one at a time, as they are recorded.
+
+    ``store`` lets it show the text of messages (events name them by hash);
+    ``episode_id`` is shown in the header (also settable later, before ``episode.start``).
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        verbose: bool = False,
+        store: TraceStore | None = None,
+        episode_id: str | None = None,
+    ) -> None:
         self.console = console
         self.verbose = verbose
+        self.store = store
+        self.episode_id = episode_id
         self._open_channel: str | None = None
+
+    def bind_episode(self, episode_id: str) -> None:
+        """Told by the recorder which episode it records (before its first event)."""
+        self.episode_id = episode_id
 
     def _close_stream(self) -> None:
         if self._open_channel is not None:
@@ -44,19 +95,49 @@ class EventRenderer:
         if handler is not None:
             handler(turn, payload)
 
+    def _lines(self, text: str, style: str, limit: int) -> None:
+        lines = text.splitlines() or [""]
+        shown = lines if self.verbose else lines[:limit]
+        for line in shown:
+            self.console.print(f"  [{style}]│[/] {escape(line)}", soft_wrap=True)
+        if len(shown) < len(lines):
+            self.console.print(
+                f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]"
+            )
+
     def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
         model = p.model.get("spec", "?")
+        episode = f"[bold]{escape(self.episode_id)}[/] · " if self.episode_id else ""
         self.console.print(
-            f"[bold]episode[/] task [cyan]{escape(p.task_id)}[/] · seed {p.seed} · model "
-            f"[cyan]{escape(str(model))}[/] · env {escape(str(p.env.get('kind', '?')))}"
+            f"[bold]episode[/] {episode}task [cyan]{escape(p.task_id)}[/] · seed {p.seed} · "
+            f"model [cyan]{escape(str(model))}[/] · env {escape(str(p.env.get('kind', '?')))}"
         )
 
     def _message(self, turn: int, p: ev.MessageEvent) -> None:
         self._close_stream()
-        label = {"system": "system prompt", "prompt": "task", "continue": "continue"}.get(
-            p.reason, p.reason
-        )
+        label = MESSAGE_LABELS.get(p.reason, p.reason)
+        message = self._read(p.message_hash)
+        if message is None:
+            self.console.print(f"[magenta]» {escape(label)}[/] [dim]({p.role})[/]")
+            return
+        if p.reason == "system" and not self.verbose:
+            size = plural(len(message.content.splitlines()), "line")
+            self.console.print(f"[magenta]» {escape(label)}[/] [dim]({size}; -v shows it)[/]")
+            return
+        if p.reason == "continue" or message.tool_calls:
+            text = describe_message(message) if message.tool_calls else message.content
+            self.console.print(f"[magenta]» {escape(label)}:[/] [dim]{escape(text)}[/]")
+            return
         self.console.print(f"[magenta]» {escape(label)}[/] [dim]({p.role})[/]")
+        self._lines(message.content, "magenta", MAX_PROMPT_LINES)
+
+    def _read(self, message_hash: str) -> Message | None:
+        if self.store is None:
+            return None
+        try:
+            return self.store.message(message_hash)
+        except StoreError:
+            return None
 
     def _model_request(self, turn: int, p: ev.ModelRequest) -> None:
         self._close_stream()
@@ -96,15 +177,7 @@ class EventRenderer:
         self.console.print(f"[bold cyan]▶ {escape(p.name)}[/]([cyan]{escape(args)}[/])")
 
     def _tool_result(self, turn: int, p: ev.ToolResult) -> None:
-        lines = p.observation.splitlines() or [""]
-        shown = lines if self.verbose else lines[:MAX_OBS_LINES]
-        style = "red" if p.error else "green"
-        for line in shown:
-            self.console.print(f"  [{style}]│[/] {escape(line)}", soft_wrap=True)
-        if len(shown) < len(lines):
-            self.console.print(
-                f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]"
-            )
+        self._lines(p.observation, "red" if p.error else "green", MAX_OBS_LINES)
         extra = []
         if p.reward is not None:
             extra.append(f"reward {p.reward:g}")
@@ -119,20 +192,24 @@ class EventRenderer:
 
     def _error(self, turn: int, p: ev.Error) -> None:
         self._close_stream()
-        retry = " (retryable)" if p.retryable else ""
+        # A retryable error is retried (or left for `resume`); one the adapter stopped
+        # retrying says so in its message, and is not called retryable as well.
+        retry = " (retryable)" if p.retryable and GAVE_UP not in p.message else ""
         self.console.print(
             f"[bold red]error[/] in {escape(p.where)}: {escape(p.type)}: {escape(p.message)}{retry}"
         )
 
     def _resume(self, turn: int, p: ev.Resume) -> None:
         self._close_stream()
+        what = "fork" if p.reason == "fork" else "episode"
+        episode = f" {what} [bold]{escape(self.episode_id)}[/]" if self.episode_id else ""
         self.console.print(
-            f"[bold magenta]resumed[/] from seq {p.from_seq} ({escape(p.env_restore)})"
+            f"[bold magenta]resumed[/]{episode} from seq {p.from_seq} ({escape(p.env_restore)})"
         )
 
     def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
         self._close_stream()
         self.console.print(
-            f"[bold]end[/]: {escape(p.stop_reason)} after {p.turns} turns · reward "
+            f"[bold]end[/]: {escape(p.stop_reason)} after {plural(p.turns, 'turn')} · reward "
             f"[bold]{p.total_reward:g}[/]"
         )

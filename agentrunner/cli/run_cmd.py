@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
+from agentrunner.batch import SEED_MAX, SEED_MIN
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -12,18 +15,34 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
-from agentrunner.cli.render import EventRenderer
+from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
+from agentrunner.cli.render import EventRenderer, plural
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.environment import Environment
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import DEFAULT_TASK
 from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
-from agentrunner.errors import UsageError
+from agentrunner.errors import StoreError, UsageError
+from agentrunner.resume import check_resumable
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, run_agent_episode
+from agentrunner.state import rebuild
+from agentrunner.store import TraceStore
+from agentrunner.system_prompt import with_system_prompt
 from providers import get_model
 
 DEFAULT_MODEL = "scripted:demo"
 EXIT_BY_STATUS = {"completed": 0, "cancelled": 130}
+
+
+def seed_value(text: str) -> int:
+    """``--seed``: an integer the store can keep."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not SEED_MIN <= seed <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"a seed is between {SEED_MIN} and {SEED_MAX}")
+    return seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--model", default=DEFAULT_MODEL, help=f"PROVIDER:MODEL (default: {DEFAULT_MODEL})"
     )
     p.add_argument("--base-url", metavar="URL", help="the provider's base URL (any provider)")
-    p.add_argument("--seed", type=int, default=0, help="episode seed (default: 0)")
+    p.add_argument("--seed", type=seed_value, default=0, help="episode seed (default: 0)")
     repo = p.add_argument_group("your own repository")
     repo.add_argument(
         "--repo",
@@ -99,6 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"model turns at most (1..{MAX_TURNS_LIMIT}, default 100); the only runner limit",
     )
+    add_model_options(p, system_prompt=True)
     add_sandbox_options(p)
 
 
@@ -106,17 +126,36 @@ def rollout_exit_code(rollout: Rollout) -> int:
     return EXIT_BY_STATUS.get(rollout.status, 1)
 
 
-def report(args: argparse.Namespace, rollout: Rollout) -> int:
+def resumable(store: TraceStore, rollout: Rollout) -> bool:
+    """Whether ``agentrunner resume`` can continue the episode (cancelled, interrupted, or
+    failed on a retryable error)."""
+    if rollout.status in ("cancelled", "interrupted"):
+        return True
+    if rollout.status != "failed":
+        return False
+    try:
+        check_resumable(rebuild(store, rollout.episode_id))
+    except (UsageError, StoreError):
+        return False
+    return True
+
+
+def report(args: argparse.Namespace, rollout: Rollout, store: TraceStore | None = None) -> int:
+    """Print the outcome (one JSON object with ``--json``) and return the exit code. Given
+    the store, an episode that can be resumed says how."""
     if args.json:
         print_json(rollout.to_dict())
     else:
         out = stdout_console()
         out.print(
             f"episode [bold]{rollout.episode_id}[/] {rollout.status} ({rollout.stop_reason}) · "
-            f"{rollout.turns_completed} turns · reward [bold]{rollout.total_reward:g}[/]"
+            f"{plural(rollout.turns_completed, 'turn')} · reward "
+            f"[bold]{rollout.total_reward:g}[/]"
         )
         if rollout.error:
-            out.print(f"[red]{rollout.error}[/]")
+            out.print(f"[red]{escape(rollout.error)}[/]")
+        if store is not None and resumable(store, rollout):
+            out.print(f"resume it with: agentrunner resume {rollout.episode_id}")
     return rollout_exit_code(rollout)
 
 
@@ -162,17 +201,15 @@ def _environment(args: argparse.Namespace) -> tuple[Environment, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-
     if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
-    options = {"base_url": args.base_url} if args.base_url else {}
-    if args.model.startswith("scripted:") and args.base_url:
-        stderr_console().print("[yellow]warning:[/] --base-url is ignored by the scripted model")
-        options = {}
-    model = get_model(args.model, **options)
+    model = get_model(args.model, **model_options(args, args.model))
+    addition = system_prompt(args)
     env, task_id = _environment(args)
     warn_about_sandbox(env)
+    env = with_system_prompt(env, addition)
     store = open_store(args)
+    renderer = EventRenderer(stderr_console(), verbose=args.verbose, store=store)
     try:
         rollout = run_agent_episode(
             env=env,
@@ -181,8 +218,8 @@ def run(args: argparse.Namespace) -> int:
             model_fn=model,
             store=store,
             max_turns=args.max_turns,
-            observer=EventRenderer(stderr_console(), verbose=args.verbose),
+            observer=renderer,
         )
     finally:
         env.close()
-    return report(args, rollout)
+    return report(args, rollout, store)

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         tasks,
         help="list tasks",
         description="List the bundled tasks (or those of a tasks.json file) with difficulty, "
-        "split, horizon (max_steps) and reward mode.",
+        "split, horizon (max_steps), reward mode and prompt (cut to one line; -v shows "
+        "whole prompts).",
     )
     p.add_argument(
         "--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)"
@@ -33,11 +34,12 @@ def tasks(args: argparse.Namespace) -> int:
         return 0
     table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     for col in ("task", "difficulty", "split", "max_steps", "reward", "prompt"):
-        table.add_column(
+        prompt = col == "prompt"
+        table.add_column(  # -v: whole prompts, wrapped; else one line each, cut
             col,
-            overflow="ellipsis",
-            no_wrap=col == "prompt",
-            max_width=60 if col == "prompt" else None,
+            overflow="fold" if prompt and args.verbose else "ellipsis",
+            no_wrap=prompt and not args.verbose,
+            max_width=60 if prompt and not args.verbose else None,
         )
     for t in selected:
         table.add_row(t.task_id, t.difficulty, t.split, str(t.max_steps), t.reward_mode, t.prompt)

@@ -30,6 +30,16 @@ from agentrunner.verifiers import (
 from agentrunner.verifiers_rules import RULE_FORMS
 from agentrunner.verifiers_test import TestVerifier
 
+SCRIPTED_JUDGE_HELP = (
+    "A scripted judge (offline and deterministic, for tests and CI) is --judge "
+    "scripted:judge.json, where judge.json is a script for the scripted model, e.g. "
+    '{"episodes": [{"match": "", "turns": [{"text": "Fixed and tested. SCORE: 0.9"}]}]}: '
+    "the judge's prompt is the rubric followed by the transcript, the first episode whose "
+    "match text occurs in it answers with its first turn, and the last SCORE: x line of that "
+    "answer is the score (x from 0 to 1, or x/10). Match on words of the rubric or of the "
+    "task to give episodes different scores; a script with no SCORE line fails every episode "
+    "(scripted:demo is the demo agent, not a judge)."
+)
 _RULE_HELP = (
     "a condition over the trajectory (repeatable): tool:NAME, tool:NAME:KEY~REGEX, "
     "tool:NAME:KEY=VALUE, file:GLOB (written by write_file/str_replace), command:REGEX "
@@ -50,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "stored with the episode (the verifications table) under the verifier's name and "
         "shown by `agentrunner show` and `agentrunner ls`; `agentrunner export --verifier "
         "NAME` filters by it. Example: agentrunner verify --all --rule 'tool:bash:command~"
-        "unittest' --rule 'file:*.py' --rule 'reward>=1' --name fixed-and-tested",
+        "unittest' --rule 'file:*.py' --rule 'reward>=1' --name fixed-and-tested. "
+        f"{SCRIPTED_JUDGE_HELP}",
     )
     p.add_argument("episodes", nargs="*", metavar="EP", help="episode ids or unique prefixes")
     p.add_argument(
@@ -84,7 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     judge = p.add_argument_group("LLM judge")
     judge.add_argument(
-        "--judge", metavar="MODEL", help="PROVIDER:MODEL of the judge (e.g. openai:gpt-5)"
+        "--judge",
+        metavar="MODEL",
+        help="PROVIDER:MODEL of the judge (e.g. openai:gpt-5); offline: scripted:PATH.json, "
+        "a script for the scripted model that answers a line SCORE: x (see above)",
     )
     judge.add_argument("--rubric", metavar="TEXT", help="what a good episode does")
     judge.add_argument("--rubric-file", type=Path, metavar="PATH", help="read the rubric here")
