@@ -17,8 +17,9 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.render import EventRenderer
-from agentrunner.errors import StoreCorruptError
+from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store.records import BatchSummary, EpisodeFilter
 from agentrunner.verifiers import VerificationResult, latest_verifications, verifications
 
 STATUS_STYLE = {
@@ -30,7 +31,7 @@ STATUS_STYLE = {
 }
 FOLLOW_POLL_S = 0.25
 _MIN_WIDTH = {
-    "id": 10,
+    "id": 8,
     "status": 11,
     "turns": 5,
     "reward": 6,
@@ -47,20 +48,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ls",
         ls,
         help="list episodes",
-        description="List episodes, newest first: id, parent, task, model, status, turns, "
-        "reward, tokens, cost, verifier results (passed/verified, latest per verifier; see "
-        "`agentrunner verify`) and start time. Status is derived from the log and the "
-        "writer's liveness: a running episode whose process died shows as interrupted.",
+        description="List episodes, newest first: id (the shortest prefix, at least 8 "
+        "characters, that is unique in the store), parent (PARENT@FORK_SEQ; fan-out forks add "
+        "`proposal C` or `cand C.S`), task, model, status, turns, reward, tokens and cost "
+        "(a fork's own spend, without what it inherits), verifier results (passed/verified, "
+        "latest per verifier; see `agentrunner verify`) and start time. Status is derived from "
+        "the log and the writer's liveness: a running episode whose process died shows as "
+        "interrupted. A cut listing says so on stderr. --batches lists batch runs instead.",
     )
     ls_p.add_argument(
         "--limit",
         type=int,
         default=50,
         metavar="N",
-        help="at most N episodes (default 50, 0 = all)",
+        help="at most N rows (default 50, 0 = all)",
     )
     ls_p.add_argument(
         "--status", choices=sorted(STATUS_STYLE), help="only episodes with this status"
+    )
+    ls_p.add_argument("--task", metavar="ID", help="only this task (wildcards: 'csv-*')")
+    ls_p.add_argument(
+        "--model", metavar="SPEC", help="only this model spec (wildcards: 'openai:*')"
+    )
+    ls_p.add_argument(
+        "--batch", metavar="ID", help="only this batch's episodes (id, unique prefix or name)"
+    )
+    ls_p.add_argument("--parent", metavar="EP", help="only the forks made directly of EP")
+    ls_p.add_argument(
+        "--batches",
+        action="store_true",
+        help="list batch runs instead: id, name, model, pairs, episodes, completed, "
+        "mean reward (of the completed), cost, created",
     )
     show_p = new_command(
         sub,
@@ -79,25 +97,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _ls_rows(
-    store: TraceStore, args: argparse.Namespace, corrupt: list[StoreCorruptError]
-) -> list[EpisodeSummary]:
-    episodes = store.list_episodes(
-        limit=None if args.status else (args.limit or None), corrupt=corrupt
+def _filter(store: TraceStore, args: argparse.Namespace) -> EpisodeFilter:
+    return EpisodeFilter(
+        task_id=args.task,
+        model=args.model,
+        batch_id=store.resolve_batch(args.batch) if args.batch else None,
+        parent_episode_id=store.resolve(args.parent) if args.parent else None,
+        status=args.status,
     )
-    if args.status:
-        episodes = [e for e in episodes if e.status == args.status]
-        episodes = episodes[: args.limit] if args.limit else episodes
-    return episodes
+
+
+def _say_if_cut(shown: int, total: int, what: str) -> None:
+    if total > shown:
+        stderr_console().print(f"showing {shown} of {total} {what}; --limit 0 for all")
+
+
+def _report_corrupt(corrupt: list[StoreCorruptError]) -> int:
+    for problem in corrupt:  # the others are listed; the corrupt ones are named on stderr
+        stderr_console().print(f"[bold red]error:[/] {escape(str(problem))}", soft_wrap=True)
+    return 1 if corrupt else 0
 
 
 def ls(args: argparse.Namespace) -> int:
+    if args.limit < 0:
+        raise UsageError("--limit must be 0 (all) or more")
     store = open_store(args)
+    if args.batches:
+        return _ls_batches(store, args)
+    where = _filter(store, args)
     corrupt: list[StoreCorruptError] = []
-    episodes = _ls_rows(store, args, corrupt)
-    for problem in corrupt:  # the others are listed; the corrupt ones are named on stderr
-        stderr_console().print(f"[bold red]error:[/] {escape(str(problem))}", soft_wrap=True)
-    code = 1 if corrupt else 0
+    episodes = store.list_episodes(limit=args.limit or None, corrupt=corrupt, where=where)
+    code = _report_corrupt(corrupt)
+    total = len(episodes)
+    if args.limit and len(episodes) + len(corrupt) >= args.limit:
+        total = store.count_episodes(where)  # a corrupt one counts: it is named above
     verified = latest_verifications(store, [e.episode_id for e in episodes])
     if args.json:
         print_json(
@@ -109,15 +142,19 @@ def ls(args: argparse.Namespace) -> int:
                 for e in episodes
             ]
         )
+        _say_if_cut(len(episodes), total, "episodes")
         return code
     if not episodes:
         if not corrupt:
+            filtered = where != EpisodeFilter()
             stderr_console().print(
-                f"no episodes in {store.path}; start one with `agentrunner run`"
+                f"no episodes in {store.path} match the filters"
+                if filtered
+                else f"no episodes in {store.path}; start one with `agentrunner run`"
             )
         return code
-    table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
-    for col in (
+    prefixes = fmt.unique_prefixes(store.episode_ids(), minimum=8)
+    table = _table(
         "id",
         "parent",
         "task",
@@ -129,36 +166,94 @@ def ls(args: argparse.Namespace) -> int:
         "cost",
         "verified",
         "started",
-    ):
-        table.add_column(
-            col,
-            justify="right" if col in ("turns", "reward", "tokens", "cost", "verified") else "left",
-            no_wrap=True,
-            overflow="ellipsis",
-            min_width=_MIN_WIDTH.get(col),
-            max_width=22 if col in ("task", "model") else None,
-        )
+    )
     for e in episodes:
-        parent = (
-            "-"
-            if e.parent_episode_id is None
-            else f"{fmt.short_id(e.parent_episode_id, 8)}@{e.fork_seq}"
-        )
         table.add_row(
-            fmt.short_id(e.episode_id),
-            parent,
-            e.task_id,
-            str(e.model.get("spec", "?")),
+            prefixes.get(e.episode_id, e.episode_id),
+            _parent_cell(e, prefixes),
+            escape(e.task_id),
+            escape(str(e.model.get("spec", "?"))),
             f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
             str(e.turns),
             f"{e.total_reward:g}",
             fmt.tokens(e.tokens),
             fmt.cost(e.cost_usd),
             _verified_cell(verified.get(e.episode_id, [])),
-            e.created_at[5:16].replace("T", " "),
+            fmt.started(e.created_at),
         )
     stdout_console().print(table)
+    _say_if_cut(len(episodes), total, "episodes")
     return code
+
+
+_RIGHT = {"turns", "reward", "tokens", "cost", "verified", "pairs", "episodes", "done"}
+
+
+def _table(*columns: str) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
+    for col in columns:
+        table.add_column(
+            col,
+            justify="right" if col in _RIGHT else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=_MIN_WIDTH.get(col),
+            max_width=22 if col in ("task", "model", "name") else None,
+        )
+    return table
+
+
+def _parent_cell(e: EpisodeSummary, prefixes: dict[str, str]) -> str:
+    """``PARENT@FORK_SEQ``, and a fan-out fork's role: ``proposal C`` (the one-turn fork that
+    proposed candidate C) or ``cand C.S`` (continuation S of candidate C)."""
+    if e.parent_episode_id is None:
+        return "-"
+    parent = prefixes.get(e.parent_episode_id, e.parent_episode_id)
+    cell = f"{parent}@{e.fork_seq}"
+    group = e.fork_group
+    if group is None:
+        return cell
+    if group.proposal:
+        return f"{cell} [cyan]proposal {group.candidate}[/]"
+    return f"{cell} cand {group.candidate}.{group.sample}"
+
+
+def _ls_batches(store: TraceStore, args: argparse.Namespace) -> int:
+    if any((args.task, args.model, args.batch, args.parent, args.status)):
+        raise UsageError("--batches lists every batch; filters apply to episodes (--batch ID)")
+    corrupt: list[StoreCorruptError] = []
+    batches = store.list_batches(limit=args.limit or None, corrupt=corrupt)
+    code = _report_corrupt(corrupt)
+    total = store.count_batches() if args.limit and len(batches) >= args.limit else len(batches)
+    if args.json:
+        print_json([b.to_dict() for b in batches])
+        _say_if_cut(len(batches), total, "batches")
+        return code
+    if not batches:
+        stderr_console().print(f"no batches in {store.path}; start one with `agentrunner batch`")
+        return code
+    table = _table(
+        "batch", "name", "model", "pairs", "episodes", "done", "reward", "cost", "started"
+    )
+    for b in batches:
+        table.add_row(*_batch_cells(b))
+    stdout_console().print(table)
+    _say_if_cut(len(batches), total, "batches")
+    return code
+
+
+def _batch_cells(b: BatchSummary) -> tuple[str, ...]:
+    return (
+        b.batch_id,
+        escape(b.name or "-"),
+        escape(b.model or "?"),
+        str(b.pairs),
+        str(b.episodes),
+        str(b.completed),
+        "-" if b.mean_reward is None else f"{b.mean_reward:.3f}",
+        fmt.cost(b.cost_usd),
+        fmt.started(b.created_at),
+    )
 
 
 def _brief(r: VerificationResult) -> dict[str, object]:
@@ -229,14 +324,30 @@ def _print_summary(e: EpisodeSummary) -> None:
         + (f" ({e.stop_reason})" if e.stop_reason else ""),
         f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",
         f"  reward    {e.total_reward:g}",
-        f"  tokens    {e.tokens.get('input', 0)} in · {e.tokens.get('output', 0)} out"
-        f" · cost {fmt.cost(e.cost_usd)}",
+        f"  tokens    {_spend(e.tokens, e.cost_usd)}"
+        + (" (its own calls, after the fork point)" if e.parent_episode_id else ""),
         f"  started   {e.created_at}",
     ]
     if e.parent_episode_id:
         lines.append(f"  parent    {e.parent_episode_id} at seq {e.fork_seq}")
+        lines.append(
+            f"  inherited {_spend(e.inherited_tokens, e.inherited_cost_usd)} (the parent's,"
+            " up to the fork point)"
+        )
+    group = e.fork_group
+    if group is not None:
+        role = (
+            f"proposal of candidate {group.candidate} (one re-sampled turn)"
+            if group.proposal
+            else f"candidate {group.candidate}, continuation {group.sample}"
+        )
+        lines.append(f"  fan-out   {role} · fork group {group.group_id}")
     for line in lines:
         out.print(line)
+
+
+def _spend(tokens: dict[str, int], cost: float | None) -> str:
+    return f"{tokens.get('input', 0)} in · {tokens.get('output', 0)} out · cost {fmt.cost(cost)}"
 
 
 def show(args: argparse.Namespace) -> int:
@@ -268,7 +379,7 @@ def show(args: argparse.Namespace) -> int:
         out.print(table)
         return 0
     out.print()
-    renderer = EventRenderer(out, verbose=args.verbose)
+    renderer = EventRenderer(out, verbose=args.verbose, store=store, episode_id=episode_id)
     for row in store.iter_events(episode_id):
         renderer(row.seq, row.turn, row.typed())
     return 0
@@ -276,7 +387,7 @@ def show(args: argparse.Namespace) -> int:
 
 def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int:
     console = stderr_console() if args.json else stdout_console()
-    renderer = EventRenderer(console, verbose=args.verbose)
+    renderer = EventRenderer(console, verbose=args.verbose, store=store, episode_id=episode_id)
     after = 0
     segments = store.segments(episode_id)
     while True:

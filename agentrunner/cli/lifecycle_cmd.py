@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from rich.markup import escape
+
+from agentrunner import formatting as fmt
+from agentrunner.cli import fanout_cmd
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -12,13 +15,21 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
+from agentrunner.cli.model_opts import (
+    FLAGS,
+    add_model_options,
+    given_options,
+    model_options,
+    recorded_model,
+)
 from agentrunner.cli.render import EventRenderer
-from agentrunner.cli.run_cmd import report, rollout_exit_code
+from agentrunner.cli.run_cmd import report, resumable, rollout_exit_code
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.fork import fork_episode
+from agentrunner.model import Model
 from agentrunner.restore import StepCheck, replay_steps
-from agentrunner.resume import resume_episode
+from agentrunner.resume import check_resumable, resume_episode
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
@@ -50,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-turns", type=int, metavar="N", help="raise or lower the recorded turn limit"
     )
+    add_model_options(p)
 
     f = new_command(
         sub,
@@ -79,6 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "-n", type=int, default=1, metavar="N", help="create N sibling forks (default 1)"
     )
     f.add_argument("--run", action="store_true", help="run the fork(s) now, one after another")
+    add_model_options(f)
 
     r = new_command(
         sub,
@@ -96,86 +109,148 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="stop at the first divergence and show the expected and actual observation",
     )
 
-    fo = new_command(
-        sub,
-        "fanout",
-        fanout,
-        help="fork K candidate actions x N continuations at a turn and rank them",
-        description="Counterfactual fan-out: at model turn K of EP, run each candidate action "
-        "(--action, repeatable; or -k K sampled from the model) N times from that point (to "
-        "the end, or for --horizon more turns), then rank the candidates by mean reward with "
-        "the spread. The forks are recorded as one fork group, for `export --format dpo|grpo`.",
-    )
-    fo.add_argument("episode", metavar="EP", help="episode id or unique prefix")
-    fo.add_argument("--turn", type=int, required=True, metavar="K", help="the model turn (1-based)")
-    cands = fo.add_mutually_exclusive_group(required=True)
-    cands.add_argument(
-        "--action", action="append", metavar="JSON", help="a candidate action (repeatable)"
-    )
-    cands.add_argument("-k", type=int, metavar="K", help="sample K candidates from the model")
-    fo.add_argument("-n", type=int, default=1, metavar="N", help="continuations per candidate")
-    fo.add_argument("--horizon", type=int, metavar="H", help="turns to run after the fork point")
-    fo.add_argument("--concurrency", type=int, default=4, metavar="N", help="forks at once")
-    fo.add_argument("--model", help="sample with another model (PROVIDER:MODEL)")
+    fanout_cmd.register(sub)
 
     rm = new_command(
         sub,
         "rm",
         remove,
-        help="remove an episode no fork depends on",
+        help="remove an episode no fork depends on (or, with --tree, it and its forks)",
         description="Remove an episode and its events from the store. Refused while a fork "
-        "depends on it or while it runs. Removal is always explicit, never automatic.",
+        "depends on it or while it runs. With --tree, remove EP and every fork descending "
+        "from it (children before parents, all or nothing), refused while any of them runs. "
+        "Removal is always explicit, never automatic.",
     )
     rm.add_argument("episode", metavar="EP", help="episode id or unique prefix")
+    rm.add_argument("--tree", action="store_true", help="also remove every fork of EP, and theirs")
 
 
-def _resume_one(store: TraceStore, episode_id: str, args: argparse.Namespace) -> Rollout:
-    model_fn = None
-    if args.model:
+def _resume_one(
+    store: TraceStore,
+    episode_id: str,
+    args: argparse.Namespace,
+    *,
+    model: str | None = None,
+    accept_divergence: bool = False,
+    max_turns: int | None = None,
+) -> Rollout:
+    """Resume (or run a fork of) ``episode_id`` with ``model`` or the recorded one, and the
+    model flags of ``args``, showing it live."""
+    if max_turns is not None and not 1 <= max_turns <= MAX_TURNS_LIMIT:
+        raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
+    episode_id = store.resolve(episode_id)
+    model_fn: Model | None
+    if model:
         from providers import get_model
 
-        model_fn = get_model(args.model)
-    if args.max_turns is not None and not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
-        raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
+        model_fn = get_model(model, **model_options(args, model))
+    else:
+        model_fn = recorded_model(store, episode_id, args)
+    renderer = EventRenderer(
+        stderr_console(), verbose=args.verbose, store=store, episode_id=episode_id
+    )
     return resume_episode(
         store,
         episode_id,
         model_fn=model_fn,
-        accept_divergence=args.accept_divergence,
-        max_turns=args.max_turns,
-        observer=EventRenderer(stderr_console(), verbose=args.verbose),
+        accept_divergence=accept_divergence,
+        max_turns=max_turns,
+        observer=renderer,
     )
 
 
+def _resume_targets(store: TraceStore) -> tuple[list[str], list[dict[str, str]]]:
+    """What ``resume --all`` resumes (oldest first): interrupted and cancelled episodes and
+    those that failed on a retryable error; and the failed ones it cannot (with why)."""
+    targets: list[str] = []
+    not_resumable: list[dict[str, str]] = []
+    for e in reversed(store.list_episodes()):
+        if e.status not in RESUMABLE_STATUSES:
+            continue
+        if e.status == "failed":
+            try:
+                check_resumable(rebuild(store, e.episode_id))
+            except AgentRunnerError as exc:
+                not_resumable.append({"episode_id": e.episode_id, "reason": str(exc)})
+                continue
+        targets.append(e.episode_id)
+    return targets, not_resumable
+
+
 def resume(args: argparse.Namespace) -> int:
+    """Exit codes of ``--all``: 0 when there is nothing to resume or every episode resumed
+    completed; 130 when Ctrl-C stopped it; 1 when any episode was skipped (it could not be
+    resumed: a divergence, another writer, ...) or a resumed one did not complete."""
     store = open_store(args)
     if args.all == bool(args.episode):
         raise UsageError("give an episode id or --all (not both)")
+    options = {
+        "model": args.model,
+        "accept_divergence": args.accept_divergence,
+        "max_turns": args.max_turns,
+    }
     if args.episode:
-        return report(args, _resume_one(store, args.episode, args))
-    targets = [e.episode_id for e in store.list_episodes() if e.status in RESUMABLE_STATUSES]
+        return report(args, _resume_one(store, args.episode, args, **options), store)
+    targets, not_resumable = _resume_targets(store)
+    err = stderr_console()
+    for entry in not_resumable:
+        err.print(f"[dim]not resumable: {entry['episode_id']}: {escape(entry['reason'])}[/]")
     rollouts: list[Rollout] = []
     skipped: list[dict[str, str]] = []
-    for i, episode_id in enumerate(reversed(targets), 1):
-        stderr_console().print(f"[bold]resume {i}/{len(targets)}[/] {episode_id}")
+    for i, episode_id in enumerate(targets, 1):
+        err.print(f"[bold]resume {i}/{len(targets)}[/] {episode_id}")
         try:
-            rollouts.append(_resume_one(store, episode_id, args))
-        except AgentRunnerError as exc:  # e.g. a divergence or a non-retryable failure: go on
-            stderr_console().print(f"[yellow]skipped[/] {episode_id}: {exc}")
+            rollouts.append(_resume_one(store, episode_id, args, **options))
+        except AgentRunnerError as exc:  # e.g. a divergence, or another writer: go on
+            err.print(f"[yellow]skipped[/] {episode_id}: {escape(str(exc))}")
             skipped.append({"episode_id": episode_id, "reason": str(exc)})
             continue
         if rollouts[-1].status == "cancelled":  # Ctrl-C: stop here, not just this episode
-            stderr_console().print("[yellow]cancelled[/]: the remaining episodes were not resumed")
+            err.print("[yellow]cancelled[/]: the remaining episodes were not resumed")
             break
     if args.json:
-        print_json({"resumed": [r.to_dict() for r in rollouts], "skipped": skipped})
+        print_json(
+            {
+                "resumed": [r.to_dict() for r in rollouts],
+                "skipped": skipped,
+                "not_resumable": not_resumable,
+            }
+        )
     else:
-        stdout_console().print(f"resumed {len(rollouts)} episode(s), skipped {len(skipped)}")
-    codes = [rollout_exit_code(r) for r in rollouts]
+        _print_resumed(store, targets, rollouts, skipped)
+    codes = [rollout_exit_code(r) for r in rollouts] + ([1] if skipped else [])
     return max(codes, default=0)
 
 
+def _print_resumed(
+    store: TraceStore, targets: list[str], rollouts: list[Rollout], skipped: list[dict[str, str]]
+) -> None:
+    out = stdout_console()
+    if not targets:
+        out.print("nothing to resume: no interrupted, cancelled or retryably failed episode")
+        return
+    short = fmt.unique_prefixes(store.episode_ids())
+    out.print(f"resumed {len(rollouts)} of {len(targets)} episode(s)")
+    for r in rollouts:
+        out.print(
+            f"  {short.get(r.episode_id, r.episode_id)} {r.status} ({r.stop_reason}) · "
+            f"reward {r.total_reward:g}"
+        )
+    if skipped:
+        out.print(f"skipped {len(skipped)}:")
+        for entry in skipped:
+            episode = short.get(entry["episode_id"], entry["episode_id"])
+            out.print(f"  {episode} {escape(entry['reason'])}")
+
+
 def fork(args: argparse.Namespace) -> int:
+    given = given_options(args)
+    if given and not args.run:
+        flags = ", ".join(FLAGS[name] for name in given)
+        raise UsageError(
+            f"{flags} apply when the fork runs: add --run, or give them to "
+            "`agentrunner resume FORK`"
+        )
     store = open_store(args)
     forks = fork_episode(
         store,
@@ -189,65 +264,37 @@ def fork(args: argparse.Namespace) -> int:
     rollouts = []
     if args.run:
         for fork_id in forks:
-            rollouts.append(_resume_one(store, fork_id, _run_args(args)))
+            rollouts.append(_resume_one(store, fork_id, args))
             if rollouts[-1].status == "cancelled":  # Ctrl-C: leave the other forks unrun
                 break
     if args.json:
         print_json({"forks": forks, "rollouts": [r.to_dict() for r in rollouts]})
     else:
-        out = stdout_console()
-        for fork_id in forks:
-            out.print(
-                f"fork [bold]{fork_id}[/] of {store.resolve(args.episode)} at turn {args.turn}"
-            )
-        for r in rollouts:
-            out.print(f"  {r.episode_id[:10]} {r.status} · reward {r.total_reward:g}")
-        if not args.run:
-            out.print("run it with: agentrunner resume FORK")
+        _print_forks(store, args, forks, rollouts)
     return max((rollout_exit_code(r) for r in rollouts), default=0)
 
 
-def _run_args(args: argparse.Namespace) -> argparse.Namespace:
-    return argparse.Namespace(
-        model=None, accept_divergence=False, max_turns=None, verbose=args.verbose
-    )
-
-
-def fanout(args: argparse.Namespace) -> int:
-    from agentrunner.fanout import score_actions
-
-    actions = None
-    if args.action:
-        try:
-            actions = [json.loads(a) for a in args.action]
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--action is not valid JSON: {exc.msg} at char {exc.pos}") from None
-    store = open_store(args)
-    stderr_console().print("[bold]fan-out[/]: running the forks…")
-    result = score_actions(
-        store,
-        args.episode,
-        turn=args.turn,
-        actions=actions,
-        k=args.k,
-        n=args.n,
-        horizon=args.horizon,
-        concurrency=args.concurrency,
-        model=args.model,
-    )
-    if args.json:
-        print_json(result.to_dict())
-        return 0
+def _print_forks(
+    store: TraceStore, args: argparse.Namespace, forks: list[str], rollouts: list[Rollout]
+) -> None:
     out = stdout_console()
-    out.print(
-        f"fork group [bold]{result.group_id}[/] at turn {result.turn} of {result.parent_episode_id}"
-    )
-    for rank, c in enumerate(result.ranked, 1):
-        action = json.dumps(c.action, ensure_ascii=False)
-        action = action if len(action) <= 70 else action[:69] + "…"
-        rewards = ", ".join(f"{r:g}" for r in c.rewards)
-        out.print(f"{rank:>2}. mean {c.mean:.3f} ± {c.spread:.3f} [{rewards}]  {action}")
-    return 0
+    parent = store.resolve(args.episode)
+    for fork_id in forks:
+        out.print(f"fork [bold]{fork_id}[/] of {parent} at turn {args.turn}")
+    short = fmt.unique_prefixes(store.episode_ids())
+    for r in rollouts:
+        out.print(
+            f"  {short.get(r.episode_id, r.episode_id)} {r.status} · reward {r.total_reward:g}"
+        )
+    ran = {r.episode_id for r in rollouts}
+    waiting = [f for f in forks if f not in ran]
+    waiting += [r.episode_id for r in rollouts if resumable(store, r)]
+    if len(waiting) == 1:
+        out.print(f"run it with: agentrunner resume {waiting[0]}")
+    elif waiting:
+        out.print("run them with:")
+        for fork_id in waiting:
+            out.print(f"  agentrunner resume {fork_id}")
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -291,9 +338,20 @@ def replay(args: argparse.Namespace) -> int:
 def remove(args: argparse.Namespace) -> int:
     store = open_store(args)
     episode_id = store.resolve(args.episode)
-    removed = store.remove_episode(episode_id)
-    if args.json:
-        print_json({"episode_id": episode_id, "removed_events": removed})
+    if args.tree:
+        removed = store.remove_tree(episode_id)
     else:
-        stdout_console().print(f"removed episode {episode_id} ({removed} events)")
+        removed = [(episode_id, store.remove_episode(episode_id))]
+    total = sum(n for _, n in removed)
+    if args.json:
+        value: dict[str, object] = {"episode_id": episode_id, "removed_events": total}
+        if args.tree:
+            value["removed"] = [{"episode_id": e, "removed_events": n} for e, n in removed]
+        print_json(value)
+    else:
+        out = stdout_console()
+        for removed_id, n in removed:
+            out.print(f"removed episode {removed_id} ({n} events)")
+        if args.tree:
+            out.print(f"removed {len(removed)} episode(s), {total} events")
     return 0

@@ -60,9 +60,42 @@ class Segment:
     end: int | None  # None: open-ended (the episode's own rows)
 
 
+PROPOSAL_SAMPLE = -1
+"""The ``sample`` of a fan-out proposal fork (``agentrunner.fanout.PROPOSAL``): a fork that
+re-sampled the turn once to propose a candidate, not a continuation of one."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkGroupRole:
+    """An episode's place in a fan-out fork group: candidate ``candidate``, continuation
+    ``sample`` (``PROPOSAL_SAMPLE``: the fork that proposed the candidate)."""
+
+    group_id: str
+    candidate: int
+    sample: int
+
+    @property
+    def proposal(self) -> bool:
+        return self.sample == PROPOSAL_SAMPLE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group_id": self.group_id,
+            "candidate": self.candidate,
+            "sample": self.sample,
+            "proposal": self.proposal,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class EpisodeSummary:
-    """An episode with its derived status and totals (what ``ls`` shows)."""
+    """An episode with its derived status and totals (what ``ls`` shows).
+
+    ``tokens`` and ``cost_usd`` are the episode's own spend: for a fork, the model calls it
+    made after its fork point. What a fork's history inherits from its ancestors is in
+    ``inherited_tokens`` and ``inherited_cost_usd`` (zero and None for a root), so summing
+    ``tokens`` over a family counts every call once. ``total_reward`` is the return of the
+    episode's whole history (inherited steps included), as ``episode.end`` records it."""
 
     episode_id: str
     parent_episode_id: str | None
@@ -81,6 +114,9 @@ class EpisodeSummary:
     tokens: dict[str, int]
     cost_usd: float | None
     writer_pid: int | None = None
+    inherited_tokens: dict[str, int] = field(default_factory=dict)
+    inherited_cost_usd: float | None = None
+    fork_group: ForkGroupRole | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,7 +135,53 @@ class EpisodeSummary:
             "total_reward": self.total_reward,
             "tokens": self.tokens,
             "cost_usd": self.cost_usd,
+            "inherited_tokens": self.inherited_tokens,
+            "inherited_cost_usd": self.inherited_cost_usd,
+            "fork_group": self.fork_group.to_dict() if self.fork_group else None,
             "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeFilter:
+    """Which episodes a listing keeps. ``task_id`` and ``model`` (the model spec) take
+    shell-style wildcards (``openai:*``); ``batch_id`` and ``parent_episode_id`` are full
+    ids; ``status`` is the derived status. None: no filter."""
+
+    task_id: str | None = None
+    model: str | None = None
+    batch_id: str | None = None
+    parent_episode_id: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSummary:
+    """A batch run and how its episodes stand (what ``ls --batches`` shows). ``pairs`` is the
+    number of (task, seed) pairs it was started with, ``episodes`` how many have an episode
+    so far; ``mean_reward`` is over the completed ones, ``cost_usd`` over all of them."""
+
+    batch_id: str
+    name: str | None
+    model: str | None
+    created_at: str
+    pairs: int
+    episodes: int
+    completed: int
+    mean_reward: float | None
+    cost_usd: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "name": self.name,
+            "model": self.model,
+            "created_at": self.created_at,
+            "pairs": self.pairs,
+            "episodes": self.episodes,
+            "completed": self.completed,
+            "mean_reward": self.mean_reward,
+            "cost_usd": self.cost_usd,
         }
 
 

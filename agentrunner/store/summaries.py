@@ -1,17 +1,26 @@
-"""Episode summaries: status derived from the log and the writer's lease, and totals."""
+"""Episode and batch summaries: status derived from the log and the writer's lease, totals
+(a fork's own spend apart from what it inherits), and the filters listings apply."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentrunner.errors import StoreCorruptError
+from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.events import EpisodeEnd, status_for
 from agentrunner.store import control
-from agentrunner.store.records import EpisodeSummary, Segment
+from agentrunner.store.records import (
+    BatchSummary,
+    EpisodeFilter,
+    EpisodeSummary,
+    ForkGroupRole,
+    Segment,
+)
 
 if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore
@@ -32,7 +41,9 @@ def summaries(
         "SELECT e.id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed, e.created_at,"
         " e.env, e.model, c.writer_pid, c.writer_host, c.writer_started, c.heartbeat_at,"
         " (SELECT seq || ' ' || attempt || ' ' || turn || ' ' || kind FROM events v"
-        "   WHERE v.episode_id = e.id ORDER BY seq DESC LIMIT 1) AS last"
+        "   WHERE v.episode_id = e.id ORDER BY seq DESC LIMIT 1) AS last,"
+        " (SELECT group_id || ' ' || candidate || ' ' || sample FROM fork_group_members m"
+        "   WHERE m.episode_id = e.id LIMIT 1) AS fork_group"
         f" FROM episodes e LEFT JOIN control c ON c.episode_id = e.id {clause}",
         args,
     ).fetchall()
@@ -73,7 +84,7 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         last_seq, attempt, turn = int(seq_s), int(attempt_s), int(turn_s)
     else:  # no own events yet: a fresh episode or a fork before its first append
         last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
-    stop_reason = None
+    end: EpisodeEnd | None = None
     if last_kind == "episode.end":
         end = EpisodeEnd.model_validate_json(
             store.conn.execute(
@@ -81,13 +92,26 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
                 (episode_id, last_seq),
             ).fetchone()[0]
         )
-        stop_reason = end.stop_reason
         status = status_for(end.stop_reason)
+    else:
+        status = "running" if lease.alive() else "interrupted"
+    inherited = _Spend()
+    if parent is not None:  # a fork: its own spend and what its history inherits, apart
+        segments = store.segments(episode_id)
+        inherited = _scan(store, segments[:-1])
+        own = _scan(store, segments[-1:])
+        reward = end.total_reward if end is not None else inherited.reward + own.reward
+        tokens, cost = own.tokens, own.cost_usd
+    elif end is not None:
         reward, tokens, cost = end.total_reward, end.totals.get("tokens", {}), None
         cost = end.totals.get("cost_usd")
     else:
-        status = "running" if lease.alive() else "interrupted"
-        reward, tokens, cost = _running_totals(store, episode_id)
+        spend = _running_totals(store, episode_id)
+        reward, tokens, cost = spend.reward, spend.tokens, spend.cost_usd
+    group = None
+    if row[13]:
+        group_id, candidate, sample = row[13].split(" ")
+        group = ForkGroupRole(group_id, int(candidate), int(sample))
     return EpisodeSummary(
         episode_id=episode_id,
         parent_episode_id=parent,
@@ -98,7 +122,7 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         env=json.loads(env),
         model=json.loads(model),
         status=status,
-        stop_reason=stop_reason,
+        stop_reason=end.stop_reason if end is not None else None,
         turns=turn,
         last_seq=last_seq,
         attempt=attempt,
@@ -106,24 +130,40 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         tokens=tokens,
         cost_usd=cost,
         writer_pid=lease.pid if status == "running" else None,
+        inherited_tokens=inherited.tokens,
+        inherited_cost_usd=inherited.cost_usd,
+        fork_group=group,
     )
 
 
-def _running_totals(
-    store: TraceStore, episode_id: str
-) -> tuple[float, dict[str, int], float | None]:
-    """Totals of an episode without an end: the writer's checkpoint (totals as of a seq) plus
-    the events after it, or, with no checkpoint, a scan of the whole history."""
-    reward = 0.0
-    tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
-    cost: float | None = None
-    segments = store.segments(episode_id)
+@dataclass
+class _Spend:
+    """Reward, tokens and cost summed over some events (cost None: none known)."""
+
+    reward: float = 0.0
+    tokens: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("input", "output", "cache_read", "cache_write", "reasoning"), 0
+        )
+    )
+    cost_usd: float | None = None
+
+
+def _running_totals(store: TraceStore, episode_id: str) -> _Spend:
+    """Totals of a root episode without an end: the writer's checkpoint (totals as of a seq)
+    plus the events after it, or, with no checkpoint, a scan of the whole history."""
     checkpoint = control.read_checkpoint(store.conn, episode_id)
-    if checkpoint is not None:
-        seq, totals = checkpoint
-        reward, cost = float(totals["reward"]), totals["cost_usd"]
-        tokens.update(totals["tokens"])
-        segments = [Segment(episode_id, seq + 1, None)]
+    if checkpoint is None:
+        return _scan(store, store.segments(episode_id))
+    seq, totals = checkpoint
+    spend = _Spend(float(totals["reward"]), cost_usd=totals["cost_usd"])
+    spend.tokens.update(totals["tokens"])
+    return _scan(store, [Segment(episode_id, seq + 1, None)], spend)
+
+
+def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None = None) -> _Spend:
+    """``spend`` (default: nothing) plus the rewards and usage of the events in ``segments``."""
+    out = spend if spend is not None else _Spend()
     for seg in segments:
         hi = seg.end if seg.end is not None else 2**62
         rng = (seg.episode_id, seg.start, hi)
@@ -132,7 +172,7 @@ def _running_totals(
             " AND kind = 'tool.result' AND seq BETWEEN ? AND ?",
             rng,
         ).fetchone()
-        reward += r[0] or 0.0
+        out.reward += r[0] or 0.0
         u = store.conn.execute(
             "SELECT total(json_extract(payload, '$.input_tokens')),"
             " total(json_extract(payload, '$.output_tokens')),"
@@ -143,8 +183,142 @@ def _running_totals(
             " FROM events WHERE episode_id = ? AND kind = 'usage' AND seq BETWEEN ? AND ?",
             rng,
         ).fetchone()
-        for key, value in zip(tokens, u[:5], strict=True):
-            tokens[key] += int(value or 0)
+        for key, value in zip(list(out.tokens), u[:5], strict=True):
+            out.tokens[key] += int(value or 0)
         if u[5] is not None:
-            cost = (cost or 0.0) + u[5]
-    return reward, tokens, cost
+            out.cost_usd = (out.cost_usd or 0.0) + u[5]
+    return out
+
+
+# ------------------------------------------------------------------------------ listings
+
+_PAGE = 200
+
+
+def _conditions(where: EpisodeFilter) -> tuple[list[str], list[Any]]:
+    conds: list[str] = []
+    args: list[Any] = []
+    if where.task_id is not None:
+        conds.append("e.task_id GLOB ?")
+        args.append(where.task_id)
+    if where.model is not None:
+        conds.append("json_extract(e.model, '$.spec') GLOB ?")
+        args.append(where.model)
+    if where.batch_id is not None:
+        conds.append("e.id IN (SELECT episode_id FROM batch_members WHERE batch_id = ?)")
+        args.append(where.batch_id)
+    if where.parent_episode_id is not None:
+        conds.append("e.parent_episode_id = ?")
+        args.append(where.parent_episode_id)
+    return conds, args
+
+
+def list_summaries(
+    store: TraceStore,
+    where: EpisodeFilter,
+    limit: int | None,
+    corrupt: list[StoreCorruptError] | None,
+) -> list[EpisodeSummary]:
+    """Episodes matching ``where``, newest first, at most ``limit``. A status filter needs
+    the derived status, so those are read in pages until ``limit`` of them match."""
+    conds, args = _conditions(where)
+    if where.status is None:
+        clause = ("WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY e.id DESC"
+        if limit:
+            clause, args = clause + " LIMIT ?", [*args, int(limit)]
+        return summaries(store, clause, tuple(args), corrupt)
+    out: list[EpisodeSummary] = []
+    before: str | None = None
+    while limit is None or len(out) < limit:
+        page_conds = [*conds, "e.id < ?"] if before is not None else conds
+        page_args = [*args, before] if before is not None else args
+        clause = ("WHERE " + " AND ".join(page_conds) if page_conds else "") + (
+            " ORDER BY e.id DESC LIMIT ?"
+        )
+        ids = [
+            r[0]
+            for r in store.conn.execute(
+                f"SELECT e.id FROM episodes e {clause}", (*page_args, _PAGE)
+            ).fetchall()
+        ]
+        if not ids:
+            break
+        before = ids[-1]
+        marks = ", ".join("?" for _ in ids)
+        page = summaries(store, f"WHERE e.id IN ({marks}) ORDER BY e.id DESC", tuple(ids), corrupt)
+        out.extend(e for e in page if e.status == where.status)
+    return out[:limit] if limit else out
+
+
+def count_summaries(store: TraceStore, where: EpisodeFilter) -> int:
+    """How many episodes match ``where`` (corrupt ones counted unless a status is asked for:
+    those have no status)."""
+    if where.status is not None:
+        return len(list_summaries(store, where, None, []))
+    conds, args = _conditions(where)
+    clause = "WHERE " + " AND ".join(conds) if conds else ""
+    return int(
+        store.conn.execute(f"SELECT count(*) FROM episodes e {clause}", tuple(args)).fetchone()[0]
+    )
+
+
+def resolve_batch(store: TraceStore, text: str) -> str:
+    """A batch's id from its id, a unique prefix of it, or its name."""
+    rows = store.conn.execute(
+        "SELECT id, json_extract(config, '$.name') FROM batches"
+        " WHERE id = ? OR json_extract(config, '$.name') = ? OR substr(id, 1, length(?)) = ?"
+        " ORDER BY id",
+        (text, text, text, text),
+    ).fetchall()
+    for matches in (
+        [r[0] for r in rows if r[0] == text],
+        [r[0] for r in rows if r[1] == text],
+        [r[0] for r in rows],
+    ):
+        if len(matches) == 1:
+            return str(matches[0])
+        if len(matches) > 1:
+            raise UsageError(
+                f"batch {text!r} is ambiguous ({', '.join(matches[:3])}, ...);"
+                " see `agentrunner ls --batches`"
+            )
+    raise UsageError(f"no batch {text!r} in {store.path}; see `agentrunner ls --batches`")
+
+
+def batch_summaries(
+    store: TraceStore, limit: int | None, corrupt: list[StoreCorruptError] | None
+) -> list[BatchSummary]:
+    """Batches, newest first, each with its episodes' derived status and totals."""
+    clause = "ORDER BY created_at DESC, id DESC" + (" LIMIT ?" if limit else "")
+    out = []
+    for batch_id, created, config_json in store.conn.execute(
+        f"SELECT id, created_at, config FROM batches {clause}", (limit,) if limit else ()
+    ).fetchall():
+        config = json.loads(config_json)
+        members = summaries(
+            store,
+            "WHERE e.id IN (SELECT episode_id FROM batch_members WHERE batch_id = ?)",
+            (batch_id,),
+            corrupt,
+        )
+        done = [m.total_reward for m in members if m.status == "completed"]
+        costs = [m.cost_usd for m in members if m.cost_usd is not None]
+        model = config.get("model")
+        out.append(
+            BatchSummary(
+                batch_id=batch_id,
+                name=config.get("name"),
+                model=model.get("spec") if isinstance(model, dict) else None,
+                created_at=created,
+                pairs=len(config.get("pairs") or []),
+                episodes=len(members),
+                completed=len(done),
+                mean_reward=sum(done) / len(done) if done else None,
+                cost_usd=sum(costs) if costs else None,
+            )
+        )
+    return out
+
+
+def count_batches(store: TraceStore) -> int:
+    return int(store.conn.execute("SELECT count(*) FROM batches").fetchone()[0])
