@@ -56,7 +56,17 @@ class EpisodeNotFoundError(StoreError):
 
 
 class EnvironmentFailure(AgentRunnerError):
-    """The environment broke (server died, workspace vanished); the episode is resumable."""
+    """The environment broke (server died, workspace vanished); the episode is resumable.
+
+    With ``retryable=False`` it cannot run the task as configured (a verifier program that
+    does not exist): the episode fails with that error instead of waiting to be resumed."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        if retryable is not None:
+            self.retryable = retryable
 
 
 class DivergenceError(EnvironmentFailure):

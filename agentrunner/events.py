@@ -50,6 +50,7 @@ class EpisodeStart(_Payload):
     model: dict[str, Any]
     config: dict[str, Any]
     version: str
+    max_steps: int | None = None  # the environment's horizon, when it has one
 
 
 class ModelRequest(_Payload):

@@ -8,11 +8,13 @@ also delivered as an interrupt so that a blocking model call or tool step stops 
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from agentrunner import interrupts
+from agentrunner.errors import StoreError
 from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S
 
@@ -28,8 +30,10 @@ class Heartbeat:
         *,
         interrupt_main: bool,
         checkpoint: Callable[[], tuple[int, dict[str, Any]] | None] = lambda: None,
+        on_store_lost: Callable[[str], None] = lambda problem: None,
         interval_s: float = HEARTBEAT_INTERVAL_S,
     ) -> None:
+        self._on_store_lost = on_store_lost
         self._checkpoint = checkpoint
         self._store = store
         self._episode_id = episode_id
@@ -57,7 +61,13 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            requested = self._store.heartbeat(self._episode_id, self._checkpoint())
+            problem = self._store.identity_problem()
+            if problem is not None:
+                self._on_store_lost(problem)
+            try:
+                requested = self._store.heartbeat(self._episode_id, self._checkpoint())
+            except (StoreError, sqlite3.Error):  # a full disk: the next beat tries again
+                continue
             if self._reason is None and requested is not None:
                 self._reason = f"cancel request: {requested}"
             if self._reason is None and self._cancel_check is not None and self._cancel_check():

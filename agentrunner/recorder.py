@@ -1,7 +1,10 @@
 """``Recorder``: turns what happens in one episode into appended events.
 
 It owns the episode's writer, the message chain's tip and the running totals, and tells an
-optional observer about every event it commits (the CLI's live view, the TUI).
+optional observer about every event it commits (the CLI's live view, the TUI). Every text it
+writes (chunks, messages, tool arguments and results, errors) is first made recordable and
+cleared of known secrets (:mod:`agentrunner.redaction`); a payload whose text had characters
+UTF-8 cannot carry says how many in ``replaced_chars``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pydantic import BaseModel
 
 from agentrunner import events as ev
 from agentrunner import interrupts
-from agentrunner.redaction import redact
+from agentrunner.redaction import Redactor, recordable
 from agentrunner.store import EpisodeWriter, TraceStore
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
 
@@ -56,10 +59,16 @@ class Recorder:
         self.store = store
         self.writer = writer
         self.secrets = secrets
+        self.redactor = Redactor(secrets)
         self.tip = tip
         self.messages: list[Message] = []
         self.totals = Totals()
         self.observer = observer
+        bind = getattr(observer, "bind_episode", None)
+        if callable(bind):  # an observer that shows the episode's id (the CLI's live view)
+            bind(writer.episode_id)
+        self.halt: str | None = None
+        """Set when the run must stop (its observer's output was closed): a cancel reason."""
         self.turn = 0
         self._chunk_index = 0
         # (seq, totals) right after the last event that changed the totals: read by the
@@ -74,25 +83,81 @@ class Recorder:
         # Ctrl-C is deferred until the observer has seen the committed event.
         with interrupts.critical:
             seq = self.writer.append(self.turn, payload)
-            if self.observer is not None:
-                self.observer(seq, self.turn, payload)
+            self._show(seq, payload)
         return seq
+
+    def _show(self, seq: int, payload: BaseModel) -> None:
+        if self.observer is not None:
+            try:
+                self.observer(seq, self.turn, payload)
+            except OSError as exc:  # `run | head`: nobody watches any more
+                self.observer = None
+                self.halt = f"the live view's output was closed ({exc.strerror or exc})"
 
     def _extend_chain(self, message: Message) -> str:
         self.tip = self.store.put_message(self.tip, message)
         self.messages.append(message)
         return self.tip
 
+    def _text(self, text: str) -> tuple[str, int]:
+        """Text as it may be recorded: lone surrogates replaced (counted), secrets redacted."""
+        clean, replaced = recordable(text)
+        return self.redactor.text(clean), replaced
+
+    def _walk(self, value: Any, *, redact: bool) -> tuple[Any, int]:
+        if isinstance(value, str):
+            clean, replaced = recordable(value)
+            return (self.redactor.text(clean) if redact else clean), replaced
+        if isinstance(value, list | tuple):
+            items = [self._walk(v, redact=redact) for v in value]
+            return [v for v, _ in items], sum(n for _, n in items)
+        if isinstance(value, dict):
+            out: dict[Any, Any] = {}
+            total = 0
+            for key, item in value.items():
+                new_key, n_key = self._walk(key, redact=redact)
+                out[new_key], n = self._walk(item, redact=redact)
+                total += n + n_key
+            return out, total
+        return value, 0
+
+    def scrub_turn(self, turn: AgentTurn) -> tuple[AgentTurn, int]:
+        """A model's turn as it will be recorded and acted on (the runner executes exactly
+        what is recorded): secrets redacted, lone surrogates replaced; and how many were.
+        Provider-opaque parts are kept verbatim (signed reasoning must not change), only made
+        recordable."""
+        data = turn.model_dump()
+        opaque = data.pop("opaque")
+        cleaned, replaced = self._walk(data, redact=True)
+        opaque_clean, opaque_replaced = self._walk(opaque, redact=False)
+        scrubbed = AgentTurn.model_validate({**cleaned, "opaque": opaque_clean})
+        return scrubbed, replaced + opaque_replaced
+
+    def _message(self, message: Message) -> Message:
+        data = message.model_dump()
+        opaque = data.pop("opaque")
+        cleaned, _ = self._walk(data, redact=True)
+        opaque_clean, _ = self._walk(opaque, redact=False)
+        return Message.model_validate({**cleaned, "opaque": opaque_clean})
+
     # -- events, in the order an episode produces them
 
     def start(self, **fields: Any) -> None:
         self._append(ev.EpisodeStart(**fields))
 
+    def record(self, payload: BaseModel) -> int:
+        """Append an event made elsewhere (an ``episode.start``)."""
+        return self._append(payload)
+
+    def announce(self, seq: int, payload: BaseModel) -> None:
+        """Tell the observer about an event the store wrote itself (with the episode)."""
+        self._show(seq, payload)
+
     def resume(self, **fields: Any) -> None:
         self._append(ev.Resume(**fields))
 
     def message(self, message: Message, reason: str) -> None:
-        digest = self._extend_chain(message)
+        digest = self._extend_chain(self._message(message))
         self._append(ev.MessageEvent(role=message.role, message_hash=digest, reason=reason))
 
     def request(
@@ -112,40 +177,50 @@ class Recorder:
         )
 
     def chunk(self, call_id: str, chunk: Chunk) -> None:
+        clean, replaced = recordable(chunk.text)
+        stream = f"{call_id}/{chunk.channel}/{chunk.tool_call_id or ''}"
         self._append(
             ev.ModelChunk(
                 call_id=call_id,
                 channel=chunk.channel,
                 index=self._chunk_index,
-                text=chunk.text,
+                text=self.redactor.stream(stream, clean),
                 tool_call_id=chunk.tool_call_id,
+                **_replaced(replaced),
             )
         )
         self._chunk_index += 1
 
-    def response(self, call_id: str, turn: AgentTurn, latency_s: float) -> Message:
+    def response(self, call_id: str, turn: AgentTurn, latency_s: float) -> AgentTurn:
+        """Record a model's answer and its usage; return the turn as recorded (scrubbed),
+        which is what the runner acts on."""
         with interrupts.critical:  # the response, its usage and the totals: all or nothing
             return self._response(call_id, turn, latency_s)
 
-    def _response(self, call_id: str, turn: AgentTurn, latency_s: float) -> Message:
+    def _response(self, call_id: str, turn: AgentTurn, latency_s: float) -> AgentTurn:
+        turn, replaced = self.scrub_turn(turn)
+        self.redactor.end_streams(f"{call_id}/")
         message = turn.to_message()
         digest = self._extend_chain(message)
-        self._append(
-            ev.ModelResponse(
-                call_id=call_id,
-                message_hash=digest,
-                stop_reason=turn.stop_reason,
-                provider_request_id=turn.provider_request_id,
-                model=turn.model,
-                latency_s=round(latency_s, 6),
-                refusal=turn.refusal,
-                opaque=turn.opaque,
-            )
+        response = ev.ModelResponse(
+            call_id=call_id,
+            message_hash=digest,
+            stop_reason=turn.stop_reason,
+            provider_request_id=turn.provider_request_id,
+            model=turn.model,
+            latency_s=round(latency_s, 6),
+            refusal=turn.refusal,
+            opaque=turn.opaque,
+            **_replaced(replaced),
         )
+        usage = ev.Usage(call_id=call_id, **turn.usage.model_dump())
+        # One transaction: a crash never keeps the answer and loses what it cost.
+        seqs = self.writer.append_together(self.turn, [response, usage])
         self.totals.add_usage(turn.usage)
-        seq = self._append(ev.Usage(call_id=call_id, **turn.usage.model_dump()))
-        self.checkpoint = (seq, self.totals.as_dict())
-        return message
+        self.checkpoint = (seqs[-1], self.totals.as_dict())
+        for seq, payload in zip(seqs, (response, usage), strict=True):
+            self._show(seq, payload)
+        return turn
 
     def tool_call(
         self, call: AgentToolCall, parsed: dict[str, Any] | None, error: str | None
@@ -174,7 +249,9 @@ class Recorder:
         truncated: bool = False,
     ) -> str:
         """Record a result and its tool message; return the observation as recorded."""
-        observation = redact(observation, self.secrets)
+        observation, replaced = self._text(observation)
+        if error is not None:
+            error = self._text(error)[0]
         message = Message(
             role="tool", content=observation, tool_call_id=call.call_id, name=call.name
         )
@@ -188,19 +265,20 @@ class Recorder:
                 observation=observation,
                 reward=reward,
                 done=done,
-                error=redact(error, self.secrets) if error else None,
+                error=error,
                 duration_s=round(duration_s, 6),
                 message_hash=digest,
                 snapshot=snapshot,
                 step=step,
                 truncated=truncated,
+                **_replaced(replaced),
             )
         )
         self.checkpoint = (seq, self.totals.as_dict())
         return observation
 
     def cancel(self, where: str, reason: str) -> None:
-        self._append(ev.Cancel(where=where, reason=reason))  # type: ignore[arg-type]
+        self._append(ev.Cancel(where=where, reason=self._text(reason)[0]))  # type: ignore[arg-type]
 
     def error(
         self, where: str, exc: BaseException, *, retryable: bool = False, attempt: int = 1
@@ -209,7 +287,7 @@ class Recorder:
             ev.Error(
                 where=where,
                 type=type(exc).__name__,
-                message=redact(str(exc), self.secrets) or type(exc).__name__,
+                message=self._text(str(exc))[0] or type(exc).__name__,
                 retryable=retryable,
                 attempt=attempt,
             )
@@ -224,3 +302,8 @@ class Recorder:
                 totals=self.totals.as_dict(),
             )
         )
+
+
+def _replaced(count: int) -> dict[str, Any]:
+    """The payload field saying how many characters UTF-8 could not carry (only when some)."""
+    return {"replaced_chars": count} if count else {}

@@ -1,13 +1,38 @@
-"""Known secret values (API keys, tokens) and their redaction from recorded text."""
+"""What the recorder writes is always recordable and never holds a known secret.
+
+*Recordable*: Python strings may hold lone surrogates (a provider's broken escape, a file name
+that is not UTF-8) that UTF-8 and JSON cannot carry; they become U+FFFD and the caller says
+in the payload how many were replaced (``replaced_chars``).
+
+*No secrets*: the values of secret-looking environment variables (names with KEY, TOKEN,
+SECRET, PASSWORD, CREDENTIAL, AUTH) of at least :data:`MIN_SECRET_LEN` characters are
+replaced by ``[redacted:NAME]`` wherever they appear, in the forms a model that echoes or
+decodes a key would produce: as is, upper- and lower-case, reversed, hex, and base64 (plain
+and URL-safe, at any alignment inside a longer encoded text). Streamed text is redacted
+across chunk boundaries (chunks are written as they come, never held back): a chunk ending
+in the first :data:`MIN_PARTIAL` or more characters of a secret has them redacted, and the
+next chunk the rest of it.
+"""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-MIN_SECRET_LEN = 8
+MIN_SECRET_LEN = 6
+"""Shorter values are not treated as secrets (they would match ordinary text)."""
+MIN_PARTIAL = 6
+"""A chunk ending in this many or more characters of a secret has them redacted."""
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def recordable(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, and how many were replaced."""
+    return _SURROGATES.subn("\ufffd", text)
 
 
 def known_secrets(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -21,9 +46,109 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
 
 
+def secret_forms(value: str) -> set[str]:
+    """The texts under which ``value`` may show up: as is, cased, reversed, hex, base64."""
+    raw = value.encode("utf-8", "surrogatepass")
+    forms = {value, value.upper(), value.lower(), value[::-1], raw.hex(), raw.hex().upper()}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        for shift in range(3):  # the stable middle of the encoding at each alignment
+            encoded = encode(b"\0" * shift + raw).decode("ascii")
+            start = -(-shift * 4 // 3)  # characters touched by the padding bytes
+            end = len(encoded) - (4 if (shift + len(raw)) % 3 else 0)
+            core = encoded[start:end].rstrip("=")
+            if len(core) >= MIN_SECRET_LEN:
+                forms.add(core)
+    return {f for f in forms if len(f) >= MIN_SECRET_LEN}
+
+
+class Redactor:
+    """Replaces known secrets in recorded text (and bytes), streams included."""
+
+    def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
+        self.secrets = dict(known_secrets() if secrets is None else secrets)
+        self._names: dict[str, str] = {}
+        for name, value in self.secrets.items():
+            for form in secret_forms(value):
+                self._names.setdefault(form, name)
+        forms = sorted(self._names, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+        self._bytes = [(f.encode("utf-8", "surrogatepass"), n) for f, n in self._names.items()]
+        self._longest = max((len(f) for f in forms), default=0)
+        self._grams = {f[i : i + MIN_PARTIAL] for f in forms for i in range(len(f) - MIN_PARTIAL)}
+        self._tails: dict[str, str] = {}
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def text(self, text: str) -> str:
+        """``text`` with every known secret form replaced by ``[redacted:NAME]``."""
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(lambda m: f"[redacted:{self._names[m.group(0)]}]", text)
+
+    def value(self, value: Any) -> Any:
+        """Strings inside lists and dicts (keys too) redacted, the rest unchanged."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.value(v) for k, v in value.items()}
+        return value
+
+    def data(self, data: bytes) -> bytes:
+        """File contents with every known secret form replaced (for workspace snapshots)."""
+        for form, name in self._bytes:
+            if form in data:
+                data = data.replace(form, f"[redacted:{name}]".encode())
+        return data
+
+    def stream(self, key: str, text: str) -> str:
+        """One streamed piece of ``key``'s text, redacted together with what came before it:
+        a secret split across pieces is redacted in both."""
+        if self._pattern is None:
+            return text
+        tail = self._tails.get(key, "")
+        joined = tail + text
+        out: list[str] = []
+        pos = len(tail)  # only the new text is ours to rewrite
+        for match in self._pattern.finditer(joined):
+            if match.end() <= pos:
+                continue
+            if match.start() >= pos:
+                out.append(joined[pos : match.start()])
+            out.append(f"[redacted:{self._names[match.group(0)]}]")
+            pos = match.end()
+        held = self._secret_prefix(joined)  # the end begins a secret: hide its part in ours
+        cut = max(pos, len(joined) - held) if held else len(joined)
+        out.append(joined[pos:cut])
+        if cut < len(joined):
+            out.append(f"[redacted:{self._prefix_name(joined[len(joined) - held :])}]")
+        self._tails[key] = joined[-max(self._longest - 1, 0) :] if self._longest > 1 else ""
+        return "".join(out)
+
+    def _secret_prefix(self, text: str) -> int:
+        """How many trailing characters of ``text`` begin some secret form (0 if fewer than
+        :data:`MIN_PARTIAL`)."""
+        if text[-MIN_PARTIAL:] not in self._grams:
+            return 0  # the usual case, decided at once
+        best = 0
+        for form in self._names:
+            for size in range(min(len(form) - 1, len(text)), MIN_PARTIAL - 1, -1):
+                if text.endswith(form[:size]):
+                    best = max(best, size)
+                    break
+        return best
+
+    def _prefix_name(self, prefix: str) -> str:
+        return next(n for f, n in self._names.items() if f.startswith(prefix))
+
+    def end_streams(self, prefix: str) -> None:
+        """Forget the tails of the streams whose key starts with ``prefix`` (a finished call)."""
+        for key in [k for k in self._tails if k.startswith(prefix)]:
+            del self._tails[key]
+
+
 def redact(text: str, secrets: Mapping[str, str]) -> str:
-    """Replace each known secret value in ``text`` with a marker naming its variable."""
-    for name, value in secrets.items():
-        if value in text:
-            text = text.replace(value, f"[redacted:{name}]")
-    return text
+    """Replace each known secret (in all its forms) in ``text`` with a marker."""
+    return Redactor(secrets).text(text)

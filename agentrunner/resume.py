@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from agentrunner.environment import Environment, UsesStore
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import UsageError
+from agentrunner.events import status_for
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import known_secrets
@@ -29,14 +30,37 @@ from agentrunner.runner import (
 )
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
 from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store.groups import batch_config_for
 from agentrunner.types import AgentTurn, Message
+from providers import model_from_spec
 
 RESUMABLE = ("cancelled", "interrupted", "failed")
 
 
 def check_resumable(state: EpisodeState) -> None:
-    """Refuse, with a clear message, an episode that cannot be resumed."""
+    """Refuse, with a clear message, an episode that cannot be resumed.
+
+    Read from the log (its last ``episode.end``), so it holds also once this run has
+    claimed the episode (which makes its derived status ``running``)."""
     ep = state.episode
+    ended = status_for(state.ended.stop_reason) if state.ended is not None else None
+    if ended == "completed":
+        raise UsageError(
+            f"episode {ep.episode_id} is completed ({state.ended and state.ended.stop_reason});"
+            " fork it instead"
+        )
+    if ended == "failed":
+        retryable = bool(state.last_error and state.last_error.get("retryable"))
+        if not retryable:
+            reason = (state.last_error or {}).get("message", ep.stop_reason)
+            raise UsageError(
+                f"episode {ep.episode_id} failed on a non-retryable error ({reason}); "
+                "fork it at an earlier turn instead"
+            )
+
+
+def _refuse_early(ep: EpisodeSummary) -> None:
+    """The cheap refusals, before claiming the episode."""
     if ep.status == "completed":
         raise UsageError(
             f"episode {ep.episode_id} is completed ({ep.stop_reason}); fork it instead"
@@ -46,14 +70,6 @@ def check_resumable(state: EpisodeState) -> None:
             f"episode {ep.episode_id} is being written by process {ep.writer_pid}; "
             "cancel it first (agentrunner tui, x) or wait for it"
         )
-    if ep.status == "failed":
-        retryable = bool(state.last_error and state.last_error.get("retryable"))
-        if not retryable:
-            reason = (state.last_error or {}).get("message", ep.stop_reason)
-            raise UsageError(
-                f"episode {ep.episode_id} failed on a non-retryable error ({reason}); "
-                "fork it at an earlier turn instead"
-            )
 
 
 def _model_for(
@@ -67,10 +83,7 @@ def _model_for(
             f"episode {episode.episode_id} was run with a Python model_fn "
             f"({spec.get('spec')}); pass model_fn to continue it"
         )
-    from providers import get_model
-
-    options = {k: spec[k] for k in ("base_url",) if spec.get(k)}
-    return get_model(str(spec["spec"]), **options)
+    return model_from_spec(spec)  # the same model, base URL and options
 
 
 def resume_episode(
@@ -97,19 +110,19 @@ def resume_episode(
     episode = store.episode(episode_id)
     if episode.parent_episode_id is None and episode.last_seq == 0:
         return _run_fresh(store, episode, env, model_fn, max_turns, cancel_check, observer)
-    state = rebuild(store, episode_id)
-    check_resumable(state)
-    model = _model_for(state.episode, model_fn)
-    own_env = env is None
-    if env is None:
-        env = env_from_spec(state.start.env, store)
-    elif isinstance(env, UsesStore):
-        env.bind_store(store)
+    _refuse_early(episode)
+    # Claim first, then read: no other resumer can append between our read and our writes.
     if not store.claim_writer(episode_id):
-        if own_env:
-            env.close()
         raise UsageError(f"episode {episode_id} is being written by another run")
+    own_env = env is None
     try:
+        state = rebuild(store, episode_id)
+        check_resumable(state)
+        model = _model_for(state.episode, model_fn)
+        if env is None:
+            env = env_from_spec(state.start.env, store)
+        elif isinstance(env, UsesStore):
+            env.bind_store(store)
         return _continue(
             store, state, env, model, accept_divergence, max_turns, cancel_check, observer
         )
@@ -117,7 +130,7 @@ def resume_episode(
         store.release_writer(episode_id)
         raise
     finally:
-        if own_env:
+        if own_env and env is not None:
             env.close()
 
 
@@ -144,7 +157,7 @@ def _run_fresh(
             seed=episode.seed,
             model_fn=model,
             store=store,
-            max_turns=max_turns or RunConfig().max_turns,
+            max_turns=max_turns or _planned_max_turns(store, episode.episode_id),
             cancel_check=cancel_check,
             observer=observer,
             episode_id=episode.episode_id,
@@ -152,6 +165,13 @@ def _run_fresh(
     finally:
         if own_env:
             env.close()
+
+
+def _planned_max_turns(store: TraceStore, episode_id: str) -> int:
+    """The turn limit an episode was made with (its batch's), when it died before starting."""
+    config = batch_config_for(store, episode_id)
+    value = (config or {}).get("max_turns")
+    return int(value) if isinstance(value, int) else RunConfig().max_turns
 
 
 def _continue(
@@ -186,15 +206,11 @@ def _continue(
     rec.totals = state.totals
     rec.turn = state.turn
     rec.resume(
-        from_seq=state.last_seq,
+        from_seq=writer.next_seq - 1,  # the last event of any kind, trailing chunks included
         env_restore=how,
         dangling=describe_dangling(state, store),
         reason="fork" if first_fork_run else "resume",
     )
-    if not any(m.role == "user" for m in state.messages):  # died before the prompt was recorded
-        if reset.system and not state.messages:
-            rec.message(Message(role="system", content=reset.system), "system")
-        rec.message(Message(role="user", content=reset.prompt), "prompt")
     last_turn = state.turn - 1 if state.open_request is not None else state.turn
     loop = EpisodeLoop(
         env,
@@ -207,6 +223,10 @@ def _continue(
         last_turn=last_turn,
         env_steps=len(state.env_steps),
     )
+    if not any(m.role == "user" for m in state.messages):  # died before the prompt was recorded
+        if reset.system and not state.messages:
+            loop.opening.append((Message(role="system", content=reset.system), "system"))
+        loop.opening.append((Message(role="user", content=reset.prompt), "prompt"))
     loop.observation = state.observation
     return drive(
         loop,

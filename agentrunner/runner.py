@@ -26,9 +26,10 @@ from agentrunner.errors import (
     EnvironmentFailure,
     IncompleteStreamError,
     ModelError,
+    StoreError,
     UsageError,
 )
-from agentrunner.events import status_for
+from agentrunner.events import EpisodeStart, status_for
 from agentrunner.liveness import Heartbeat
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
@@ -118,6 +119,8 @@ class EpisodeLoop:
         self.phase = "between_turns"
         self.cancel_reason: Callable[[], str | None] = lambda: None
         self.observation: str | None = None
+        self.opening: list[tuple[Message, str]] = []
+        """Messages to record before the first turn (the system prompt and the task)."""
 
     def loop(
         self,
@@ -129,6 +132,9 @@ class EpisodeLoop:
         ending it reached but did not record: ``stopped``), then run turns until a stop
         reason; return it."""
         self.rec.turn = self.turn
+        for message, reason in self.opening:  # inside the loop: a Ctrl-C here is a cancel
+            self.rec.message(message, reason)
+        self.opening = []
         if pending:
             stop = self._run_tools(pending, stopped)
             if stop is not None:
@@ -188,8 +194,7 @@ class EpisodeLoop:
             raise
         if not isinstance(turn, AgentTurn):
             raise TypeError(f"model_fn must return an AgentTurn, got {type(turn).__name__}")
-        self.rec.response(call_id, turn, time.monotonic() - started)
-        return turn
+        return self.rec.response(call_id, turn, time.monotonic() - started)  # as recorded
 
     def _run_tools(self, calls: list[PendingCall], stop: str | None = None) -> str | None:
         for pending in calls:
@@ -277,9 +282,24 @@ def run_agent_episode(
     if isinstance(env, UsesStore):
         env.bind_store(store)
     reset = env.reset(task_id, seed)
-    if episode_id is None:
+    start = EpisodeStart(
+        task_id=task_id,
+        seed=seed,
+        env=env.spec(),
+        model=model_spec,
+        config=cfg.model_dump(),
+        version=__version__,
+        max_steps=reset.max_steps,
+    )
+    started = episode_id is None
+    if episode_id is None:  # created, claimed and started in one transaction: never half-made
         episode_id = store.create_episode(
-            task_id=task_id, seed=seed, env=env.spec(), model=model_spec, claim=True
+            task_id=task_id,
+            seed=seed,
+            env=start.env,
+            model=model_spec,
+            claim=True,
+            first_event=(0, start),
         )
     elif store.episode(episode_id).last_seq:
         raise UsageError(f"episode {episode_id} already has events; resume it instead")
@@ -287,19 +307,14 @@ def run_agent_episode(
         raise UsageError(f"episode {episode_id} is being written by another run")
     try:
         rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
-        rec.start(
-            task_id=task_id,
-            seed=seed,
-            env=env.spec(),
-            model=model_spec,
-            config=cfg.model_dump(),
-            version=__version__,
-            max_steps=reset.max_steps,
-        )
-        if reset.system:
-            rec.message(Message(role="system", content=reset.system), "system")
-        rec.message(Message(role="user", content=reset.prompt), "prompt")
+        if started:
+            rec.announce(1, start)
+        else:
+            rec.record(start)
         run = EpisodeLoop(env, model, rec, reset, cfg, task_id, seed)
+        if reset.system:
+            run.opening.append((Message(role="system", content=reset.system), "system"))
+        run.opening.append((Message(role="user", content=reset.prompt), "prompt"))
     except BaseException:  # e.g. Ctrl-C before the loop's own handling is in place
         store.release_writer(episode_id)
         raise
@@ -328,8 +343,9 @@ def drive(
             cancel_check,
             interrupt_main=on_main,
             checkpoint=lambda: rec.checkpoint,
+            on_store_lost=lambda problem: setattr(rec.writer, "lost", problem),
         )
-        run.cancel_reason = heartbeat.reason
+        run.cancel_reason = lambda: rec.halt or heartbeat.reason()
         try:
             with heartbeat:
                 try:
@@ -358,9 +374,11 @@ def drive(
                         stop, error = "error", str(exc)
                 except EnvironmentFailure as exc:
                     with interrupts.suppressed:
-                        rec.error(run.phase, exc, retryable=True)
-                    store.release_writer(episode_id)
-                    return _rollout(run, "interrupted", "interrupted", str(exc))
+                        rec.error(run.phase, exc, retryable=exc.retryable)
+                    if exc.retryable:  # the environment broke: resumable once it is back
+                        store.release_writer(episode_id)
+                        return _rollout(run, "interrupted", "interrupted", str(exc))
+                    stop, error = "error", str(exc)  # it cannot run this task: a failure
                 except Exception as exc:  # record the crash, leave the episode resumable
                     with interrupts.suppressed:
                         rec.error(run.phase, exc, retryable=False)
@@ -369,6 +387,9 @@ def drive(
                     rec.end(stop, run.turn)
         finally:
             store.release_writer(episode_id)
+    problem = store.identity_problem()
+    if problem is not None:
+        raise StoreError(problem)
     return _rollout(run, stop, status_for(stop), error)
 
 

@@ -145,6 +145,7 @@ def test_show_follow_tails_a_running_episode_to_its_end(db_path: Path) -> None:
 
 
 def test_unknown_episode_exits_2_with_one_clear_line(db_path: Path) -> None:
+    TraceStore(db_path).close()
     proc = _cli("show", "NOSUCHEPISODE", "--db", str(db_path))
     assert proc.returncode == 2 and "no episode 'NOSUCHEPISODE'" in proc.stderr
     assert "Traceback" not in proc.stderr

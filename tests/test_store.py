@@ -13,6 +13,7 @@ import pytest
 from agentrunner import TraceStore
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, StoreSchemaError
 from agentrunner.events import ModelChunk
+from agentrunner.formatting import unique_prefixes
 from agentrunner.store.schema import KNOWN_MIGRATIONS
 from agentrunner.types import Message
 
@@ -263,6 +264,7 @@ def test_pid_of_this_process_counts_as_a_live_writer(store: TraceStore) -> None:
 
 def test_a_payload_that_is_not_json_is_reported_as_corruption(store: TraceStore) -> None:
     ep = _episode(store)
+    store.conn.execute("DROP TRIGGER events_payload_is_json")  # as in a store older than it
     store.conn.execute(
         "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
         " VALUES (?, 1, 1, 0, 'message', 'now', '{not json')",
@@ -273,8 +275,6 @@ def test_a_payload_that_is_not_json_is_reported_as_corruption(store: TraceStore)
 
 
 def test_unique_prefixes_are_at_least_8_characters_and_tell_same_millisecond_ids_apart() -> None:
-    from agentrunner.formatting import unique_prefixes
-
     same_ms = ["01JAAA00000000000000000001", "01JAAA00000000000000000002"]
     prefixes = unique_prefixes([*same_ms, "01JBBB00000000000000000000"])
     assert prefixes["01JBBB00000000000000000000"] == "01JBBB00"

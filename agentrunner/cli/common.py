@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from collections.abc import Callable
@@ -22,8 +23,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="PATH",
-        help="trace store file (default: $AGENTRUNNER_DB or traces/traces.db; "
-        "its folder is created when missing)",
+        help="trace store file (default: $AGENTRUNNER_DB or traces/traces.db); run and batch "
+        "create it (and its folder) when missing, other commands need it to exist",
     )
     group.add_argument(
         "--json",
@@ -48,17 +49,33 @@ def new_command(
     return parser
 
 
+CREATING_COMMANDS = frozenset({"run", "batch", "import"})
+"""Only these may make a new store; every other command reads (or adds to) an existing one."""
+
+
 def open_store(args: argparse.Namespace) -> TraceStore:
-    return TraceStore(args.db or default_db_path())
+    """The store ``--db`` (or the default) names. Commands that only read or add to a store
+    never create one (nor convert an empty or foreign file): they say where they looked."""
+    path = args.db or default_db_path()
+    create = getattr(args, "command", None) in CREATING_COMMANDS
+    return TraceStore(path, create=create)
+
+
+class _Console(Console):
+    """A Rich console that reports a closed output as an error instead of exiting the
+    program (Rich's default), so a run can record why it stops."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "the output was closed")
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return _Console(stderr=True, highlight=False)
 
 
 def stdout_console() -> Console:
     """Stdout console; when piped, wide enough that tables are not cut."""
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    return _Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def print_json(value: Any) -> None:

@@ -7,9 +7,14 @@ clear line on stderr (a traceback only with ``-v``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
+import sqlite3
 import sys
 import traceback
 from collections.abc import Sequence
+from types import FrameType
 
 from rich.markup import escape
 
@@ -25,13 +30,15 @@ from agentrunner.cli import (
     tui_cmd,
     verify_cmd,
 )
-from agentrunner.cli.common import stderr_console
+from agentrunner.cli.common import print_json, stderr_console
 from agentrunner.errors import AgentRunnerError
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
+        if "--json" in sys.argv[1:]:
+            print_json({"error": message, "type": "UsageError", "exit_code": 2})
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -67,7 +74,15 @@ def command_names() -> list[str]:
     return sorted(action.choices)
 
 
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt("SIGTERM")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # Honour Ctrl-C even when started in the background (a shell then ignores SIGINT for us),
+    # and cancel as gracefully on SIGTERM: runs record the cancel and their end.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
     interrupts.IGNORE_AFTER_CANCEL = True
@@ -77,15 +92,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except AgentRunnerError as exc:
-        if getattr(args, "verbose", False):
-            traceback.print_exc()
-        stderr_console().print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        stderr_console().print("[yellow]cancelled[/]")
-        return 130
+        return _fail(args, str(exc), type(exc).__name__, exc.exit_code)
+    except KeyboardInterrupt as exc:
+        reason = str(exc.args[0]) if exc.args else "SIGINT"
+        return _fail(args, f"cancelled ({reason})", "Cancelled", 130, style="yellow")
     except BrokenPipeError:
-        return 1
+        _silence_stdout()  # the reader went away (`| head`): nothing more to say to it
+        return 141
+    except sqlite3.DatabaseError as exc:  # a read path met a damaged or unwritable store
+        return _fail(args, store_problem(exc), type(exc).__name__, 1)
+
+
+def _fail(
+    args: argparse.Namespace, message: str, kind: str, code: int, style: str = "bold red"
+) -> int:
+    """Say what went wrong: one line on stderr; with --json also an object on stdout."""
+    if getattr(args, "verbose", False):
+        traceback.print_exc()
+    label = "error" if code != 130 else "cancelled"
+    text = message if code != 130 else message.removeprefix("cancelled ")
+    stderr_console().print(f"[{style}]{label}:[/] {escape(text)}", soft_wrap=True)
+    if getattr(args, "json", False):
+        with contextlib.suppress(BrokenPipeError):
+            print_json({"error": message, "type": kind, "exit_code": code})
+    return code
+
+
+def store_problem(exc: sqlite3.DatabaseError) -> str:
+    """What a raw SQLite error on the trace store means for the user."""
+    text = str(exc)
+    if "readonly" in text:
+        return f"the trace store is read-only ({text}); give a writable --db"
+    if "disk is full" in text or "database or disk is full" in text:
+        return f"the disk holding the trace store is full ({text}); free space and resume"
+    return (
+        f"the trace store is damaged ({text}); check it with "
+        "`sqlite3 traces/traces.db 'PRAGMA integrity_check'` (or your --db path)"
+    )
+
+
+def _silence_stdout() -> None:
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

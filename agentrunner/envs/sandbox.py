@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -127,9 +128,13 @@ class CommandResult:
     flooded: bool
 
     def text(self, mask: Callable[[str], str] = str) -> str:
-        """The output as text (each part passed through ``mask``), with the omission marker."""
-        head = mask(self.head.decode("utf-8", "replace"))
-        tail = mask(self.tail.decode("utf-8", "replace"))
+        """The output as text (each part passed through ``mask``), with the omission marker.
+
+        Bytes that are not UTF-8 and control characters other than tab, newline, carriage
+        return and escape show as U+FFFD, so the text never records larger than 3 bytes per
+        byte read (JSON would spell a NUL as six)."""
+        head = mask(visible(self.head.decode("utf-8", "replace")))
+        tail = mask(visible(self.tail.decode("utf-8", "replace")))
         return join_capped(head, tail, self.omitted)
 
 
@@ -159,9 +164,19 @@ class _CappedBuffer:
         return bytes(self.head), tail, self.total - len(self.head) - len(tail)
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def visible(text: str) -> str:
+    """Control characters (but tab, newline, carriage return, escape) as U+FFFD."""
+    return _CONTROL.sub("\ufffd", text)
+
+
 def cap_text(text: str, cap: int) -> str:
-    """``text`` capped to about ``cap`` UTF-8 bytes: head and tail with an omission marker."""
-    data = text.encode("utf-8")
+    """``text`` capped to about ``cap`` UTF-8 bytes: head and tail with an omission marker.
+
+    Lone surrogates (names that are not UTF-8) count as the 3 bytes each will record as."""
+    data = text.encode("utf-8", "surrogatepass")
     if len(data) <= cap:
         return text
     buf = _CappedBuffer(cap)

@@ -4,6 +4,7 @@ shell tools themselves (``submit`` is the environment's own)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -253,10 +254,17 @@ class WorkspaceTools:
         return StepResult(observation=cap_text(self._mask(head + body), self.output_cap))
 
     def _list_files(self, path: str | None = None) -> StepResult:
-        entries = paths.list_tree(self.workspace, path or ".", SKIP_LISTING)
+        entries = [
+            _shown_name(e) for e in paths.list_tree(self.workspace, path or ".", SKIP_LISTING)
+        ]
         if not entries:
             return StepResult(observation="(no files)")
         shown = entries[:MAX_LISTED]
         if len(entries) > MAX_LISTED:
             shown.append(f"[... {len(entries) - MAX_LISTED} more entries not shown ...]")
         return StepResult(observation=cap_text(self._mask("\n".join(shown)), self.output_cap))
+
+
+def _shown_name(name: str) -> str:
+    """A listed path as text: bytes of a name that is not UTF-8 shown as ``\\xNN``."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")

@@ -23,6 +23,7 @@ never an exception; a broken environment raises
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import secrets
@@ -53,6 +54,8 @@ WORKSPACE_PREFIX = "agentrunner-ws-"
 REPO_MAX_STEPS = 100
 SETUP_TIMEOUT = 1800.0
 _TEST_OUTPUT_CAP = 20_000
+_MARKERS = 1024
+"""Room past the output cap for the omission marker and the status line it already has."""
 
 
 class WorkspaceEnv(WorkspaceTools):
@@ -196,8 +199,11 @@ class WorkspaceEnv(WorkspaceTools):
             arguments = validate(action.name, action.arguments)
             result = self.tool(action.name)(**arguments)
         except ToolError as exc:
-            msg = self._mask(str(exc))
+            msg = sandbox.cap_text(self._mask(str(exc)), self.output_cap)
             result = StepResult(observation=f"error: {msg}", error=msg)
+        if len(result.observation) > self.output_cap // 4:  # what is recorded is capped too
+            capped = sandbox.cap_text(result.observation, self.output_cap + _MARKERS)
+            result = result.model_copy(update={"observation": capped})
         if result.done:
             self._done = True
         elif self._steps >= task.max_steps:
@@ -384,7 +390,7 @@ class WorkspaceEnv(WorkspaceTools):
         tmp = Path("/tmp") if inside else self._root / "tmp"
         env = sandbox.scrubbed_env(home=tmp, tmpdir=tmp, path=jail.path_env())
         try:
-            return sandbox.run_command(
+            result = sandbox.run_command(
                 jail.command(
                     argv, workspace=self.workspace, tmp=tmp, extra_ro=extra_ro, network=network
                 ),
@@ -394,11 +400,26 @@ class WorkspaceEnv(WorkspaceTools):
                 output_cap=self.output_cap,
                 preexec=jail.preexec(cgroup),
             )
-        except (OSError, subprocess.SubprocessError) as exc:
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC):  # as configured
+                raise EnvironmentFailure(
+                    f"cannot start {argv[0]!r} in the workspace: {exc.strerror}",
+                    retryable=False,
+                ) from exc
+            raise EnvironmentFailure(f"cannot run a command in the workspace: {exc}") from exc
+        except subprocess.SubprocessError as exc:
             raise EnvironmentFailure(f"cannot run a command in the workspace: {exc}") from exc
         finally:
             if cgroup is not None:
                 cgroup.close()
+        text = result.head[:200].decode("utf-8", "replace")
+        if inside and argv[0] != "bash" and result.exit_code == 1 and text.startswith("bwrap: "):
+            # bubblewrap could not start a verifier program (bash itself is always there,
+            # and a command's own output must not be mistaken for bubblewrap's)
+            raise EnvironmentFailure(
+                f"the sandbox could not start {argv[0]!r}: {text.strip()}", retryable=False
+            )
+        return result
 
     def _submit(self) -> StepResult:
         task = self._require()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -18,11 +19,21 @@ BUSY_TIMEOUT_S = 30.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _check_file(path: Path) -> None:
-    if not path.exists() or path.stat().st_size == 0:
-        return
+def _check_file(path: Path, *, create: bool) -> None:
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a trace store file")
+    if not path.exists():
+        if create:
+            return
+        where = "the default store" if path == Path("traces") / "traces.db" else "the store"
+        raise StoreError(
+            f"no trace store at {path} ({where}, looked for from {Path.cwd()}); give --db PATH"
+            " or set AGENTRUNNER_DB, or make one with `agentrunner run`"
+        )
+    if path.stat().st_size == 0:
+        if create:
+            return
+        raise StoreError(f"{path} is an empty file, not a trace store; give another --db")
     with path.open("rb") as fh:
         head = fh.read(16)
     if head != _SQLITE_MAGIC:
@@ -44,6 +55,11 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+
+
+def _writable(path: Path) -> bool:
+    folder = path.parent if str(path.parent) else Path(".")
+    return os.access(folder, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
 class Connections:
@@ -76,6 +92,11 @@ class Connections:
                 raise StoreError(f"{self.path}: could not switch the store to WAL mode ({mode})")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         except sqlite3.OperationalError as exc:
+            if not _writable(self.path):
+                raise StoreError(
+                    f"{self.path}: the trace store is read-only (SQLite's WAL needs the file and"
+                    f" its folder writable, also to read it): {exc}"
+                ) from None
             raise StoreError(f"{self.path}: cannot open trace store: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.path}: cannot open trace store: {exc}") from None
@@ -105,7 +126,8 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
                 migrations.apply(db)  # savepoints nest inside this transaction
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (disk full)
+                conn.execute("ROLLBACK")
             raise
     except sqlite3.OperationalError as exc:
         raise StoreError(f"{path}: cannot update the store's schema: {exc}") from None
@@ -135,15 +157,20 @@ def _check_foreign_tables(db: Database, path: Path, applied: list[str]) -> None:
         )
 
 
-def open_connections(path: Path, synchronous: Synchronous = "NORMAL") -> Connections:
-    """Validate ``path`` and return its connection pool, with the schema up to date."""
+def open_connections(
+    path: Path, synchronous: Synchronous = "NORMAL", *, create: bool = True
+) -> Connections:
+    """Validate ``path`` and return its connection pool, with the schema up to date.
+
+    Only with ``create`` is a missing store (and its folder) made."""
     if synchronous not in ("NORMAL", "FULL"):
         raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create the store's folder {path.parent}: {exc}") from None
-    _check_file(path)
+    _check_file(path, create=create)
+    if create:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store's folder {path.parent}: {exc}") from None
     conns = Connections(path, synchronous)
     migrate(conns.get(), path)
     return conns

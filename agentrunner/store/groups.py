@@ -34,6 +34,19 @@ def batch_members(store: TraceStore, batch_id: str) -> dict[tuple[str, int], str
     return {(r[0], r[1]): r[2] for r in rows}
 
 
+def batch_config_for(store: TraceStore, episode_id: str) -> dict[str, Any] | None:
+    """The configuration of the batch an episode was made for (None: not a batch's)."""
+    row = store.conn.execute(
+        "SELECT b.config FROM batch_members m JOIN batches b ON b.id = m.batch_id"
+        " WHERE m.episode_id = ?",
+        (episode_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    value = json.loads(row[0])
+    return value if isinstance(value, dict) else None
+
+
 @dataclass(frozen=True)
 class GroupMember:
     """One fork of a fan-out: candidate ``candidate``, continuation ``sample``."""

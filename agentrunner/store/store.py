@@ -7,6 +7,7 @@ never loading a whole episode.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -21,9 +22,17 @@ from ulid import ULID
 from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
 from agentrunner.store import blobs, control
+from agentrunner.store import summaries as _summaries
 from agentrunner.store.connection import Synchronous, open_connections
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
-from agentrunner.store.records import EpisodeSummary, EventRow, ModelInput, Segment
+from agentrunner.store.records import (
+    BatchSummary,
+    EpisodeFilter,
+    EpisodeSummary,
+    EventRow,
+    ModelInput,
+    Segment,
+)
 from agentrunner.store.summaries import summaries
 from agentrunner.types import Message, ToolSpec
 
@@ -52,9 +61,13 @@ class EpisodeWriter:
         self.episode_id = episode_id
         self.next_seq = next_seq
         self.attempt = attempt
+        self.lost: str | None = None
+        """Set (by the writer's heartbeat) when the store file was deleted or replaced."""
 
     def append(self, turn: int, payload: BaseModel) -> int:
         """Commit one event; return its seq. Ctrl-C is deferred until it is committed."""
+        if self.lost is not None:
+            raise StoreError(self.lost)
         kind = payload.kind  # type: ignore[attr-defined]
         body = payload.model_dump_json(exclude={"kind"})
         with interrupts.critical:
@@ -73,13 +86,82 @@ class EpisodeWriter:
             self.next_seq = seq + 1
         return seq
 
+    def append_together(self, turn: int, payloads: Sequence[BaseModel]) -> list[int]:
+        """Commit events that belong together (a response and its usage) in one transaction:
+        all or none; return their seqs."""
+        if self.lost is not None:
+            raise StoreError(self.lost)
+        rows = []
+        seq = self.next_seq
+        for payload in payloads:
+            kind = payload.kind  # type: ignore[attr-defined]
+            body = payload.model_dump_json(exclude={"kind"})
+            rows.append((self.episode_id, seq, self.attempt, turn, kind, utc_now(), body))
+            seq += 1
+        with interrupts.critical:
+            try:
+                if len(rows) == 1:
+                    self._conn.execute(_INSERT_EVENT, rows[0])
+                else:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    self._conn.executemany(_INSERT_EVENT, rows)
+                    self._conn.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
+                self._rollback()
+                raise StoreError(
+                    f"cannot record {rows[0][4]} as seq {rows[0][1]} of {self.episode_id}: {exc}"
+                    " (is another run writing this episode?)"
+                ) from None
+            except sqlite3.OperationalError as exc:
+                self._rollback()
+                raise StoreError(
+                    f"cannot record {rows[0][4]} of {self.episode_id}: {exc}"
+                ) from None
+            first = self.next_seq
+            self.next_seq = seq
+        return list(range(first, seq))
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
 
 class TraceStore:
     """A trace store file. Safe to share between threads; many processes may open one file."""
 
-    def __init__(self, path: str | Path | None = None, *, synchronous: Synchronous = "NORMAL"):
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        synchronous: Synchronous = "NORMAL",
+        create: bool = True,
+    ):
+        """Open (``create``: or make) the store at ``path`` (default: $AGENTRUNNER_DB or
+        ``traces/traces.db``). Without ``create`` a missing, empty or foreign file is an
+        error and nothing is written."""
         self.path = Path(path) if path is not None else default_db_path()
-        self._conns = open_connections(self.path, synchronous)
+        self._conns = open_connections(self.path, synchronous, create=create)
+        self._identity = self._file_identity()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def identity_problem(self) -> str | None:
+        """Why this store's file is no longer the one opened (deleted, or replaced), if so:
+        SQLite would go on writing into the unlinked file, and everything would be lost."""
+        now = self._file_identity()
+        if now == self._identity:
+            return None
+        what = "deleted" if now is None else "replaced by another file"
+        return (
+            f"the trace store {self.path} was {what} while this run was writing to it; "
+            "the events recorded since it was opened are lost with it"
+        )
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -157,7 +239,8 @@ class TraceStore:
                     )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
+                    conn.execute("ROLLBACK")
                 raise
         return episode_id
 
@@ -264,7 +347,10 @@ class TraceStore:
         return control.heartbeat(self.conn, episode_id, checkpoint)
 
     def release_writer(self, episode_id: str) -> None:
-        control.release(self.conn, episode_id)
+        """Give up the writer lease (best effort: a full disk or a lost store must not hide
+        the error that ended the run; the lease dies with this process anyway)."""
+        with contextlib.suppress(sqlite3.Error):
+            control.release(self.conn, episode_id)
 
     def request_cancel(self, episode_id: str, reason: str = "cancel requested") -> None:
         """Ask the episode's writer (in any process) to cancel; it polls within a second."""
@@ -293,12 +379,34 @@ class TraceStore:
         return summaries(self, "WHERE e.id = ?", (episode_id,))[0]
 
     def list_episodes(
-        self, *, limit: int | None = None, corrupt: list[StoreCorruptError] | None = None
+        self,
+        *,
+        limit: int | None = None,
+        corrupt: list[StoreCorruptError] | None = None,
+        where: EpisodeFilter | None = None,
     ) -> list[EpisodeSummary]:
-        """Episodes, newest first, with derived status and totals. A corrupt episode raises
-        StoreCorruptError, or with ``corrupt`` given is left out and reported there."""
-        clause = "ORDER BY e.id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        return summaries(self, clause, (), corrupt)
+        """Episodes, newest first, with derived status and totals, those ``where`` keeps (at
+        most ``limit``; None or 0: all). A corrupt episode raises StoreCorruptError, or with
+        ``corrupt`` given is left out and reported there."""
+        return _summaries.list_summaries(self, where or EpisodeFilter(), limit, corrupt)
+
+    def count_episodes(self, where: EpisodeFilter | None = None) -> int:
+        """How many episodes ``where`` keeps (what ``list_episodes`` would list without a
+        limit)."""
+        return _summaries.count_summaries(self, where or EpisodeFilter())
+
+    def list_batches(
+        self, *, limit: int | None = None, corrupt: list[StoreCorruptError] | None = None
+    ) -> list[BatchSummary]:
+        """Batch runs, newest first, with their episodes' progress, mean reward and cost."""
+        return _summaries.batch_summaries(self, limit, corrupt)
+
+    def count_batches(self) -> int:
+        return _summaries.count_batches(self)
+
+    def resolve_batch(self, id_prefix_or_name: str) -> str:
+        """A batch's full id from its id, a unique prefix of it, or its ``--name``."""
+        return _summaries.resolve_batch(self, id_prefix_or_name)
 
     def episode_ids(self) -> list[str]:
         """Every episode id in the store (for short, unique id prefixes)."""
@@ -337,29 +445,84 @@ class TraceStore:
         if kids:
             raise UsageError(
                 f"episode {episode_id} has {len(kids)} fork(s) that depend on it "
-                f"({', '.join(k[:10] for k in kids[:3])}); remove them first"
+                f"({', '.join(kids[:3])}{', ...' if len(kids) > 3 else ''}); remove them "
+                "first, or all of them with `rm --tree`"
             )
         if episode.status == "running":
             raise UsageError(f"episode {episode_id} is running (pid {episode.writer_pid})")
+        return self._delete_episode(episode_id)
+
+    def remove_tree(self, id_or_prefix: str) -> list[tuple[str, int]]:
+        """Delete an episode and every fork descending from it, children before parents, in
+        one transaction; refused (nothing removed) while any of them runs. Returns
+        ``(episode_id, events removed)`` in the order they were removed."""
+        root = self.resolve(id_or_prefix)
+        conn = self.conn
+        with interrupts.critical:
+            conn.execute("BEGIN IMMEDIATE")  # no fork can be added to the tree meanwhile
+            try:
+                ids = [
+                    r[0]
+                    for r in conn.execute(
+                        "WITH RECURSIVE t(id, depth) AS (SELECT ?, 0 UNION ALL"
+                        " SELECT e.id, t.depth + 1 FROM episodes e"
+                        " JOIN t ON e.parent_episode_id = t.id)"
+                        " SELECT id FROM t ORDER BY depth DESC, id DESC",
+                        (root,),
+                    )
+                ]
+                marks = ", ".join("?" for _ in ids)
+                running = [
+                    e
+                    for e in summaries(self, f"WHERE e.id IN ({marks})", tuple(ids))
+                    if e.status == "running"
+                ]
+                if running:
+                    raise UsageError(
+                        f"{len(running)} episode(s) of the tree of {root} are running ("
+                        + ", ".join(f"{e.episode_id} pid {e.writer_pid}" for e in running[:3])
+                        + "); cancel them or wait, then remove the tree"
+                    )
+                removed = [(episode_id, self._delete_rows(episode_id)) for episode_id in ids]
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
+                    conn.execute("ROLLBACK")
+                raise
+        return removed
+
+    def _delete_episode(self, episode_id: str) -> int:
         conn = self.conn
         with interrupts.critical:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(
-                    "INSERT OR REPLACE INTO removals (episode_id, requested_at) VALUES (?, ?)",
-                    (episode_id, utc_now()),
-                )
-                removed = conn.execute(
-                    "DELETE FROM events WHERE episode_id = ?", (episode_id,)
-                ).rowcount
-                for table in ("control", "batch_members", "fork_group_members", "verifications"):
-                    conn.execute(f"DELETE FROM {table} WHERE episode_id = ?", (episode_id,))
-                conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
-                conn.execute("DELETE FROM removals WHERE episode_id = ?", (episode_id,))
+                removed = self._delete_rows(episode_id)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
+                    conn.execute("ROLLBACK")
                 raise
+        return removed
+
+    def _delete_rows(self, episode_id: str) -> int:
+        """Inside a write transaction: an episode's rows everywhere, with a removal permit
+        for its events; fork groups made at it go too (their members, its forks, are gone)."""
+        conn = self.conn
+        conn.execute(
+            "INSERT OR REPLACE INTO removals (episode_id, requested_at) VALUES (?, ?)",
+            (episode_id, utc_now()),
+        )
+        removed = conn.execute("DELETE FROM events WHERE episode_id = ?", (episode_id,)).rowcount
+        for table in ("control", "batch_members", "fork_group_members", "verifications"):
+            conn.execute(f"DELETE FROM {table} WHERE episode_id = ?", (episode_id,))
+        conn.execute(
+            "DELETE FROM fork_group_members WHERE group_id IN"
+            " (SELECT id FROM fork_groups WHERE parent_episode_id = ?)",
+            (episode_id,),
+        )
+        conn.execute("DELETE FROM fork_groups WHERE parent_episode_id = ?", (episode_id,))
+        conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+        conn.execute("DELETE FROM removals WHERE episode_id = ?", (episode_id,))
         return int(removed)
 
     def segments(self, episode_id: str) -> list[Segment]:
