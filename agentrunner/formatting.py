@@ -37,6 +37,11 @@ def _common(a: str, b: str) -> int:
     return n
 
 
+def plural(n: int, word: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def cost(value: float | None) -> str:
     return "-" if value is None else f"${value:.4f}"
 

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from agentrunner import events as ev
 from agentrunner.errors import StoreError
+from agentrunner.formatting import plural
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
@@ -30,11 +31,6 @@ MESSAGE_LABELS = {
     "edit": "edited turn",
 }
 GAVE_UP = "(gave up after "  # how providers/_retry.py ends an error it stopped retrying
-
-
-def plural(n: int, word: str) -> str:
-    """``1 turn``, ``2 turns``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160) -> str:

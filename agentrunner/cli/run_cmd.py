@@ -16,13 +16,14 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
-from agentrunner.cli.render import EventRenderer, plural
+from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.environment import Environment
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import DEFAULT_TASK
 from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
 from agentrunner.errors import StoreError, UsageError
+from agentrunner.formatting import plural
 from agentrunner.resume import check_resumable
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, run_agent_episode
 from agentrunner.state import rebuild

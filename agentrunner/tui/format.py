@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from agentrunner.formatting import cost, reward, started, tokens
+from agentrunner.formatting import cost, plural, reward, started, tokens
 from agentrunner.store import EpisodeSummary
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "cost",
     "lineage",
     "one_line",
+    "plural",
     "reward",
     "started",
     "tokens",

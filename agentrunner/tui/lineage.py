@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass
 
 from agentrunner.errors import StoreError, UsageError
+from agentrunner.formatting import plural
 from agentrunner.store import EpisodeSummary, EventRow, TraceStore
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.format import reward
@@ -92,7 +93,7 @@ def _lines(store: TraceStore, row: EventRow) -> list[str]:
         return [f"{head}{p.get('reason', 'resume')} run from seq {p.get('from_seq')}"]
     if kind == "episode.end":
         return [
-            f"{head}end: {p.get('stop_reason')} after {p.get('turns')} turns,"
+            f"{head}end: {p.get('stop_reason')} after {plural(p.get('turns') or 0, 'turn')},"
             f" reward {reward(p.get('total_reward'))}"
         ]
     return []

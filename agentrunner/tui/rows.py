@@ -17,6 +17,7 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
+from agentrunner.formatting import plural
 from agentrunner.store import EventRow
 from agentrunner.tui.format import cost, one_line, reward
 
@@ -150,7 +151,7 @@ def _summary(kind: str, p: dict[str, Any], preview: str | None) -> tuple[str, st
     if kind == "episode.end":
         totals = p.get("totals", {})
         return (
-            f"{p.get('stop_reason')} after {p.get('turns')} turns · reward "
+            f"{p.get('stop_reason')} after {plural(p.get('turns') or 0, 'turn')} · reward "
             f"{reward(p.get('total_reward'))} · {cost(totals.get('cost_usd'))}",
             "end",
         )

@@ -83,7 +83,8 @@ class BranchesScreen(ReaderScreen):
         label.append(" ")
         label.append_text(status_text(tree, e.status))
         label.append(
-            f" · reward {fmt.reward(e.total_reward)} · {fmt.cost(e.cost_usd)} · {e.turns} turns"
+            f" · reward {fmt.reward(e.total_reward)} · {fmt.cost(e.cost_usd)}"
+            f" · {fmt.plural(e.turns, 'turn')}"
             f" · {e.model.get('spec', '?')}"
         )
         if b.fork_turn is not None:

@@ -57,7 +57,7 @@ class TraceHeader(Widget):
             line.append(f" {e.task_id} · {e.model.get('spec', '?')} · ")
             line.append_text(status_text(self, e.status))
             line.append(
-                f" · {e.turns} turns · reward {fmt.reward(e.total_reward)} · "
+                f" · {fmt.plural(e.turns, 'turn')} · reward {fmt.reward(e.total_reward)} · "
                 f"{fmt.tokens(e.tokens)} tok · {fmt.cost(e.cost_usd)}"
             )
             if e.parent_episode_id:
