@@ -16,7 +16,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-_local = threading.local()
+
+class _State(threading.local):
+    """Per-thread interrupt state (class defaults: no lookups with fallbacks on the hot path)."""
+
+    depth = 0
+    pending: str | None = None
+    raised = False
+    suppressed = False
+
+
+_local = _State()
 
 # Set by the command line: once a run was cancelled by Ctrl-C the process only reports and
 # exits, so later Ctrl-Cs are ignored instead of killing it before it has said how it ended.
@@ -29,11 +39,11 @@ class _Critical:
     __slots__ = ()
 
     def __enter__(self) -> None:
-        _local.depth = getattr(_local, "depth", 0) + 1
+        _local.depth += 1
 
     def __exit__(self, *exc: object) -> None:
-        _local.depth -= 1
-        if _local.depth == 0 and getattr(_local, "pending", None):
+        depth = _local.depth = _local.depth - 1
+        if depth == 0 and _local.pending:
             reason = _local.pending
             _local.pending = None
             _local.raised = True
@@ -65,9 +75,9 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     """The SIGINT handler (it runs on the main thread, so ``_local`` is the main thread's)."""
     global _next_reason
     reason, _next_reason = _next_reason or "SIGINT", None
-    if getattr(_local, "suppressed", False) or getattr(_local, "raised", False):
+    if _local.suppressed or _local.raised:
         return  # the run is already cancelling: a second Ctrl-C must not break its ending
-    if getattr(_local, "depth", 0) > 0:
+    if _local.depth > 0:
         _local.pending = reason
         return
     _local.raised = True

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import to_json
 
 from agentrunner import events as ev
 from agentrunner import interrupts
@@ -82,8 +83,9 @@ class Recorder:
     def _append(self, payload: BaseModel) -> int:
         # Ctrl-C is deferred until the observer has seen the committed event.
         with interrupts.critical:
-            seq = self.writer.append(self.turn, payload)
-            self._show(seq, payload)
+            seq = self.writer.append_deferred(self.turn, payload)
+            if self.observer is not None:
+                self._show(seq, payload)
         return seq
 
     def _show(self, seq: int, payload: BaseModel) -> None:
@@ -177,18 +179,24 @@ class Recorder:
         )
 
     def chunk(self, call_id: str, chunk: Chunk) -> None:
-        clean, replaced = recordable(chunk.text)
-        stream = f"{call_id}/{chunk.channel}/{chunk.tool_call_id or ''}"
-        self._append(
-            ev.ModelChunk(
-                call_id=call_id,
-                channel=chunk.channel,
-                index=self._chunk_index,
-                text=self.redactor.stream(stream, clean),
-                tool_call_id=chunk.tool_call_id,
-                **_replaced(replaced),
-            )
-        )
+        text, replaced = recordable(chunk.text)
+        if self.redactor:
+            text = self.redactor.stream(f"{call_id}/{chunk.channel}/{chunk.tool_call_id}", text)
+        # The hot path (most events are chunks): the payload is ModelChunk's fields in its
+        # order, serialised by pydantic-core as model_dump_json would; a test checks they match.
+        fields: dict[str, Any] = {
+            "call_id": call_id,
+            "channel": chunk.channel,
+            "index": self._chunk_index,
+            "text": text,
+            "tool_call_id": chunk.tool_call_id,
+        }
+        if replaced:
+            fields["replaced_chars"] = replaced
+        with interrupts.critical:
+            seq = self.writer.append_json(self.turn, "model.chunk", to_json(fields).decode())
+            if self.observer is not None:
+                self._show(seq, ev.ModelChunk(**fields))
         self._chunk_index += 1
 
     def response(self, call_id: str, turn: AgentTurn, latency_s: float) -> AgentTurn:

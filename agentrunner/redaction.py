@@ -32,6 +32,8 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 
 def recordable(text: str) -> tuple[str, int]:
     """``text`` with every lone surrogate replaced by U+FFFD, and how many were replaced."""
+    if text.isascii():  # the usual case, decided at once
+        return text, 0
     return _SURROGATES.subn("\ufffd", text)
 
 

@@ -93,8 +93,8 @@ for path in sorted(c for c in candidates if os.path.basename(c) == name):
     print("VISIBLE", path)
     try:
         con = sqlite3.connect(path, timeout=30)
-        con.execute("DROP TRIGGER IF EXISTS events_refuse_update")
-        changed = con.execute("UPDATE events SET ts = '2000-01-01T00:00:00+00:00'").rowcount
+        con.execute("DROP TRIGGER IF EXISTS event_log_refuse_update")
+        changed = con.execute("UPDATE event_log SET ts = 0").rowcount
         con.commit()
         print("TAMPERED", changed)
     except sqlite3.Error as exc:
@@ -150,7 +150,7 @@ def test_a_command_cannot_find_or_change_the_trace_store_during_a_run(
     assert "SEARCHED" in observation
     assert "VISIBLE" not in observation
     assert event_rows(db)[: len(before)] == before
-    assert "events_refuse_update" in triggers(db)
+    assert "event_log_refuse_update" in triggers(db)
 
 
 @pytest.mark.parametrize("mode", modes(STORE_PROCESS))

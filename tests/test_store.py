@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from rawstore import insert_event
 
 from agentrunner import TraceStore
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, StoreSchemaError
 from agentrunner.events import ModelChunk
 from agentrunner.formatting import unique_prefixes
+from agentrunner.recorder import Recorder
 from agentrunner.store.schema import KNOWN_MIGRATIONS
-from agentrunner.types import Message
+from agentrunner.types import Chunk, Message
 
 
 def _episode(store: TraceStore) -> str:
@@ -264,12 +266,8 @@ def test_pid_of_this_process_counts_as_a_live_writer(store: TraceStore) -> None:
 
 def test_a_payload_that_is_not_json_is_reported_as_corruption(store: TraceStore) -> None:
     ep = _episode(store)
-    store.conn.execute("DROP TRIGGER events_payload_is_json")  # as in a store older than it
-    store.conn.execute(
-        "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
-        " VALUES (?, 1, 1, 0, 'message', 'now', '{not json')",
-        (ep,),
-    )
+    store.conn.execute("PRAGMA ignore_check_constraints = ON")  # as in an older store
+    insert_event(store.conn, ep, 1, "message", "{not json")
     with pytest.raises(StoreCorruptError, match="not JSON"):
         _ = store.events(ep)[0].payload
 
@@ -280,3 +278,20 @@ def test_unique_prefixes_are_at_least_8_characters_and_tell_same_millisecond_ids
     assert prefixes["01JBBB00000000000000000000"] == "01JBBB00"
     assert prefixes[same_ms[0]] == same_ms[0] and prefixes[same_ms[1]] == same_ms[1]
     assert len(set(prefixes.values())) == 3
+
+
+@pytest.mark.parametrize("text", ["plain", "ünïcode ✓", "with \ud800 a lone surrogate"])
+def test_the_chunk_hot_path_writes_exactly_what_the_typed_event_would(
+    store: TraceStore, text: str
+) -> None:
+    ep = _episode(store)
+    rec = Recorder(store, store.writer(ep), secrets={})
+    rec.chunk("call-1-1", Chunk(channel="tool_args", text=text, tool_call_id="t1"))
+    (row,) = store.events(ep)
+    clean = text.replace("\ud800", "\ufffd")
+    extra = {"replaced_chars": 1} if clean != text else {}
+    expected = ModelChunk(
+        call_id="call-1-1", channel="tool_args", index=0, text=clean, tool_call_id="t1", **extra
+    )
+    assert row.payload_json == expected.model_dump_json(exclude={"kind"})
+    assert row.typed() == expected

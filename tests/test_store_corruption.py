@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rawstore import insert_event, next_seq
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
@@ -47,22 +48,16 @@ def two_episodes(tmp_path: Path) -> tuple[Path, str, str]:
 def _insert_raw(db: Path, episode: str, payload: str, *, keep_trigger: bool) -> None:
     with sqlite3.connect(db) as conn:
         if not keep_trigger:  # as another tool, or a store older than the check, would
-            conn.execute("DROP TRIGGER events_payload_is_json")
-        seq = conn.execute(
-            "SELECT max(seq) + 1 FROM events WHERE episode_id = ?", (episode,)
-        ).fetchone()[0]
-        conn.execute(
-            "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
-            " VALUES (?, ?, 1, 9, 'tool.result', '2026-01-01T00:00:00', ?)",
-            (episode, seq, payload),
-        )
+            conn.execute("PRAGMA ignore_check_constraints = ON")
+        seq = next_seq(conn, episode)
+        insert_event(conn, episode, seq, "tool.result", payload, turn=9)
 
 
 def test_a_payload_that_is_not_json_is_refused_at_insert(
     two_episodes: tuple[Path, str, str],
 ) -> None:
     db, bad, _ = two_episodes
-    with pytest.raises(sqlite3.IntegrityError, match="payload must be JSON"):
+    with pytest.raises(sqlite3.IntegrityError, match="payload_must_be_json_text"):
         _insert_raw(db, bad, "{not json", keep_trigger=True)
 
 
@@ -83,10 +78,8 @@ def test_show_of_the_corrupt_episode_is_a_clear_error_naming_the_seq(
 ) -> None:
     db, bad, _ = two_episodes
     _insert_raw(db, bad, "{not json", keep_trigger=False)
-    with TraceStore(db) as store:
-        seq = store.conn.execute(
-            "SELECT max(seq) FROM events WHERE episode_id = ?", (bad,)
-        ).fetchone()[0]
+    with sqlite3.connect(db) as conn:
+        seq = next_seq(conn, bad) - 1
     proc = cli("show", bad, "--db", str(db))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"event seq {seq}" in proc.stderr

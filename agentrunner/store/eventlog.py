@@ -15,9 +15,13 @@ that names the cause (an older agentrunner still running against an upgraded sto
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from agentrunner.events import EVENT_KINDS
+from agentrunner.store.records import EventRow
 
 SEQ_BITS = 32
 SEQ_MASK = (1 << SEQ_BITS) - 1
@@ -38,7 +42,7 @@ def span(key: int, start: int = 1, end: int | None = None) -> tuple[int, int]:
 
 def now_us() -> int:
     """The current time as integer microseconds since the epoch (UTC)."""
-    return int(datetime.now(UTC).timestamp() * 1_000_000)
+    return time.time_ns() // 1000
 
 
 def iso(ts_us: int) -> str:
@@ -46,9 +50,12 @@ def iso(ts_us: int) -> str:
     return datetime.fromtimestamp(ts_us / 1_000_000, UTC).isoformat(timespec="microseconds")
 
 
-def parse_iso(text: str) -> int:
-    """The contract's ISO 8601 text (as older stores hold it) as microseconds."""
-    value = datetime.fromisoformat(text)
+def stored_time(text: str) -> int:
+    """An ISO 8601 time (as older stores hold it) as microseconds (0 when unreadable)."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return 0
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return round(value.timestamp() * 1_000_000)
@@ -62,6 +69,11 @@ _ISO_SQL = (
     " || printf('%06d', l.ts % 1000000) || '+00:00'"
 )
 
+_UPGRADED = (
+    "this trace store was upgraded by a newer agentrunner (events is a view over event_log"
+    " now): stop this run, upgrade agentrunner and resume it"
+)
+
 DDL = (
     """
     CREATE TABLE event_log (
@@ -70,7 +82,7 @@ DDL = (
         turn INTEGER NOT NULL,
         kind INTEGER NOT NULL,
         ts INTEGER NOT NULL,
-        payload TEXT NOT NULL
+        payload TEXT NOT NULL CONSTRAINT payload_must_be_json_text CHECK (json_valid(payload))
     )
     """,
     f"CREATE INDEX event_log_kind ON event_log(kind) WHERE kind <> {CHUNK}",
@@ -90,13 +102,6 @@ DDL = (
         SELECT RAISE(ABORT, 'events are append-only: DELETE is refused (use agentrunner rm)');
     END
     """,
-    """
-    CREATE TRIGGER event_log_payload_is_json BEFORE INSERT ON event_log
-    WHEN NOT json_valid(NEW.payload)
-    BEGIN
-        SELECT RAISE(ABORT, 'events.payload must be JSON text');
-    END
-    """,
     f"""
     CREATE VIEW events (episode_id, seq, attempt, turn, kind, ts, payload) AS
     SELECT e.id, l.id & {SEQ_MASK}, l.attempt, l.turn, {_KIND_CASE}, {_ISO_SQL}, l.payload
@@ -104,10 +109,42 @@ DDL = (
       ON l.id BETWEEN (e.key << {SEQ_BITS}) + 1 AND (e.key << {SEQ_BITS}) + {SEQ_MASK}
     """,
     """
+    CREATE TRIGGER events_view_refuses_update INSTEAD OF UPDATE ON events
+    BEGIN
+        SELECT RAISE(ABORT, 'events are append-only: UPDATE is refused');
+    END
+    """,
+    """
+    CREATE TRIGGER events_view_refuses_delete INSTEAD OF DELETE ON events
+    BEGIN
+        SELECT RAISE(ABORT, 'events are append-only: DELETE is refused (use agentrunner rm)');
+    END
+    """,
+    f"""
     CREATE TRIGGER events_view_refuses_writes INSTEAD OF INSERT ON events
     BEGIN
-        SELECT RAISE(ABORT, 'this trace store was upgraded by a newer agentrunner (events is a'
-            || ' view over event_log now): stop this run, upgrade agentrunner and resume it');
+        SELECT RAISE(ABORT, '{_UPGRADED}');
     END
     """,
 )
+
+
+INSERT = "INSERT INTO event_log (id, attempt, turn, kind, ts, payload) VALUES (?, ?, ?, ?, ?, ?)"
+COLUMNS = "id, attempt, turn, kind, ts, payload"
+NOT_CHUNK = f"kind <> {CHUNK}"
+"""Said in every query that skips chunks, so SQLite uses the partial kind index."""
+
+
+def kinds_sql(kinds: Sequence[str]) -> tuple[str, tuple[int, ...]]:
+    """An ``AND kind IN (...)`` clause for ``kinds`` (the partial index when no chunks)."""
+    codes = tuple(KIND_CODE[k] for k in kinds)
+    clause = f" AND kind IN ({', '.join('?' for _ in codes)})"
+    if CHUNK not in codes:
+        clause += f" AND {NOT_CHUNK}"
+    return clause, codes
+
+
+def to_row(episode_id: str, row: tuple[Any, ...]) -> EventRow:
+    """A stored row (``COLUMNS``) of ``episode_id`` as the contract spells it."""
+    rid, attempt, turn, kind, ts, payload = row
+    return EventRow(episode_id, rid & SEQ_MASK, attempt, turn, KIND_NAME[kind], iso(ts), payload)

@@ -58,6 +58,7 @@ class Segment:
     episode_id: str
     start: int
     end: int | None  # None: open-ended (the episode's own rows)
+    key: int = 0  # the episode's integer key in the event log
 
 
 PROPOSAL_SAMPLE = -1

@@ -13,6 +13,7 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from agentrunner.events import EVENT_KINDS
+from agentrunner.store import eventlog
 
 MIGRATION_SET = "agentrunner"
 migrations = Migrations(MIGRATION_SET)
@@ -217,3 +218,45 @@ def m004_json_payloads(db: Database) -> None:
         END
         """
     )
+
+
+@_migration
+def m005_event_log(db: Database) -> None:
+    """Move the log into ``event_log`` (episode key and seq in one integer primary key,
+    integer kinds and times, a kind index without the chunks) behind an ``events`` view
+    that reads as before. Stores of the previous layout are converted in place."""
+    conn = db.conn
+    conn.execute("ALTER TABLE episodes ADD COLUMN key INTEGER")
+    conn.execute("UPDATE episodes SET key = rowid")
+    conn.execute("CREATE UNIQUE INDEX episodes_key ON episodes(key)")
+    conn.execute(  # an episode inserted by another tool gets its key too
+        "CREATE TRIGGER episodes_key_given AFTER INSERT ON episodes WHEN NEW.key IS NULL"
+        " BEGIN UPDATE episodes SET key = (SELECT coalesce(max(key), 0) + 1 FROM episodes)"
+        " WHERE id = NEW.id; END"
+    )
+    for statement in eventlog.DDL[:4]:  # the table, its index and triggers
+        conn.execute(statement)
+    rows = conn.execute(
+        "SELECT e.key, v.seq, v.attempt, v.turn, v.kind, v.ts, v.payload"
+        " FROM events v JOIN episodes e ON e.id = v.episode_id ORDER BY e.key, v.seq"
+    )
+    conn.executemany(
+        "INSERT INTO event_log (id, attempt, turn, kind, ts, payload) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            (
+                eventlog.row_id(key, seq),
+                attempt,
+                turn,
+                eventlog.KIND_CODE[kind],
+                eventlog.stored_time(ts),
+                payload,
+            )
+            for key, seq, attempt, turn, kind, ts, payload in rows
+        ),
+    )
+    for trigger in ("events_refuse_update", "events_refuse_delete", "events_payload_is_json"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    conn.execute("DROP INDEX IF EXISTS events_kind")
+    conn.execute("DROP TABLE events")
+    for statement in eventlog.DDL[4:]:  # the view and its refusal of writes
+        conn.execute(statement)

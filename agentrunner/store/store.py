@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,9 +22,10 @@ from ulid import ULID
 
 from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
-from agentrunner.store import blobs, control
+from agentrunner.store import blobs, control, eventlog
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.connection import Synchronous, open_connections
+from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.records import (
     BatchSummary,
@@ -37,12 +39,9 @@ from agentrunner.store.summaries import summaries
 from agentrunner.types import Message, ToolSpec
 
 DEFAULT_DB = Path("traces") / "traces.db"
-_INSERT_EVENT = (
-    "INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_EVENT_COLS = "episode_id, seq, attempt, turn, kind, ts, payload"
 _T = TypeVar("_T")
+_INSERT = eventlog.INSERT
+_NO_KIND = {"kind"}
 
 
 def default_db_path() -> Path:
@@ -56,9 +55,12 @@ def utc_now() -> str:
 class EpisodeWriter:
     """Appends events for one episode: dense seqs, one commit per event."""
 
-    def __init__(self, conn: sqlite3.Connection, episode_id: str, next_seq: int, attempt: int):
+    def __init__(
+        self, conn: sqlite3.Connection, episode_id: str, key: int, next_seq: int, attempt: int
+    ):
         self._conn = conn
         self.episode_id = episode_id
+        self._base = eventlog.row_id(key, 0)
         self.next_seq = next_seq
         self.attempt = attempt
         self.lost: str | None = None
@@ -66,24 +68,40 @@ class EpisodeWriter:
 
     def append(self, turn: int, payload: BaseModel) -> int:
         """Commit one event; return its seq. Ctrl-C is deferred until it is committed."""
+        with interrupts.critical:
+            return self.append_deferred(turn, payload)
+
+    def append_deferred(self, turn: int, payload: BaseModel) -> int:
+        """:meth:`append` for a caller that already defers Ctrl-C (the recorder)."""
+        kind = payload.kind  # type: ignore[attr-defined]
+        return self.append_json(turn, kind, payload.model_dump_json(exclude=_NO_KIND))
+
+    def append_json(self, turn: int, kind: str, body: str) -> int:
+        """The hot path: one event whose payload is already JSON text, one insert, one
+        commit (the caller defers Ctrl-C and made ``body`` from the event's model fields)."""
         if self.lost is not None:
             raise StoreError(self.lost)
-        kind = payload.kind  # type: ignore[attr-defined]
-        body = payload.model_dump_json(exclude={"kind"})
-        with interrupts.critical:
-            seq = self.next_seq
-            try:
-                self._conn.execute(
-                    _INSERT_EVENT, (self.episode_id, seq, self.attempt, turn, kind, utc_now(), body)
-                )
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(
-                    f"cannot record {kind} as seq {seq} of {self.episode_id}: {exc}"
-                    " (is another run writing this episode?)"
-                ) from None
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"cannot record {kind} of {self.episode_id}: {exc}") from None
-            self.next_seq = seq + 1
+        seq = self.next_seq
+        try:
+            self._conn.execute(
+                _INSERT,
+                (
+                    self._base | seq,
+                    self.attempt,
+                    turn,
+                    KIND_CODE[kind],
+                    time.time_ns() // 1000,
+                    body,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(
+                f"cannot record {kind} as seq {seq} of {self.episode_id}: {exc}"
+                " (is another run writing this episode?)"
+            ) from None
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot record {kind} of {self.episode_id}: {exc}") from None
+        self.next_seq = seq + 1
         return seq
 
     def append_together(self, turn: int, payloads: Sequence[BaseModel]) -> list[int]:
@@ -92,31 +110,31 @@ class EpisodeWriter:
         if self.lost is not None:
             raise StoreError(self.lost)
         rows = []
+        kinds = []
         seq = self.next_seq
         for payload in payloads:
             kind = payload.kind  # type: ignore[attr-defined]
             body = payload.model_dump_json(exclude={"kind"})
-            rows.append((self.episode_id, seq, self.attempt, turn, kind, utc_now(), body))
+            rows.append((self._base | seq, self.attempt, turn, KIND_CODE[kind], now_us(), body))
+            kinds.append(kind)
             seq += 1
         with interrupts.critical:
             try:
                 if len(rows) == 1:
-                    self._conn.execute(_INSERT_EVENT, rows[0])
+                    self._conn.execute(eventlog.INSERT, rows[0])
                 else:
                     self._conn.execute("BEGIN IMMEDIATE")
-                    self._conn.executemany(_INSERT_EVENT, rows)
+                    self._conn.executemany(eventlog.INSERT, rows)
                     self._conn.execute("COMMIT")
             except sqlite3.IntegrityError as exc:
                 self._rollback()
                 raise StoreError(
-                    f"cannot record {rows[0][4]} as seq {rows[0][1]} of {self.episode_id}: {exc}"
+                    f"cannot record {kinds[0]} as seq {self.next_seq} of {self.episode_id}: {exc}"
                     " (is another run writing this episode?)"
                 ) from None
             except sqlite3.OperationalError as exc:
                 self._rollback()
-                raise StoreError(
-                    f"cannot record {rows[0][4]} of {self.episode_id}: {exc}"
-                ) from None
+                raise StoreError(f"cannot record {kinds[0]} of {self.episode_id}: {exc}") from None
             first = self.next_seq
             self.next_seq = seq
         return list(range(first, seq))
@@ -201,11 +219,13 @@ class TraceStore:
         with interrupts.critical:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                key = conn.execute("SELECT coalesce(max(key), 0) + 1 FROM episodes").fetchone()[0]
                 conn.execute(
-                    "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed,"
-                    " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO episodes (id, key, parent_episode_id, fork_seq, task_id, seed,"
+                    " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         episode_id,
+                        key,
                         parent_episode_id,
                         fork_seq,
                         task_id,
@@ -226,14 +246,13 @@ class TraceStore:
                 if first_event is not None:
                     turn, payload = first_event
                     conn.execute(
-                        _INSERT_EVENT,
+                        eventlog.INSERT,
                         (
-                            episode_id,
-                            (fork_seq or 0) + 1,
+                            eventlog.row_id(key, (fork_seq or 0) + 1),
                             1,
                             turn,
-                            payload.kind,  # type: ignore[attr-defined]
-                            utc_now(),
+                            KIND_CODE[payload.kind],  # type: ignore[attr-defined]
+                            now_us(),
                             payload.model_dump_json(exclude={"kind"}),
                         ),
                     )
@@ -249,7 +268,18 @@ class TraceStore:
         episode = self.episode(episode_id)
         last_seq = episode.last_seq
         current = episode.attempt if attempt is None else attempt
-        return EpisodeWriter(self.conn, episode.episode_id, last_seq + 1, max(current, 1))
+        key = self._key(episode.episode_id)
+        return EpisodeWriter(self.conn, episode.episode_id, key, last_seq + 1, max(current, 1))
+
+    def episode_key(self, episode_id: str) -> int:
+        """The episode's integer key in the event log (store-internal)."""
+        return self._key(episode_id)
+
+    def _key(self, episode_id: str) -> int:
+        row = self.conn.execute("SELECT key FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+        if row is None:
+            raise EpisodeNotFoundError(f"no episode {episode_id!r} in {self.path}")
+        return int(row[0])
 
     def put_message(self, parent_hash: str | None, message: Message) -> str:
         """Store a message once (content-addressed); return its hash, the chain's new tip."""
@@ -512,7 +542,9 @@ class TraceStore:
             "INSERT OR REPLACE INTO removals (episode_id, requested_at) VALUES (?, ?)",
             (episode_id, utc_now()),
         )
-        removed = conn.execute("DELETE FROM events WHERE episode_id = ?", (episode_id,)).rowcount
+        removed = conn.execute(
+            "DELETE FROM event_log WHERE id BETWEEN ? AND ?", eventlog.span(self._key(episode_id))
+        ).rowcount
         for table in ("control", "batch_members", "fork_group_members", "verifications"):
             conn.execute(f"DELETE FROM {table} WHERE episode_id = ?", (episode_id,))
         conn.execute(
@@ -533,13 +565,13 @@ class TraceStore:
         limit: int | None = None
         while current is not None:
             row = self.conn.execute(
-                "SELECT parent_episode_id, fork_seq FROM episodes WHERE id = ?", (current,)
+                "SELECT parent_episode_id, fork_seq, key FROM episodes WHERE id = ?", (current,)
             ).fetchone()
             if row is None:
                 raise EpisodeNotFoundError(f"no episode {current!r} in {self.path}")
-            parent, fork_seq = row
+            parent, fork_seq, key = row
             start = (fork_seq or 0) + 1
-            chain.append(Segment(current, start, limit))
+            chain.append(Segment(current, start, limit, key))
             # A fork made before its parent's own fork point inherits only up to its point:
             # every ancestor's part ends at the lowest fork point below it.
             if fork_seq is not None:
@@ -558,24 +590,19 @@ class TraceStore:
     ) -> list[EventRow]:
         """One page of an episode's full history (inherited events included), by seq."""
         out: list[EventRow] = []
-        kind_sql = ""
-        kind_args: tuple[str, ...] = ()
-        if kinds:
-            kind_sql = f" AND kind IN ({', '.join('?' for _ in kinds)})"
-            kind_args = tuple(kinds)
+        kind_sql, kind_args = eventlog.kinds_sql(kinds) if kinds else ("", ())
         for seg in segments if segments is not None else self.segments(episode_id):
             if len(out) >= limit:
                 break
             if seg.end is not None and seg.end <= after_seq:
                 continue
-            lo = max(after_seq + 1, seg.start)
-            hi = seg.end if seg.end is not None else 2**62
+            lo, hi = eventlog.span(seg.key, max(after_seq + 1, seg.start), seg.end)
             rows = self.conn.execute(
-                f"SELECT {_EVENT_COLS} FROM events WHERE episode_id = ? AND seq >= ? AND seq <= ?"
-                f"{kind_sql} ORDER BY seq LIMIT ?",
-                (seg.episode_id, lo, hi, *kind_args, limit - len(out)),
+                f"SELECT {eventlog.COLUMNS} FROM event_log WHERE id BETWEEN ? AND ?{kind_sql}"
+                " ORDER BY id LIMIT ?",
+                (lo, hi, *kind_args, limit - len(out)),
             ).fetchall()
-            out.extend(EventRow(*r) for r in rows)
+            out.extend(eventlog.to_row(seg.episode_id, r) for r in rows)
         return out
 
     def iter_events(self, episode_id: str, *, page: int = 2000, **kw: Any) -> Iterator[EventRow]:
@@ -592,15 +619,18 @@ class TraceStore:
     def last_events(self, episode_id: str, n: int = 50) -> list[EventRow]:
         """The last ``n`` events of an episode's own rows, in seq order (for tails)."""
         rows = self.conn.execute(
-            f"SELECT {_EVENT_COLS} FROM events WHERE episode_id = ? ORDER BY seq DESC LIMIT ?",
-            (episode_id, n),
+            f"SELECT {eventlog.COLUMNS} FROM event_log WHERE id BETWEEN ? AND ?"
+            " ORDER BY id DESC LIMIT ?",
+            (*eventlog.span(self._key(episode_id)), n),
         ).fetchall()
-        return [EventRow(*r) for r in reversed(rows)]
+        return [eventlog.to_row(episode_id, r) for r in reversed(rows)]
 
     def has_own_event(self, episode_id: str, kind: str) -> bool:
         """Whether the episode's own rows (not inherited ones) hold an event of ``kind``."""
+        clause, codes = eventlog.kinds_sql([kind])
         row = self.conn.execute(
-            "SELECT 1 FROM events WHERE episode_id = ? AND kind = ? LIMIT 1", (episode_id, kind)
+            f"SELECT 1 FROM event_log WHERE id BETWEEN ? AND ?{clause} LIMIT 1",
+            (*eventlog.span(self._key(episode_id)), *codes),
         ).fetchone()
         return row is not None
 
@@ -637,15 +667,15 @@ class TraceStore:
     def last_at_turn(self, episode_id: str, kind: str, turn: int) -> EventRow | None:
         """The last event of ``kind`` at model turn ``turn`` in the episode's full history."""
         found: EventRow | None = None
+        clause, codes = eventlog.kinds_sql([kind])
         for seg in self.segments(episode_id):
-            hi = seg.end if seg.end is not None else 2**62
             row = self.conn.execute(
-                f"SELECT {_EVENT_COLS} FROM events WHERE episode_id = ? AND kind = ?"
-                " AND turn = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT 1",
-                (seg.episode_id, kind, turn, seg.start, hi),
+                f"SELECT {eventlog.COLUMNS} FROM event_log WHERE id BETWEEN ? AND ?{clause}"
+                " AND turn = ? ORDER BY id DESC LIMIT 1",
+                (*eventlog.span(seg.key, seg.start, seg.end), *codes, turn),
             ).fetchone()
             if row is not None:
-                found = EventRow(*row)
+                found = eventlog.to_row(seg.episode_id, row)
         return found
 
     def reconstruct_request(self, episode_id: str, turn: int) -> ModelInput:

@@ -14,6 +14,15 @@ from pydantic import ValidationError
 from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.events import EpisodeEnd, status_for
 from agentrunner.store import control
+from agentrunner.store.eventlog import (
+    KIND_CODE,
+    KIND_NAME,
+    NOT_CHUNK,
+    SEQ_BITS,
+    SEQ_MASK,
+    row_id,
+    span,
+)
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -40,8 +49,9 @@ def summaries(
     rows = store.conn.execute(
         "SELECT e.id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed, e.created_at,"
         " e.env, e.model, c.writer_pid, c.writer_host, c.writer_started, c.heartbeat_at,"
-        " (SELECT seq || ' ' || attempt || ' ' || turn || ' ' || kind FROM events v"
-        "   WHERE v.episode_id = e.id ORDER BY seq DESC LIMIT 1) AS last,"
+        f" (SELECT (v.id & {SEQ_MASK}) || ' ' || v.attempt || ' ' || v.turn || ' ' || v.kind"
+        f"   FROM event_log v WHERE v.id BETWEEN (e.key << {SEQ_BITS}) + 1"
+        f"   AND (e.key << {SEQ_BITS}) + {SEQ_MASK} ORDER BY v.id DESC LIMIT 1) AS last,"
         " (SELECT group_id || ' ' || candidate || ' ' || sample FROM fork_group_members m"
         "   WHERE m.episode_id = e.id LIMIT 1) AS fork_group"
         f" FROM episodes e LEFT JOIN control c ON c.episode_id = e.id {clause}",
@@ -63,9 +73,9 @@ def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         return _summary(store, row)
     except (sqlite3.OperationalError, ValidationError, ValueError) as exc:
         bad = store.conn.execute(
-            "SELECT seq FROM events WHERE episode_id = ? AND NOT json_valid(payload)"
-            " ORDER BY seq LIMIT 5",
-            (row[0],),
+            f"SELECT id & {SEQ_MASK} FROM event_log WHERE id BETWEEN ? AND ?"
+            " AND NOT json_valid(payload) ORDER BY id LIMIT 5",
+            span(store.episode_key(row[0])),
         ).fetchall()
         if not bad:
             raise
@@ -80,16 +90,17 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
     episode_id, parent, fork_seq, task_id, seed, created, env, model = row[:8]
     lease = control.Lease(*row[8:12])
     if row[12]:
-        seq_s, attempt_s, turn_s, last_kind = row[12].split(" ")
+        seq_s, attempt_s, turn_s, kind_s = row[12].split(" ")
         last_seq, attempt, turn = int(seq_s), int(attempt_s), int(turn_s)
+        last_kind = KIND_NAME[int(kind_s)]
     else:  # no own events yet: a fresh episode or a fork before its first append
         last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
     end: EpisodeEnd | None = None
     if last_kind == "episode.end":
         end = EpisodeEnd.model_validate_json(
             store.conn.execute(
-                "SELECT payload FROM events WHERE episode_id = ? AND seq = ?",
-                (episode_id, last_seq),
+                "SELECT payload FROM event_log WHERE id = ?",
+                (row_id(store.episode_key(episode_id), last_seq),),
             ).fetchone()[0]
         )
         status = status_for(end.stop_reason)
@@ -158,18 +169,18 @@ def _running_totals(store: TraceStore, episode_id: str) -> _Spend:
     seq, totals = checkpoint
     spend = _Spend(float(totals["reward"]), cost_usd=totals["cost_usd"])
     spend.tokens.update(totals["tokens"])
-    return _scan(store, [Segment(episode_id, seq + 1, None)], spend)
+    return _scan(store, [Segment(episode_id, seq + 1, None, store.episode_key(episode_id))], spend)
 
 
 def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None = None) -> _Spend:
     """``spend`` (default: nothing) plus the rewards and usage of the events in ``segments``."""
     out = spend if spend is not None else _Spend()
+    result, usage = KIND_CODE["tool.result"], KIND_CODE["usage"]
     for seg in segments:
-        hi = seg.end if seg.end is not None else 2**62
-        rng = (seg.episode_id, seg.start, hi)
+        rng = span(seg.key, seg.start, seg.end)
         r = store.conn.execute(
-            "SELECT total(json_extract(payload, '$.reward')) FROM events WHERE episode_id = ?"
-            " AND kind = 'tool.result' AND seq BETWEEN ? AND ?",
+            "SELECT total(json_extract(payload, '$.reward')) FROM event_log"
+            f" WHERE kind = {result} AND {NOT_CHUNK} AND id BETWEEN ? AND ?",
             rng,
         ).fetchone()
         out.reward += r[0] or 0.0
@@ -180,7 +191,7 @@ def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None =
             " total(json_extract(payload, '$.cache_write_tokens')),"
             " total(json_extract(payload, '$.reasoning_tokens')),"
             " sum(json_extract(payload, '$.cost_usd'))"
-            " FROM events WHERE episode_id = ? AND kind = 'usage' AND seq BETWEEN ? AND ?",
+            f" FROM event_log WHERE kind = {usage} AND {NOT_CHUNK} AND id BETWEEN ? AND ?",
             rng,
         ).fetchone()
         for key, value in zip(list(out.tokens), u[:5], strict=True):

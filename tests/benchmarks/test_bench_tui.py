@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrunner.store.eventlog import INSERT, KIND_CODE, row_id
+
 pytestmark = pytest.mark.benchmark
 
 FIRST_SCREEN_BUDGET_S = 1.0
@@ -33,16 +35,16 @@ SIZE = (120, 40)
 
 _GENERATE = f"""
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {TURNS * PER_TURN - 1})
-INSERT INTO events (episode_id, seq, attempt, turn, kind, ts, payload)
-SELECT :ep, i + 3, 1, i / {PER_TURN} + 1,
+INSERT INTO event_log (id, attempt, turn, kind, ts, payload)
+SELECT (:key << 32) + i + 3, 1, i / {PER_TURN} + 1,
   CASE i % {PER_TURN}
-    WHEN 0 THEN 'model.request'
-    WHEN {PER_TURN - 4} THEN 'model.response'
-    WHEN {PER_TURN - 3} THEN 'usage'
-    WHEN {PER_TURN - 2} THEN 'tool.call'
-    WHEN {PER_TURN - 1} THEN 'tool.result'
-    ELSE 'model.chunk' END,
-  strftime('%Y-%m-%dT%H:%M:%f000+00:00', 2460676.5 + (i + 3) / 8640000.0),
+    WHEN 0 THEN {KIND_CODE["model.request"]}
+    WHEN {PER_TURN - 4} THEN {KIND_CODE["model.response"]}
+    WHEN {PER_TURN - 3} THEN {KIND_CODE["usage"]}
+    WHEN {PER_TURN - 2} THEN {KIND_CODE["tool.call"]}
+    WHEN {PER_TURN - 1} THEN {KIND_CODE["tool.result"]}
+    ELSE {KIND_CODE["model.chunk"]} END,
+  1735689600000000 + (i + 3) * 10000,
   CASE i % {PER_TURN}
     WHEN 0 THEN json_object('call_id', 'c' || (i / {PER_TURN}), 'tip_hash', 'h0',
       'tools_hash', 't0', 'params', json_object(), 'provider', 'bench', 'model', 'bench')
@@ -74,7 +76,8 @@ def generate(path: Path) -> int:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("BEGIN")
     conn.execute(
-        "INSERT INTO episodes VALUES (?, NULL, NULL, 'bench', 0, '2025-01-01T00:00:00+00:00',"
+        "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed, created_at, env,"
+        " model) VALUES (?, NULL, NULL, 'bench', 0, '2025-01-01T00:00:00+00:00',"
         ' \'{"kind": "bench"}\', \'{"spec": "bench:bench"}\')',
         (EPISODE,),
     )
@@ -82,21 +85,14 @@ def generate(path: Path) -> int:
     start = json.dumps(
         {"task_id": "bench", "seed": 0, "env": {}, "model": {}, "config": {}, "version": "0"}
     )
-    conn.execute(
-        "INSERT INTO events VALUES (?, 1, 1, 0, 'episode.start', '2025-01-01T00:00:00+00:00', ?)",
-        (EPISODE, start),
-    )
-    conn.execute(
-        "INSERT INTO events VALUES (?, 2, 1, 0, 'message', '2025-01-01T00:00:00+00:00', ?)",
-        (EPISODE, json.dumps({"role": "user", "message_hash": "h0", "reason": "prompt"})),
-    )
-    conn.execute(_GENERATE, {"ep": EPISODE})
+    (key,) = conn.execute("SELECT key FROM episodes WHERE id = ?", (EPISODE,)).fetchone()
+    conn.execute(INSERT, (row_id(key, 1), 1, 0, KIND_CODE["episode.start"], 0, start))
+    prompt = json.dumps({"role": "user", "message_hash": "h0", "reason": "prompt"})
+    conn.execute(INSERT, (row_id(key, 2), 1, 0, KIND_CODE["message"], 0, prompt))
+    conn.execute(_GENERATE, {"key": key})
     last = 3 + TURNS * PER_TURN
-    end = {"stop_reason": "max_turns", "turns": TURNS, "total_reward": 0.0, "totals": {}}
-    conn.execute(
-        "INSERT INTO events VALUES (?, ?, 1, ?, 'episode.end', '2025-01-02T00:00:00+00:00', ?)",
-        (EPISODE, last, TURNS, json.dumps(end)),
-    )
+    end = json.dumps({"stop_reason": "max_turns", "turns": TURNS, "total_reward": 0.0})
+    conn.execute(INSERT, (row_id(key, last), 1, TURNS, KIND_CODE["episode.end"], 0, end))
     conn.execute("COMMIT")
     (count,) = conn.execute(
         "SELECT count(*) FROM events WHERE episode_id = ?", (EPISODE,)

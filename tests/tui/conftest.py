@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rawstore import insert_event
 from textual.pilot import Pilot
 
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
@@ -111,7 +112,8 @@ def _copy_fixed(scratch: Path, dest: Path, order: list[str]) -> None:
         ).fetchone()
         created[ids[old]] = BASE_TIME + timedelta(minutes=7 * n)
         dst.execute(
-            "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO episodes (id, parent_episode_id, fork_seq, task_id, seed, created_at,"
+            " env, model, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 ids[old],
                 ids.get(row[0]) if row[0] else None,
@@ -121,6 +123,7 @@ def _copy_fixed(scratch: Path, dest: Path, order: list[str]) -> None:
                 created[ids[old]].isoformat(timespec="microseconds"),
                 row[4],  # env spec: its snapshot folder is the template's
                 row[5],
+                n + 1,
             ),
         )
     for ep, seq, attempt, turn, kind, payload in src.execute(
@@ -131,10 +134,8 @@ def _copy_fixed(scratch: Path, dest: Path, order: list[str]) -> None:
         body = json.dumps(
             _normalize(json.loads(payload)), ensure_ascii=False, separators=(",", ":")
         )
-        dst.execute(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (new, seq, attempt, turn, kind, ts.isoformat(timespec="microseconds"), body),
-        )
+        stamp = round(ts.timestamp() * 1_000_000)
+        insert_event(dst, new, seq, kind, body, attempt=attempt, turn=turn, ts_us=stamp)
     dst.executemany(
         "INSERT OR IGNORE INTO messages VALUES (?, ?, ?)",
         src.execute("SELECT hash, parent_hash, message FROM messages"),
