@@ -12,8 +12,8 @@ from agentrunner.envs.manifest import Manifest
 from agentrunner.envs.patch import ApplyResult, apply_to, render_diff
 from agentrunner.envs.snapshotter import load_manifest
 from agentrunner.errors import EnvironmentFailure, UsageError
-from agentrunner.events import EpisodeStart
-from agentrunner.store import TraceStore
+from agentrunner.events import EpisodeStart, ToolResult
+from agentrunner.store import EventRow, TraceStore
 
 
 def hide_git(path: str) -> bool:
@@ -63,7 +63,8 @@ def recorded_base(store: TraceStore, episode_id: str) -> dict[str, Any]:
     rows = store.events(episode_id, kinds=["episode.start"], limit=1)
     if not rows:
         raise UsageError(f"episode {episode_id} has no episode.start event")
-    start = EpisodeStart.model_validate(rows[0].payload)
+    start = rows[0].typed()
+    assert isinstance(start, EpisodeStart)
     base = start.env.get("base")
     if start.env.get("kind") != "workspace" or not isinstance(base, dict):
         raise UsageError(
@@ -78,7 +79,7 @@ def episode_change(
 ) -> WorkspaceChange:
     """The episode's change from its base to the end of model turn ``turn`` (or its end)."""
     if turn is not None and turn < 1:
-        raise UsageError("--turn counts model turns from 1")
+        raise UsageError(f"`turn` counts model turns from 1 (got {turn})", param="turn")
     episode_id = store.resolve(episode_id)
     base = recorded_base(store, episode_id)
     after = str(base["snapshot"])
@@ -87,7 +88,7 @@ def episode_change(
         if turn is not None and row.turn > turn:
             break
         last_turn = row.turn
-        snapshot = row.payload.get("snapshot")
+        snapshot = _snapshot_of(row)
         if snapshot:
             after = str(snapshot)
     return WorkspaceChange(
@@ -101,12 +102,21 @@ def episode_change(
     )
 
 
+def _snapshot_of(row: EventRow) -> str | None:
+    """The workspace snapshot a ``tool.result`` row recorded, if any."""
+    match row.typed():
+        case ToolResult(snapshot=snapshot):
+            return snapshot
+        case _:
+            return None
+
+
 def step_change(store: TraceStore, episode_id: str, seq: int) -> WorkspaceChange | None:
     """What the tool step recorded at ``seq`` changed (None when it recorded no snapshot)."""
     episode_id = store.resolve(episode_id)
     before: str | None = None
     for row in store.iter_events(episode_id, kinds=["tool.result"]):
-        snapshot = row.payload.get("snapshot")
+        snapshot = _snapshot_of(row)
         if row.seq == seq:
             if not snapshot:
                 return None

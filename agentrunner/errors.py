@@ -32,9 +32,16 @@ class AgentRunnerError(Exception):
 
 
 class UsageError(AgentRunnerError):
-    """The user asked for something that cannot be done as asked."""
+    """The user asked for something that cannot be done as asked.
+
+    ``param`` names the Python parameter at fault; messages spell it as ```name```, which the
+    command line replaces by its flag (``turn`` -> ``--turn``)."""
 
     exit_code = 2
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class StoreError(AgentRunnerError):

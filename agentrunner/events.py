@@ -6,6 +6,7 @@ text; :func:`parse_payload` turns a row back into its typed model.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -27,14 +28,39 @@ EVENT_KINDS = (
     "episode.end",
 )
 
-STOP_REASON_STATUS = {
-    "done": "completed",
-    "max_turns": "completed",
-    "max_steps": "completed",
-    "cancelled": "cancelled",
-    "error": "failed",
-    "incomplete": "failed",
-    "context_overflow": "failed",
+
+class Status(StrEnum):
+    """An episode's status, derived from its log and its writer's lease (never stored)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class StopReason(StrEnum):
+    """Why an attempt of an episode stopped (``episode.end.stop_reason``)."""
+
+    DONE = "done"  # the environment said so (submit)
+    MAX_TURNS = "max_turns"  # the runner's only limit
+    MAX_STEPS = "max_steps"  # the environment's horizon
+    CANCELLED = "cancelled"
+    ERROR = "error"
+    INCOMPLETE = "incomplete"  # the stream ended without a finish reason
+    CONTEXT_OVERFLOW = "context_overflow"
+    INTERRUPTED = "interrupted"  # the environment broke: no end recorded, resumable
+
+
+STOP_REASON_STATUS: dict[str, Status] = {
+    StopReason.DONE: Status.COMPLETED,
+    StopReason.MAX_TURNS: Status.COMPLETED,
+    StopReason.MAX_STEPS: Status.COMPLETED,
+    StopReason.CANCELLED: Status.CANCELLED,
+    StopReason.ERROR: Status.FAILED,
+    StopReason.INCOMPLETE: Status.FAILED,
+    StopReason.CONTEXT_OVERFLOW: Status.FAILED,
+    StopReason.INTERRUPTED: Status.INTERRUPTED,
 }
 
 
@@ -176,6 +202,6 @@ def parse_payload(kind: str, payload: dict[str, Any]) -> EventPayload:
     return _ADAPTER.validate_python({**payload, "kind": kind})
 
 
-def status_for(stop_reason: str) -> str:
+def status_for(stop_reason: str) -> Status:
     """The episode status an ``episode.end`` with this stop reason means."""
-    return STOP_REASON_STATUS.get(stop_reason, "failed")
+    return STOP_REASON_STATUS.get(stop_reason, Status.FAILED)

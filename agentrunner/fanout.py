@@ -18,6 +18,7 @@ from typing import Any
 
 from agentrunner.environment import Environment
 from agentrunner.errors import UsageError
+from agentrunner.events import ModelResponse
 from agentrunner.fork import fork_episode, fork_point, parse_action
 from agentrunner.model import AgentContext
 from agentrunner.resume import resume_episode
@@ -160,7 +161,11 @@ def _assistant_at(store: TraceStore, episode_id: str, turn: int) -> Message:
     row = store.last_at_turn(episode_id, "model.response", turn)
     if row is None:
         raise UsageError(f"proposal fork {episode_id} produced no turn {turn}")
-    return store.message(row.payload["message_hash"])
+    match row.typed():
+        case ModelResponse(message_hash=message_hash):
+            return store.message(message_hash)
+        case _:
+            raise UsageError(f"proposal fork {episode_id} has a malformed turn {turn}")
 
 
 def _rank(

@@ -15,20 +15,24 @@ import json
 from typing import Any
 
 from agentrunner.errors import UsageError
-from agentrunner.events import MessageEvent
+from agentrunner.events import MessageEvent, ModelRequest
+from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from agentrunner.types import AgentToolCall, Message
+from providers import get_model
 
 
 def fork_point(store: TraceStore, episode_id: str, turn: int) -> int:
     """The seq just before turn ``turn``'s first model request in the episode's history."""
     if turn < 1:
-        raise UsageError("--turn counts model turns from 1")
+        raise UsageError(f"`turn` counts model turns from 1 (got {turn})", param="turn")
     for row in store.iter_events(episode_id, kinds=["model.request", "message"]):
+        if row.turn != turn:
+            continue
         # a turn starts with its first request, or with the edit that replaced it in a fork
-        edit = row.kind == "message" and row.payload.get("reason") == "edit"
-        if row.turn == turn and (row.kind == "model.request" or edit):
-            return row.seq - 1
+        match row.typed():
+            case ModelRequest() | MessageEvent(reason="edit"):
+                return row.seq - 1
     turns = store.episode(episode_id).turns
     raise UsageError(
         f"episode {episode_id} has no model turn {turn} (it has {turns}); "
@@ -45,7 +49,9 @@ def parse_action(action: str | dict[str, Any] | list[Any], turn: int) -> Message
     try:
         value = json.loads(action) if isinstance(action, str) else action
     except json.JSONDecodeError as exc:
-        raise UsageError(f"--action is not valid JSON: {exc.msg} at char {exc.pos}") from None
+        raise UsageError(
+            f"`action` is not valid JSON: {exc.msg} at char {exc.pos}", param="action"
+        ) from None
     if isinstance(value, dict) and "name" in value:
         text, raw_calls = "", [value]
     elif isinstance(value, list):
@@ -60,7 +66,7 @@ def parse_action(action: str | dict[str, Any] | list[Any], turn: int) -> Message
     calls = []
     for i, raw in enumerate(raw_calls):
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            raise UsageError(f"--action tool call #{i + 1} needs a string 'name'")
+            raise UsageError(f"`action` tool call #{i + 1} needs a string 'name'", param="action")
         calls.append(
             AgentToolCall(
                 call_id=str(raw.get("call_id") or f"edit_{turn:03d}_{i}"),
@@ -88,20 +94,13 @@ def fork_episode(
     re-samples with another model spec. The parent is never changed.
     """
     if message is not None and action is not None:
-        raise UsageError("give --message or --action, not both")
+        raise UsageError("give `message` or `action`, not both", param="message")
     if n < 1:
         raise UsageError("-n must be at least 1")
     parent = store.episode(episode_id)
     seq = fork_point(store, parent.episode_id, turn)
     edit = action if isinstance(action, Message) or action is None else parse_action(action, turn)
-    if model is not None:
-        from providers import get_model
-
-        model_spec = get_model(model).spec()
-    else:
-        model_spec = parent.model
-    from agentrunner.state import rebuild
-
+    model_spec = get_model(model).spec() if model is not None else parent.model
     tip = rebuild(store, parent.episode_id, upto_seq=seq).tip
     first: tuple[int, MessageEvent] | None = None
     if message is not None:

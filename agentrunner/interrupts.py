@@ -28,9 +28,27 @@ class _State(threading.local):
 
 _local = _State()
 
-# Set by the command line: once a run was cancelled by Ctrl-C the process only reports and
-# exits, so later Ctrl-Cs are ignored instead of killing it before it has said how it ended.
-IGNORE_AFTER_CANCEL = False
+
+class _Policy:
+    """Process-wide: whether a cancelled run leaves SIGINT ignored (see :func:`cancel_is_final`)."""
+
+    ignore_after_cancel = False
+
+
+_policy = _Policy()
+
+
+@contextmanager
+def cancel_is_final() -> Iterator[None]:
+    """For a command line: once a run is cancelled by Ctrl-C the process only reports and
+    exits, so later Ctrl-Cs are ignored instead of killing it before it has said how it
+    ended. A library caller (a notebook, a server) keeps its own SIGINT handling."""
+    previous = _policy.ignore_after_cancel
+    _policy.ignore_after_cancel = True
+    try:
+        yield
+    finally:
+        _policy.ignore_after_cancel = previous
 
 
 class _Critical:
@@ -109,5 +127,5 @@ def sigint_guard() -> Iterator[bool]:
         cancelled = _local.raised
         _local.raised = False
         signal.signal(
-            signal.SIGINT, signal.SIG_IGN if cancelled and IGNORE_AFTER_CANCEL else previous
+            signal.SIGINT, signal.SIG_IGN if cancelled and _policy.ignore_after_cancel else previous
         )

@@ -17,32 +17,12 @@ from pydantic_core import to_json
 
 from agentrunner import events as ev
 from agentrunner import interrupts
+from agentrunner.history import Totals
 from agentrunner.redaction import Redactor, recordable
 from agentrunner.store import EpisodeWriter, TraceStore
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
+from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message
 
 Observer = Callable[[int, int, BaseModel], None]
-
-
-class Totals:
-    """Running totals over an episode's history."""
-
-    def __init__(self) -> None:
-        self.reward = 0.0
-        self.tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
-        self.cost_usd: float | None = None
-
-    def add_usage(self, usage: AgentUsage) -> None:
-        self.tokens["input"] += usage.input_tokens
-        self.tokens["output"] += usage.output_tokens
-        self.tokens["cache_read"] += usage.cache_read_tokens
-        self.tokens["cache_write"] += usage.cache_write_tokens
-        self.tokens["reasoning"] += usage.reasoning_tokens
-        if usage.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + usage.cost_usd
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"tokens": dict(self.tokens), "cost_usd": self.cost_usd, "reward": self.reward}
 
 
 class Recorder:

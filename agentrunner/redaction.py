@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 MIN_SECRET_LEN = 6
@@ -154,3 +155,15 @@ class Redactor:
 def redact(text: str, secrets: Mapping[str, str]) -> str:
     """Replace each known secret (in all its forms) in ``text`` with a marker."""
     return Redactor(secrets).text(text)
+
+
+def public_url(url: str) -> str:
+    """``url`` without credentials (``user:password@``), query or fragment: fit to be
+    recorded (IPv6 hosts keep their brackets, the path is kept as given)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))

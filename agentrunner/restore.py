@@ -14,8 +14,8 @@ from typing import Any
 
 from agentrunner.environment import Environment, ResetResult, Restorable, ToolAction
 from agentrunner.errors import DivergenceError, EnvironmentFailure
+from agentrunner.history import EnvStep
 from agentrunner.redaction import known_secrets, redact
-from agentrunner.state import EnvStep
 
 EXCERPT = 300
 

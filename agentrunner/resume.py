@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from agentrunner.environment import Environment, UsesStore
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import UsageError
-from agentrunner.events import status_for
+from agentrunner.events import Error, Status, status_for
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import known_secrets
@@ -34,7 +34,24 @@ from agentrunner.store.groups import batch_config_for
 from agentrunner.types import AgentTurn, Message
 from providers import model_from_spec
 
-RESUMABLE = ("cancelled", "interrupted", "failed")
+RESUMABLE = (Status.CANCELLED, Status.INTERRUPTED, Status.FAILED)
+
+
+def can_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:
+    """Why ``episode`` cannot be resumed now, or None when it can (one rule for the CLI, the
+    TUI and ``resume --all``): not when completed or running, nor when it failed on an error
+    that retrying cannot fix."""
+    if episode.status == Status.COMPLETED:
+        return f"it is completed ({episode.stop_reason}); fork it instead"
+    if episode.status == Status.RUNNING:
+        return f"it is being written by process {episode.writer_pid}; cancel it first or wait"
+    if episode.status == Status.FAILED:
+        row = store.last_of_kind(episode.episode_id, "error")
+        error = row.typed() if row is not None else None
+        if not (isinstance(error, Error) and error.retryable):
+            reason = error.message if isinstance(error, Error) else episode.stop_reason
+            return f"it failed on a non-retryable error ({reason}); fork it at an earlier turn"
+    return None
 
 
 def check_resumable(state: EpisodeState) -> None:
@@ -57,19 +74,6 @@ def check_resumable(state: EpisodeState) -> None:
                 f"episode {ep.episode_id} failed on a non-retryable error ({reason}); "
                 "fork it at an earlier turn instead"
             )
-
-
-def _refuse_early(ep: EpisodeSummary) -> None:
-    """The cheap refusals, before claiming the episode."""
-    if ep.status == "completed":
-        raise UsageError(
-            f"episode {ep.episode_id} is completed ({ep.stop_reason}); fork it instead"
-        )
-    if ep.status == "running":
-        raise UsageError(
-            f"episode {ep.episode_id} is being written by process {ep.writer_pid}; "
-            "cancel it first (agentrunner tui, x) or wait for it"
-        )
 
 
 def _model_for(
@@ -110,28 +114,26 @@ def resume_episode(
     episode = store.episode(episode_id)
     if episode.parent_episode_id is None and episode.last_seq == 0:
         return _run_fresh(store, episode, env, model_fn, max_turns, cancel_check, observer)
-    _refuse_early(episode)
+    why = can_resume(store, episode)
+    if why is not None:
+        raise UsageError(f"episode {episode_id} cannot be resumed: {why}")
     # Claim first, then read: no other resumer can append between our read and our writes.
-    if not store.claim_writer(episode_id):
-        raise UsageError(f"episode {episode_id} is being written by another run")
     own_env = env is None
-    try:
-        state = rebuild(store, episode_id)
-        check_resumable(state)
-        model = _model_for(state.episode, model_fn)
-        if env is None:
-            env = env_from_spec(state.start.env, store)
-        elif isinstance(env, UsesStore):
-            env.bind_store(store)
-        return _continue(
-            store, state, env, model, accept_divergence, max_turns, cancel_check, observer
-        )
-    except BaseException:
-        store.release_writer(episode_id)
-        raise
-    finally:
-        if own_env and env is not None:
-            env.close()
+    with store.lease(episode_id):
+        try:
+            state = rebuild(store, episode_id)
+            check_resumable(state)
+            model = _model_for(state.episode, model_fn)
+            if env is None:
+                env = env_from_spec(state.start.env, store)
+            elif isinstance(env, UsesStore):
+                env.bind_store(store)
+            return _continue(
+                store, state, env, model, accept_divergence, max_turns, cancel_check, observer
+            )
+        finally:
+            if own_env and env is not None:
+                env.close()
 
 
 def _run_fresh(

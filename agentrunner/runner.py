@@ -29,13 +29,14 @@ from agentrunner.errors import (
     StoreError,
     UsageError,
 )
-from agentrunner.events import EpisodeStart, status_for
+from agentrunner.events import EpisodeStart, Status, StopReason, status_for
 from agentrunner.liveness import Heartbeat
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import known_secrets
+from agentrunner.state import PendingCall
 from agentrunner.store import TraceStore
-from agentrunner.types import AgentToolCall, AgentTurn, Message
+from agentrunner.types import AgentTurn, Message
 
 MAX_TURNS_LIMIT = 500
 OVERFLOW_HINT = (
@@ -63,7 +64,7 @@ class Rollout:
 
     episode_id: str
     stop_reason: str
-    status: str
+    status: Status
     turns_completed: int
     total_reward: float
     tokens: dict[str, int] = field(default_factory=dict)
@@ -80,18 +81,6 @@ class Rollout:
             "tokens": self.tokens,
             "cost_usd": self.cost_usd,
         }
-
-
-@dataclass
-class PendingCall:
-    """A tool call of the last assistant message that has no result yet.
-
-    ``recorded`` says its ``tool.call`` is already in the log (a dangling call, re-run
-    without a second ``tool.call``); otherwise it is recorded before it runs.
-    """
-
-    call: AgentToolCall
-    recorded: bool
 
 
 class EpisodeLoop:
@@ -303,9 +292,7 @@ def run_agent_episode(
         )
     elif store.episode(episode_id).last_seq:
         raise UsageError(f"episode {episode_id} already has events; resume it instead")
-    elif not store.claim_writer(episode_id):
-        raise UsageError(f"episode {episode_id} is being written by another run")
-    try:
+    with store.lease(episode_id, claimed=started):
         rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
         if started:
             rec.announce(1, start)
@@ -315,10 +302,24 @@ def run_agent_episode(
         if reset.system:
             run.opening.append((Message(role="system", content=reset.system), "system"))
         run.opening.append((Message(role="user", content=reset.prompt), "prompt"))
-    except BaseException:  # e.g. Ctrl-C before the loop's own handling is in place
-        store.release_writer(episode_id)
-        raise
-    return drive(run, store, episode_id, cancel_check)
+        return drive(run, store, episode_id, cancel_check)
+
+
+def outcome(exc: ModelError | EnvironmentFailure) -> tuple[StopReason | None, bool, str]:
+    """The one table of how a failure ends an attempt: the stop reason recorded (None: no
+    end, the episode stays resumable as interrupted), whether retrying may help, and what
+    the user is told."""
+    match exc:
+        case ContextOverflowError():
+            return StopReason.CONTEXT_OVERFLOW, False, f"{exc} {OVERFLOW_HINT}"
+        case IncompleteStreamError():
+            return StopReason.INCOMPLETE, True, str(exc)
+        case ModelError():
+            return StopReason.ERROR, exc.retryable, str(exc)
+        case EnvironmentFailure() if exc.retryable:  # resumable once the environment is back
+            return None, True, str(exc)
+        case _:  # an environment that cannot run this task as configured
+            return StopReason.ERROR, False, str(exc)
 
 
 def drive(
@@ -331,11 +332,12 @@ def drive(
     needs_continue: bool = False,
     stopped: str | None = None,
 ) -> Rollout:
-    """Run the loop with heartbeat, Ctrl-C handling and the episode's ending recorded.
+    """Run the loop with heartbeat and Ctrl-C handling, and record how the attempt ended.
 
-    The caller has claimed the episode's writer lease; it is released on the way out."""
+    The caller holds the episode's writer lease (``with store.lease(...)``)."""
     rec = run.rec
     error: str | None = None
+    stop: str
     with interrupts.sigint_guard() as on_main:
         heartbeat = Heartbeat(
             store,
@@ -346,54 +348,34 @@ def drive(
             on_store_lost=lambda problem: setattr(rec.writer, "lost", problem),
         )
         run.cancel_reason = lambda: rec.halt or heartbeat.reason()
-        try:
-            with heartbeat:
-                try:
-                    stop = run.loop(pending, needs_continue, stopped)
-                except (KeyboardInterrupt, Cancelled) as exc:
-                    with interrupts.suppressed:
-                        reason = str(exc.args[0]) if exc.args else "SIGINT"
-                        rec.cancel(run.phase, reason)
-                        stop = "cancelled"
-                except ContextOverflowError as exc:
-                    with interrupts.suppressed:
-                        rec.error(run.phase, exc, retryable=False)
-                        stop, error = "context_overflow", f"{exc} {OVERFLOW_HINT}"
-                except IncompleteStreamError as exc:
-                    with interrupts.suppressed:
-                        rec.error(run.phase, exc, retryable=True)
-                        stop, error = "incomplete", str(exc)
-                except ModelError as exc:
-                    with interrupts.suppressed:
-                        rec.error(
-                            run.phase,
-                            exc,
-                            retryable=exc.retryable,
-                            attempt=exc.attempt,
-                        )
-                        stop, error = "error", str(exc)
-                except EnvironmentFailure as exc:
-                    with interrupts.suppressed:
-                        rec.error(run.phase, exc, retryable=exc.retryable)
-                    if exc.retryable:  # the environment broke: resumable once it is back
-                        store.release_writer(episode_id)
-                        return _rollout(run, "interrupted", "interrupted", str(exc))
-                    stop, error = "error", str(exc)  # it cannot run this task: a failure
-                except Exception as exc:  # record the crash, leave the episode resumable
-                    with interrupts.suppressed:
-                        rec.error(run.phase, exc, retryable=False)
-                    raise
+        with heartbeat:
+            try:
+                stop = run.loop(pending, needs_continue, stopped)
+            except (KeyboardInterrupt, Cancelled) as exc:
                 with interrupts.suppressed:
-                    rec.end(stop, run.turn)
-        finally:
-            store.release_writer(episode_id)
+                    rec.cancel(run.phase, str(exc.args[0]) if exc.args else "SIGINT")
+                stop = StopReason.CANCELLED
+            except (ModelError, EnvironmentFailure) as exc:
+                reason, retryable, error = outcome(exc)
+                with interrupts.suppressed:
+                    attempt = exc.attempt if isinstance(exc, ModelError) else 1
+                    rec.error(run.phase, exc, retryable=retryable, attempt=attempt)
+                if reason is None:
+                    return _rollout(run, StopReason.INTERRUPTED, Status.INTERRUPTED, error)
+                stop = reason
+            except Exception as exc:  # record the crash, leave the episode resumable
+                with interrupts.suppressed:
+                    rec.error(run.phase, exc, retryable=False)
+                raise
+            with interrupts.suppressed:
+                rec.end(stop, run.turn)
     problem = store.identity_problem()
     if problem is not None:
         raise StoreError(problem)
     return _rollout(run, stop, status_for(stop), error)
 
 
-def _rollout(run: EpisodeLoop, stop: str, status: str, error: str | None) -> Rollout:
+def _rollout(run: EpisodeLoop, stop: str, status: Status, error: str | None) -> Rollout:
     totals = run.rec.totals
     return Rollout(
         episode_id=run.rec.episode_id,

@@ -15,10 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from agentrunner.errors import ContextOverflowError, IncompleteStreamError, ModelError
 from agentrunner.model import AgentContext
+from agentrunner.redaction import public_url
 from agentrunner.types import AgentTurn
 from providers._retry import call_with_retries
 from providers._turn import TurnBuilder
@@ -55,17 +55,6 @@ class SdkStream(Protocol):
     def close(self) -> None: ...
 
 
-def public_url(url: str) -> str:
-    """``url`` without credentials, query or fragment (safe to record)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
-
-
 class StreamingAdapter(ABC):
     """A ``Model`` that streams one provider's API through its official SDK."""
 
@@ -89,7 +78,7 @@ class StreamingAdapter(ABC):
         options: dict[str, Any] | None = None,
     ) -> None:
         self.model = model
-        self.base_url = public_url(base_url)
+        self.base_url = public_url(base_url).rstrip("/")
         self.params = params
         # The options this adapter was built with (JSON, no secrets), recorded in spec() so
         # that a resume or fork builds the same adapter: see providers.model_from_spec.
@@ -100,7 +89,7 @@ class StreamingAdapter(ABC):
         self.retry_delay = retry_delay
         self.retry_max_delay = retry_max_delay
         self.on_event = on_event
-        self.custom_url = self.base_url != public_url(self.default_url)
+        self.custom_url = self.base_url != public_url(self.default_url).rstrip("/")
         custom = self.custom_url
         self._price_id = price_provider or (None if custom else self.price_provider_id)
         self._price_url = None if self._price_id else self.base_url

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentContext, TraceStore
-from agentrunner.batch import PolicyModel, parse_seeds, run_batch
+from agentrunner.batch import PolicyModel, run_batch
+from agentrunner.cli.seeds import parse_seeds
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import UsageError
 from providers import get_model
@@ -125,9 +126,11 @@ def test_batch_of_28_killed_half_way_resumes_with_no_episode_run_twice(tmp_path:
         time.sleep(0.1)
         if db.exists():
             with TraceStore(db) as store:
-                ended = store.conn.execute(
-                    "SELECT count(*) FROM events WHERE kind = 'episode.end'"
-                ).fetchone()[0]
+                ended = (
+                    store.raw_connection()
+                    .execute("SELECT count(*) FROM events WHERE kind = 'episode.end'")
+                    .fetchone()[0]
+                )
     first.send_signal(signal.SIGKILL)
     first.wait()
     with TraceStore(db) as store:

@@ -76,11 +76,15 @@ def _ls_rows(capsys: pytest.CaptureFixture[str], db: Path, *argv: str) -> list[l
 
 def _own_usage(store: TraceStore, episode_id: str, key: str) -> float:
     """A usage field summed over the episode's own events (not the ones it inherits)."""
-    row = store.conn.execute(
-        f"SELECT total(json_extract(payload, '$.{key}')) FROM events"
-        " WHERE episode_id = ? AND kind = 'usage'",
-        (episode_id,),
-    ).fetchone()
+    row = (
+        store.raw_connection()
+        .execute(
+            f"SELECT total(json_extract(payload, '$.{key}')) FROM events"
+            " WHERE episode_id = ? AND kind = 'usage'",
+            (episode_id,),
+        )
+        .fetchone()
+    )
     return float(row[0])
 
 
@@ -168,9 +172,14 @@ def test_tokens_summed_over_a_family_count_each_model_call_once(
     child = _fork_and_run(store, root, 3)
     _fork_and_run(store, child, 5)
     listed = sum(e.tokens["output"] for e in store.list_episodes())
-    recorded = store.conn.execute(
-        "SELECT total(json_extract(payload, '$.output_tokens')) FROM events WHERE kind = 'usage'"
-    ).fetchone()[0]
+    recorded = (
+        store.raw_connection()
+        .execute(
+            "SELECT total(json_extract(payload, '$.output_tokens')) FROM events"
+            " WHERE kind = 'usage'"
+        )
+        .fetchone()[0]
+    )
     assert listed == recorded
 
 
@@ -260,7 +269,9 @@ def test_ls_marks_fanout_proposal_forks_as_proposals(
     proposals = {store.resolve(r[0]) for r in rows if r[2] == "proposal"}
     expected = {
         r[0]
-        for r in store.conn.execute("SELECT episode_id FROM fork_group_members WHERE sample < 0")
+        for r in store.raw_connection().execute(
+            "SELECT episode_id FROM fork_group_members WHERE sample < 0"
+        )
     }
     assert proposals == expected and len(proposals) == 2
 
@@ -383,7 +394,7 @@ def test_ls_batch_filter_keeps_only_that_batchs_episodes(
     batch_id = _nightly(store, tmp_path, range(2))
     _run(store, tmp_path)
     listed = _ls_json(capsys, db_path, "--batch", batch_id)
-    members = {r[0] for r in store.conn.execute("SELECT episode_id FROM batch_members")}
+    members = {r[0] for r in store.raw_connection().execute("SELECT episode_id FROM batch_members")}
     assert {e["episode_id"] for e in listed} == members and len(listed) == 2
 
 
@@ -440,7 +451,7 @@ def test_rm_tree_removes_an_episode_and_every_fork_below_it(
     fork_episode(store, child, turn=5)
     code, _, _ = _cli(capsys, "rm", root, "--tree", "--db", str(db_path))
     assert code == 0 and store.episode_ids() == []
-    assert store.conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    assert store.raw_connection().execute("SELECT count(*) FROM events").fetchone()[0] == 0
 
 
 def test_rm_tree_json_lists_children_before_parents(
@@ -482,7 +493,7 @@ def test_rm_tree_removes_the_fork_groups_made_at_its_episodes(
     store: TraceStore, db_path: Path, fanned: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     _cli(capsys, "rm", fanned["root"], "--tree", "--db", str(db_path))
-    assert store.conn.execute("SELECT count(*) FROM fork_groups").fetchone()[0] == 0
+    assert store.raw_connection().execute("SELECT count(*) FROM fork_groups").fetchone()[0] == 0
 
 
 def test_rm_of_a_parent_names_its_forks_by_full_id(

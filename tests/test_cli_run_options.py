@@ -21,8 +21,8 @@ import pytest
 from sse_replay import Reply, SSEReplayServer, ToolTableEnv, sse
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.batch import parse_seeds
 from agentrunner.cli.main import main
+from agentrunner.cli.seeds import parse_seeds
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import UsageError
 from agentrunner.formatting import unique_prefixes

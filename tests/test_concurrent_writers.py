@@ -89,7 +89,7 @@ def test_two_runs_and_a_reader_share_one_store(tmp_path: Path) -> None:
     assert [(r["status"], r["total_reward"]) for r in results] == [("completed", 1.0)] * 2
     assert len(reader.seen_running) == 2  # the reads really overlapped both writers
     with TraceStore(db) as store:
-        assert store.conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert store.raw_connection().execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         for result in results:
             seqs = [e.seq for e in store.iter_events(result["episode_id"])]
             assert seqs == list(range(1, len(seqs) + 1))

@@ -162,8 +162,12 @@ def _run_child(
 def _check_store(db: Path, run: Run) -> tuple[str | None, str]:
     """Check the store after ``run``; return its episode id and where the kill landed."""
     with TraceStore(db) as store:  # opens: validation, WAL recovery, migrations check
-        assert store.conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        rows = store.conn.execute("SELECT id FROM episodes WHERE seed = ?", (run.seed,)).fetchall()
+        assert store.raw_connection().execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        rows = (
+            store.raw_connection()
+            .execute("SELECT id FROM episodes WHERE seed = ?", (run.seed,))
+            .fetchall()
+        )
         if not rows:
             assert not run.acked, f"seed {run.seed}: acknowledged events but no episode"
             return None, "before the episode"

@@ -402,8 +402,10 @@ def test_a_damaged_store_is_a_clear_error_for_every_read(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     data = bytearray(db.read_bytes())
-    for offset in range(4096 * 3, len(data), 4096):  # scribble over pages after the first
-        data[offset + 100 : offset + 400] = os.urandom(300)
+    # Scribble over every page after the first three, cells included (a page's cells sit at
+    # its end: damage in its free space alone is invisible to any reader).
+    for offset in range(4096 * 3, len(data), 4096):
+        data[offset + 100 : offset + 4096] = os.urandom(3996)
     db.write_bytes(bytes(data))
     for command in (["ls"], ["show", "01"], ["export", "--format", "sft"]):
         proc = cli(*command, "--db", str(db))

@@ -198,10 +198,14 @@ def test_submit_records_the_test_run_as_a_verification(
 ) -> None:
     episode = run_fix(repo, db, tmp_path)["episode_id"]
     with TraceStore(db) as store:
-        rows = store.conn.execute(
-            "SELECT verifier, score, passed, details FROM verifications WHERE episode_id = ?",
-            (episode,),
-        ).fetchall()
+        rows = (
+            store.raw_connection()
+            .execute(
+                "SELECT verifier, score, passed, details FROM verifications WHERE episode_id = ?",
+                (episode,),
+            )
+            .fetchall()
+        )
     ((verifier, score, passed, details),) = rows
     assert (verifier, score, passed) == ("test", 1.0, 1)
     assert json.loads(details)["command"] == TEST_CMD

@@ -206,7 +206,11 @@ def test_fork_inherits_events_by_reference_and_numbers_its_own_after(
 ) -> None:
     (fork,) = fork_episode(store, reference, turn=3)
     resume_episode(store, fork)
-    own = store.conn.execute("SELECT min(seq) FROM events WHERE episode_id = ?", (fork,)).fetchone()
+    own = (
+        store.raw_connection()
+        .execute("SELECT min(seq) FROM events WHERE episode_id = ?", (fork,))
+        .fetchone()
+    )
     summary = store.episode(fork)
     assert own[0] == summary.fork_seq + 1
     assert [r.seq for r in store.iter_events(fork)] == list(range(1, summary.last_seq + 1))
@@ -285,14 +289,14 @@ def test_rm_removes_an_episode_and_its_events(store: TraceStore, reference: str)
     (fork,) = fork_episode(store, reference, turn=2)
     store.remove_episode(fork)
     store.remove_episode(reference)
-    assert store.conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    assert store.raw_connection().execute("SELECT count(*) FROM events").fetchone()[0] == 0
 
 
 def test_delete_without_rm_is_still_refused_after_an_rm(store: TraceStore, reference: str) -> None:
     other = _run(store, Path(store.path).parent).episode_id
     store.remove_episode(reference)
     with pytest.raises(sqlite3.IntegrityError):
-        store.conn.execute("DELETE FROM events WHERE episode_id = ?", (other,))
+        store.raw_connection().execute("DELETE FROM events WHERE episode_id = ?", (other,))
 
 
 def test_rebuilding_state_reads_the_exact_last_request(store: TraceStore, reference: str) -> None:

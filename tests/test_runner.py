@@ -281,7 +281,10 @@ def test_known_secret_in_an_observation_is_redacted(
     observation = store.events(ep, kinds=["tool.result"])[1].payload["observation"]
     assert "[redacted:OPENAI_API_KEY]" in observation
     dump = "".join(
-        r[0] for r in store.conn.execute("SELECT payload FROM events WHERE kind = 'tool.result'")
+        r[0]
+        for r in store.raw_connection().execute(
+            "SELECT payload FROM events WHERE kind = 'tool.result'"
+        )
     )
     assert "sk-test-0123456789abcdef" not in dump
 

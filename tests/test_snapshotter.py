@@ -94,14 +94,16 @@ def restored(backend: TraceStore | MemorySnapshots, snapshot_id: str, folder: Pa
 
 
 def count(store: TraceStore, table: str) -> int:
-    value: int = store.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    value: int = store.raw_connection().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     return value
 
 
 def changes_of(store: TraceStore, snapshot_id: str) -> dict[str, object]:
-    row = store.conn.execute(
-        "SELECT changes FROM snapshots WHERE id = ?", (snapshot_id,)
-    ).fetchone()
+    row = (
+        store.raw_connection()
+        .execute("SELECT changes FROM snapshots WHERE id = ?", (snapshot_id,))
+        .fetchone()
+    )
     value: dict[str, object] = json.loads(row[0])
     return value
 
@@ -157,9 +159,11 @@ def test_a_20_mb_file_is_stored_in_three_parts_and_round_trips(
     data = random.Random(2).randbytes(20 * MiB)
     (ws / "big.bin").write_bytes(data)
     snapshot_id = snap.save()
-    parts = store.conn.execute(
-        "SELECT part, length(data) FROM blobs WHERE hash = ? ORDER BY part", (sha(data),)
-    ).fetchall()
+    parts = (
+        store.raw_connection()
+        .execute("SELECT part, length(data) FROM blobs WHERE hash = ? ORDER BY part", (sha(data),))
+        .fetchall()
+    )
     assert parts == [(0, 8 * MiB), (1, 8 * MiB), (2, 4 * MiB)]
     out = restored(store, snapshot_id, tmp_path / "out")
     assert sha((out / "big.bin").read_bytes()) == sha(data)
@@ -295,7 +299,7 @@ def test_one_changed_file_adds_one_blob_and_a_row_naming_only_that_file(
     assert second != first
     assert (count(store, "snapshots"), count(store, "blobs")) == (rows + 1, blobs + 1)
     assert changes_of(store, second) == {"f17.txt": ["f", 0o640, sha(b"changed\n"), 8]}
-    assert store.conn.execute(
+    assert store.raw_connection().execute(
         "SELECT parent_id, depth FROM snapshots WHERE id = ?", (second,)
     ).fetchone() == (first, 1)
 
@@ -325,7 +329,7 @@ def test_the_same_content_in_two_files_is_stored_once(
     (ws / "a.bin").write_bytes(data)
     (ws / "b.bin").write_bytes(data)
     snap.save()
-    assert store.conn.execute(
+    assert store.raw_connection().execute(
         "SELECT count(*) FROM blobs WHERE hash = ?", (sha(data),)
     ).fetchone() == (1,)
     assert count(store, "blobs") == 1
@@ -551,7 +555,7 @@ def test_saving_after_restoring_an_earlier_snapshot_branches_from_it(
     snap.restore(first)
     (ws / "a").write_text("3")
     branch = snap.save()
-    assert store.conn.execute(
+    assert store.raw_connection().execute(
         "SELECT parent_id, depth FROM snapshots WHERE id = ?", (branch,)
     ).fetchone() == (first, 1)
 
@@ -564,15 +568,21 @@ def test_a_chain_longer_than_the_checkpoint_depth_stores_a_full_snapshot_again(
         (ws / "counter").write_text(str(i))
         (ws / f"file{i}").write_text(str(i))
         snap.save()
-    rows = store.conn.execute(
-        "SELECT depth, parent_id IS NULL, json_array_length(json(changes)) FROM snapshots"
-        " ORDER BY rowid"
-    ).fetchall()
+    rows = (
+        store.raw_connection()
+        .execute(
+            "SELECT depth, parent_id IS NULL, json_array_length(json(changes)) FROM snapshots"
+            " ORDER BY rowid"
+        )
+        .fetchall()
+    )
     assert [r[0] for r in rows] == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
     assert [bool(r[1]) for r in rows] == [d == 0 for d, _, _ in rows]
-    full = store.conn.execute(
-        "SELECT changes FROM snapshots ORDER BY rowid LIMIT 1 OFFSET 4"
-    ).fetchone()[0]
+    full = (
+        store.raw_connection()
+        .execute("SELECT changes FROM snapshots ORDER BY rowid LIMIT 1 OFFSET 4")
+        .fetchone()[0]
+    )
     assert sorted(json.loads(full)) == ["counter"] + [f"file{i}" for i in range(5)]
 
 
@@ -616,7 +626,7 @@ def test_a_snapshot_whose_parent_row_is_gone_raises_environment_failure(
     first = snap.save()
     (ws / "a").write_text("2")
     second = snap.save()
-    store.conn.execute("DELETE FROM snapshots WHERE id = ?", (first,))
+    store.raw_connection().execute("DELETE FROM snapshots WHERE id = ?", (first,))
     fresh = Snapshotter(ws, store)
     assert fresh.holds(second) is False
     with pytest.raises(EnvironmentFailure, match="broken parent chain"):
@@ -630,7 +640,9 @@ def test_a_corrupted_blob_is_detected_on_restore_and_never_written(
     snapshot_id = snap.save()
     (ws / "a.txt").write_text("edited")
     snap.save()
-    store.conn.execute("UPDATE blobs SET data = ? WHERE hash = ?", (b"evil", sha(b"original")))
+    store.raw_connection().execute(
+        "UPDATE blobs SET data = ? WHERE hash = ?", (b"evil", sha(b"original"))
+    )
     with pytest.raises(EnvironmentFailure, match="corrupt"):
         snap.restore(snapshot_id)
     assert (ws / "a.txt").read_text() == "edited"
@@ -649,7 +661,9 @@ def test_after_a_restore_stopped_by_a_corrupt_blob_the_next_save_records_the_wor
         (ws / name).write_text(f"{name} new")
     (ws / "added").write_text("added")
     snap.save()
-    store.conn.execute("UPDATE blobs SET data = ? WHERE hash = ?", (b"bad", sha(b"b old")))
+    store.raw_connection().execute(
+        "UPDATE blobs SET data = ? WHERE hash = ?", (b"bad", sha(b"b old"))
+    )
     with pytest.raises(EnvironmentFailure, match="corrupt"):
         snap.restore(snapshot_id)
     assert {p.name: p.read_text() for p in ws.iterdir()} == {

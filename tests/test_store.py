@@ -29,13 +29,13 @@ def _chunk(i: int) -> ModelChunk:
 
 
 def test_store_uses_wal_and_normal_synchronous(store: TraceStore) -> None:
-    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+    assert store.raw_connection().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.raw_connection().execute("PRAGMA synchronous").fetchone()[0] == 1
 
 
 def test_store_synchronous_full_by_option(db_path: Path) -> None:
     with TraceStore(db_path, synchronous="FULL") as s:
-        assert s.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert s.raw_connection().execute("PRAGMA synchronous").fetchone()[0] == 2
 
 
 def test_appended_events_get_dense_seqs(store: TraceStore) -> None:
@@ -56,14 +56,16 @@ def test_update_on_events_is_refused_by_the_schema(store: TraceStore) -> None:
     ep = _episode(store)
     store.writer(ep).append(0, _chunk(0))
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        store.conn.execute("UPDATE events SET payload = '{}' WHERE episode_id = ?", (ep,))
+        store.raw_connection().execute(
+            "UPDATE events SET payload = '{}' WHERE episode_id = ?", (ep,)
+        )
 
 
 def test_delete_on_events_is_refused_by_the_schema(store: TraceStore) -> None:
     ep = _episode(store)
     store.writer(ep).append(0, _chunk(0))
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        store.conn.execute("DELETE FROM events WHERE episode_id = ?", (ep,))
+        store.raw_connection().execute("DELETE FROM events WHERE episode_id = ?", (ep,))
 
 
 def test_duplicate_seq_is_refused(store: TraceStore) -> None:
@@ -78,7 +80,11 @@ def test_duplicate_seq_is_refused(store: TraceStore) -> None:
 def test_payload_is_plain_json_text_without_kind(store: TraceStore) -> None:
     ep = _episode(store)
     store.writer(ep).append(3, _chunk(7))
-    row = store.conn.execute("SELECT kind, turn, typeof(payload), payload FROM events").fetchone()
+    row = (
+        store.raw_connection()
+        .execute("SELECT kind, turn, typeof(payload), payload FROM events")
+        .fetchone()
+    )
     assert row[:3] == ("model.chunk", 3, "text")
     assert '"text":"piece 7"' in row[3] and '"kind"' not in row[3]
 
@@ -92,7 +98,7 @@ def test_typed_event_round_trips(store: TraceStore) -> None:
 def test_identical_messages_in_one_chain_position_are_stored_once(store: TraceStore) -> None:
     m = Message(role="user", content="hello")
     assert store.put_message(None, m) == store.put_message(None, m)
-    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
+    assert store.raw_connection().execute("SELECT count(*) FROM messages").fetchone()[0] == 1
 
 
 def test_same_message_under_another_parent_is_a_new_node(store: TraceStore) -> None:
@@ -266,8 +272,8 @@ def test_pid_of_this_process_counts_as_a_live_writer(store: TraceStore) -> None:
 
 def test_a_payload_that_is_not_json_is_reported_as_corruption(store: TraceStore) -> None:
     ep = _episode(store)
-    store.conn.execute("PRAGMA ignore_check_constraints = ON")  # as in an older store
-    insert_event(store.conn, ep, 1, "message", "{not json")
+    store.raw_connection().execute("PRAGMA ignore_check_constraints = ON")  # as in an older store
+    insert_event(store.raw_connection(), ep, 1, "message", "{not json")
     with pytest.raises(StoreCorruptError, match="not JSON"):
         _ = store.events(ep)[0].payload
 

@@ -255,10 +255,14 @@ def test_composite_reads_the_log_once_for_all_verifiers(store: TraceStore, episo
 
 def test_result_is_stored_with_the_verifier_name_and_spec(store: TraceStore, episode: str) -> None:
     verify_episode(store, episode, RuleVerifier(["stop:done"], name="ended-well"))
-    row = store.conn.execute(
-        "SELECT verifier, score, passed, details FROM verifications WHERE episode_id = ?",
-        (episode,),
-    ).fetchone()
+    row = (
+        store.raw_connection()
+        .execute(
+            "SELECT verifier, score, passed, details FROM verifications WHERE episode_id = ?",
+            (episode,),
+        )
+        .fetchone()
+    )
     assert row[:3] == ("ended-well", 1.0, 1)
     assert json.loads(row[3])["spec"] == {"kind": "rules", "match": "all", "rules": ["stop:done"]}
 

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agentrunner import formatting as fmt
-from agentrunner.batch import SEEDS_FORMS, BatchEpisode, parse_seeds, run_batch, select_pairs
+from agentrunner.batch import BatchEpisode, run_batch, select_pairs
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -21,11 +21,13 @@ from agentrunner.cli.common import (
 from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
 from agentrunner.cli.run_cmd import DEFAULT_MODEL
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
+from agentrunner.cli.seeds import SEEDS_FORMS, parse_seeds
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
 from agentrunner.runner import MAX_TURNS_LIMIT
 from agentrunner.store import TraceStore
+from providers import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,8 +91,6 @@ def _task_ids(args: argparse.Namespace) -> list[str]:
 
 
 def batch(args: argparse.Namespace) -> int:
-    from providers import get_model
-
     if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
     pairs = select_pairs(_task_ids(args), parse_seeds(args.seeds))

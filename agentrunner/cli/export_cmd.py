@@ -7,6 +7,7 @@ from pathlib import Path
 
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
 from agentrunner.errors import UsageError
+from agentrunner.events import Status
 from agentrunner.export import FORMATS, ExportOptions, Selection, export
 
 
@@ -113,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _selection(args: argparse.Namespace) -> Selection:
-    statuses: tuple[str, ...] = ("completed",)
+    statuses: tuple[str, ...] = (Status.COMPLETED,)
     if args.status:
         statuses = () if "any" in args.status else tuple(args.status)
     if args.tasks is not None and args.split is None:

@@ -24,8 +24,10 @@ from agentrunner.cli.model_opts import (
 )
 from agentrunner.cli.render import describe_message
 from agentrunner.errors import UsageError
+from agentrunner.fanout import score_actions
 from agentrunner.fork import parse_action
 from agentrunner.model import Model
+from providers import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,8 +65,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def fanout(args: argparse.Namespace) -> int:
-    from agentrunner.fanout import score_actions
-
     actions = None
     if args.action:
         try:
@@ -75,8 +75,6 @@ def fanout(args: argparse.Namespace) -> int:
     model_fn: Model | None = None
     if args.model:
         if given_options(args):
-            from providers import get_model
-
             model_fn = get_model(args.model, **model_options(args, args.model))
     else:
         model_fn = recorded_model(store, store.resolve(args.episode), args)

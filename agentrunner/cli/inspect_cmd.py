@@ -18,16 +18,17 @@ from agentrunner.cli.common import (
 )
 from agentrunner.cli.render import EventRenderer
 from agentrunner.errors import StoreCorruptError, UsageError
+from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.store.records import BatchSummary, EpisodeFilter
 from agentrunner.verifiers import VerificationResult, latest_verifications, verifications
 
-STATUS_STYLE = {
-    "running": "bold blue",
-    "completed": "green",
-    "cancelled": "yellow",
-    "interrupted": "magenta",
-    "failed": "red",
+STATUS_STYLE: dict[str, str] = {
+    Status.RUNNING: "bold blue",
+    Status.COMPLETED: "green",
+    Status.CANCELLED: "yellow",
+    Status.INTERRUPTED: "magenta",
+    Status.FAILED: "red",
 }
 FOLLOW_POLL_S = 0.25
 _MIN_WIDTH = {
@@ -398,7 +399,7 @@ def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int
         if len(batch) == 500:
             continue
         summary = store.episode(episode_id)
-        if summary.status != "running" and summary.last_seq <= after:
+        if summary.status != Status.RUNNING and summary.last_seq <= after:
             break
         time.sleep(FOLLOW_POLL_S)
     if args.json:

@@ -29,12 +29,11 @@ from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.fork import fork_episode
 from agentrunner.model import Model
 from agentrunner.restore import StepCheck, replay_steps
-from agentrunner.resume import check_resumable, resume_episode
+from agentrunner.resume import RESUMABLE, can_resume, resume_episode
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
-
-RESUMABLE_STATUSES = ("interrupted", "cancelled", "failed")
+from providers import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -141,8 +140,6 @@ def _resume_one(
     episode_id = store.resolve(episode_id)
     model_fn: Model | None
     if model:
-        from providers import get_model
-
         model_fn = get_model(model, **model_options(args, model))
     else:
         model_fn = recorded_model(store, episode_id, args)
@@ -165,14 +162,12 @@ def _resume_targets(store: TraceStore) -> tuple[list[str], list[dict[str, str]]]
     targets: list[str] = []
     not_resumable: list[dict[str, str]] = []
     for e in reversed(store.list_episodes()):
-        if e.status not in RESUMABLE_STATUSES:
+        if e.status not in RESUMABLE:
             continue
-        if e.status == "failed":
-            try:
-                check_resumable(rebuild(store, e.episode_id))
-            except AgentRunnerError as exc:
-                not_resumable.append({"episode_id": e.episode_id, "reason": str(exc)})
-                continue
+        why = can_resume(store, e)
+        if why is not None:
+            not_resumable.append({"episode_id": e.episode_id, "reason": why})
+            continue
         targets.append(e.episode_id)
     return targets, not_resumable
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -85,14 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
-    interrupts.IGNORE_AFTER_CANCEL = True
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return int(args.handler(args))
+        with interrupts.cancel_is_final():
+            return int(args.handler(args))
     except AgentRunnerError as exc:
-        return _fail(args, str(exc), type(exc).__name__, exc.exit_code)
+        return _fail(args, as_flags(str(exc)), type(exc).__name__, exc.exit_code)
     except KeyboardInterrupt as exc:
         reason = str(exc.args[0]) if exc.args else "SIGINT"
         return _fail(args, f"cancelled ({reason})", "Cancelled", 130, style="yellow")
@@ -116,6 +117,11 @@ def _fail(
         with contextlib.suppress(BrokenPipeError):
             print_json({"error": message, "type": kind, "exit_code": code})
     return code
+
+
+def as_flags(message: str) -> str:
+    """A library message in the command line's words: ```max_turns``` -> ``--max-turns``."""
+    return re.sub(r"`([a-z][a-z_]*)`", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
 def store_problem(exc: sqlite3.DatabaseError) -> str:

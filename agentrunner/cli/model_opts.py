@@ -17,6 +17,7 @@ from agentrunner.cli.common import stderr_console
 from agentrunner.errors import UsageError
 from agentrunner.model import Model
 from agentrunner.store import TraceStore
+from providers import PROVIDERS, adapter_options, model_from_spec, unsupported_options
 
 FLAGS = {
     "reasoning_effort": "--reasoning-effort",
@@ -127,8 +128,6 @@ def model_options(args: argparse.Namespace, spec: str) -> dict[str, Any]:
     The scripted model takes none of them: it warns and ignores them, as it does the base
     URL. An option another provider does not take is a usage error naming the flag.
     """
-    from providers import PROVIDERS, adapter_options, unsupported_options
-
     given = given_options(args)
     base_url = getattr(args, "base_url", None)
     provider = spec.partition(":")[0]
@@ -173,8 +172,6 @@ def recorded_model(store: TraceStore, episode_id: str, args: argparse.Namespace)
     (its spec's ``options``) and the model flags on top; ``None`` when nothing differs from
     what ``resume_episode`` builds itself (or when it was not a provider's model: resume
     then says what it needs)."""
-    from providers import PROVIDERS, model_from_spec
-
     recorded = store.episode(episode_id).model
     spec = recorded.get("spec")
     given = given_options(args)

@@ -87,9 +87,31 @@ class EventRenderer:
             self._open_channel = None
 
     def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
-        handler = getattr(self, "_" + payload.kind.replace(".", "_"), None)  # type: ignore[attr-defined]
-        if handler is not None:
-            handler(turn, payload)
+        match payload:
+            case ev.EpisodeStart():
+                self._episode_start(turn, payload)
+            case ev.MessageEvent():
+                self._message(turn, payload)
+            case ev.ModelRequest():
+                self._model_request(turn, payload)
+            case ev.ModelChunk():
+                self._model_chunk(turn, payload)
+            case ev.ModelResponse():
+                self._model_response(turn, payload)
+            case ev.Usage():
+                self._usage(turn, payload)
+            case ev.ToolCall():
+                self._tool_call(turn, payload)
+            case ev.ToolResult():
+                self._tool_result(turn, payload)
+            case ev.Cancel():
+                self._cancel(turn, payload)
+            case ev.Error():
+                self._error(turn, payload)
+            case ev.Resume():
+                self._resume(turn, payload)
+            case ev.EpisodeEnd():
+                self._episode_end(turn, payload)
 
     def _lines(self, text: str, style: str, limit: int) -> None:
         lines = text.splitlines() or [""]
@@ -157,7 +179,7 @@ class EventRenderer:
         self._close_stream()
         if p.refusal:
             self.console.print(f"[bold red]refusal:[/] {escape(p.refusal)}")
-        if p.stop_reason in (None, "incomplete"):
+        if p.stop_reason in (None, ev.StopReason.INCOMPLETE):
             self.console.print("[yellow]stream ended without a finish reason[/]")
 
     def _usage(self, turn: int, p: ev.Usage) -> None:

@@ -17,6 +17,7 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.errors import UsageError
+from agentrunner.events import Status
 from agentrunner.store import TraceStore
 from agentrunner.verifiers import (
     CompositeVerifier,
@@ -27,8 +28,8 @@ from agentrunner.verifiers import (
     latest_verifications,
     verify_episode,
 )
-from agentrunner.verifiers_rules import RULE_FORMS
-from agentrunner.verifiers_test import TestVerifier
+from agentrunner.verifiers.command import TestVerifier
+from agentrunner.verifiers.rules import RULE_FORMS
 
 SCRIPTED_JUDGE_HELP = (
     "A scripted judge (offline and deterministic, for tests and CI) is --judge "
@@ -195,7 +196,7 @@ def _targets(store: TraceStore, args: argparse.Namespace, name: str) -> list[str
         ids = [
             e.episode_id
             for e in reversed(episodes)  # oldest first
-            if (e.status in args.status if args.status else e.status != "running")
+            if (e.status in args.status if args.status else e.status != Status.RUNNING)
         ]
     if args.skip_verified:
         done = latest_verifications(store, ids)

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import agentrunner
+import providers
 from agentrunner.envs.cgroups import StepCgroup
 from agentrunner.errors import UsageError
 
@@ -123,14 +125,16 @@ def bwrap_problem() -> str | None:
 def resolve_mode(requested: str) -> tuple[Mode, str | None]:
     """The mode to use for ``requested`` (auto/bwrap/process), and a warning for the user."""
     if requested not in ("auto", "bwrap", "process"):
-        raise UsageError(f"--sandbox must be bwrap, process or auto, not {requested!r}")
+        raise UsageError(
+            f"`sandbox` must be bwrap, process or auto, not {requested!r}", param="sandbox"
+        )
     if requested == "process":
         return "process", PROCESS_MODE_WARNING.format(reason="--sandbox process")
     problem = bwrap_problem()
     if problem is None:
         return "bwrap", None
     if requested == "bwrap":
-        raise UsageError(f"--sandbox bwrap cannot be used: {problem}")
+        raise UsageError(f"`sandbox` bwrap cannot be used: {problem}", param="sandbox")
     return "process", PROCESS_MODE_WARNING.format(reason=f"bubblewrap is not available ({problem})")
 
 
@@ -142,9 +146,6 @@ def sandbox_python() -> Path:
 
 def runner_paths() -> list[Path]:
     """The runner's own installation: its packages, its virtualenv, and its source tree."""
-    import agentrunner
-    import providers
-
     paths = [Path(agentrunner.__file__).resolve().parent, Path(providers.__file__).resolve().parent]
     if sys.prefix != sys.base_prefix:
         paths.append(Path(sys.prefix).resolve())
@@ -186,7 +187,7 @@ class Jail:
         self.mounts = [Path(m).resolve() for m in config.mounts]
         for mount in self.mounts:
             if not mount.exists():
-                raise UsageError(f"--mount {mount}: no such file or folder")
+                raise UsageError(f"`mount` {mount}: no such file or folder", param="mount")
 
     def describe(self) -> dict[str, Any]:
         """What ``episode.start`` records about the sandbox that ran."""

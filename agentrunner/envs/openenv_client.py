@@ -31,7 +31,6 @@ import re
 from collections.abc import Mapping
 from contextlib import ExitStack, suppress
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from websockets.exceptions import ConnectionClosed, WebSocketException
@@ -39,6 +38,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from agentrunner.environment import ResetResult, StepResult, ToolAction
 from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.redaction import public_url
 from agentrunner.types import ToolSpec
 
 # Error codes after which the session stays open and the model can try again.
@@ -377,12 +377,3 @@ class OpenEnvEnv:
         with suppress(WebSocketException, OSError):
             self._stack.close()
         self._stack = ExitStack()
-
-
-def public_url(url: str) -> str:
-    """``url`` without credentials (user:password@, query string), fit to be recorded."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))

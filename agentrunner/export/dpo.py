@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrunner.events import ToolResult
 from agentrunner.export.chat import ExportOptions, chat, tool_schemas
 from agentrunner.export.select import Selected
 from agentrunner.export.sources import Branch, fork_points, tools_at
@@ -86,9 +87,10 @@ def _turn_tool_results(store: TraceStore, branch: Branch) -> list[Message]:
         kinds=("tool.result", "model.request", "message"),
     )
     for row in rows:
-        if row.kind != "tool.result":
+        result = row.typed()
+        if not isinstance(result, ToolResult):
             break
-        out.append(store.message(row.payload["message_hash"]))
+        out.append(store.message(result.message_hash))
     return out
 
 

@@ -36,7 +36,6 @@ from agentrunner.export.chat import ExportOptions, chat, tool_schemas
 from agentrunner.export.select import Selected
 from agentrunner.export.sources import (
     after_prefix,
-    batch_ids,
     fork_points,
     last_decision,
     task_groups,
@@ -98,7 +97,7 @@ def grpo_rows(
                 "kind": "task",
                 "task_id": task_id,
                 "seeds": sorted({e.seed for e in episodes}),
-                "batches": batch_ids(store, [e.episode_id for e in episodes]),
+                "batches": store.batches_of(e.episode_id for e in episodes),
             },
             "sources": sources,
         }

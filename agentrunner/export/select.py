@@ -14,10 +14,11 @@ from pathlib import Path
 
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
+from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.verifiers import latest_verifications
 
-STATUSES = ("completed", "cancelled", "interrupted", "failed", "running")
+STATUSES = (Status.COMPLETED, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED, Status.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Selection:
     split: str | None = None
     tasks_path: Path | None = None  # the tasks file for --split (default: each episode's own)
     models: tuple[str, ...] = ()  # model specs, shell-style wildcards allowed (openai:*)
-    statuses: tuple[str, ...] = ("completed",)  # empty: any status
+    statuses: tuple[str, ...] = (Status.COMPLETED,)  # empty: any status
     min_reward: float | None = None
     reward_percentile: float | None = None  # keep rewards at or above this percentile
     verifier: str | None = None  # drop episodes whose latest result from it failed
@@ -61,11 +62,6 @@ def percentile(values: list[float], p: float) -> float:
     rank = (len(ordered) - 1) * p / 100.0
     lo, hi = math.floor(rank), math.ceil(rank)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
-
-
-def _proposals(store: TraceStore) -> set[str]:
-    rows = store.conn.execute("SELECT episode_id FROM fork_group_members WHERE sample < 0")
-    return {r[0] for r in rows}
 
 
 def _splits(selection: Selection, episodes: list[EpisodeSummary], notes: list[str]) -> list[str]:
@@ -104,7 +100,7 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
     if selection.statuses:
         episodes = [e for e in episodes if e.status in selection.statuses]
     if not selection.include_proposals:
-        proposals = _proposals(store)
+        proposals = store.proposal_forks()
         episodes = [e for e in episodes if e.episode_id not in proposals]
     if selection.tasks:
         episodes = [e for e in episodes if e.task_id in selection.tasks]

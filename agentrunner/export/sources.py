@@ -15,15 +15,16 @@ reconstruction the runner and :meth:`TraceStore.reconstruct_request` use.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.events import ModelRequest
+from agentrunner.history import History
+from agentrunner.store import EpisodeSummary, EventRow, TraceStore
+from agentrunner.store.groups import fork_groups
 from agentrunner.types import Message, ToolSpec
 
-_DECISION_KINDS = ("model.response", "message")
+_DECISION_KINDS = ("model.response", "message")  # the events that make assistant messages
 
 
 @dataclass(frozen=True)
@@ -39,70 +40,67 @@ class Decision:
         return {"episode_id": self.episode_id, "seq": self.seq, "turn": self.turn}
 
 
-def _decision(
-    episode_id: str, seq: int, turn: int, kind: str, payload: dict[str, Any]
-) -> Decision | None:
-    if kind == "model.response" and payload.get("stop_reason") != "incomplete":
-        return Decision(episode_id, seq, turn, payload["message_hash"])
-    if kind == "message" and payload.get("role") == "assistant":
-        return Decision(episode_id, seq, turn, payload["message_hash"])
-    return None
+def _decisions(episode_id: str, rows: Iterable[EventRow]) -> Iterator[Decision]:
+    """The assistant messages of these events, in order, as the one fold of the log sees
+    them (a complete model response, or an edited assistant message)."""
+    history = History()
+    for row in rows:
+        before = history.last_assistant
+        history.add(row)
+        if history.last_assistant is not None and history.last_assistant != before:
+            yield Decision(episode_id, row.seq, row.turn, history.last_assistant)
 
 
 def last_decision(store: TraceStore, episode_id: str) -> Decision | None:
     """The episode's last assistant message (model response or edit), or None."""
-    for seg in reversed(store.segments(episode_id)):
-        hi = seg.end if seg.end is not None else 2**62
-        rows = store.conn.execute(
-            "SELECT seq, turn, kind, payload FROM events WHERE episode_id = ? AND kind IN"
-            " ('model.response', 'message') AND seq >= ? AND seq <= ? ORDER BY seq DESC",
-            (seg.episode_id, seg.start, hi),
-        )
-        for seq, turn, kind, payload in rows:
-            found = _decision(episode_id, seq, turn, kind, json.loads(payload))
-            if found is not None:
-                return found
-    return None
+    last = None
+    for decision in _decisions(episode_id, store.iter_events(episode_id, kinds=_DECISION_KINDS)):
+        last = decision
+    return last
 
 
 def first_decision_after(store: TraceStore, episode_id: str, after_seq: int) -> Decision | None:
     """The first assistant message after ``after_seq`` in the episode's history."""
-    after = after_seq
+    rows = _events_after(store, episode_id, after_seq, _DECISION_KINDS)
+    return next(_decisions(episode_id, rows), None)
+
+
+def _events_after(
+    store: TraceStore, episode_id: str, after_seq: int, kinds: tuple[str, ...]
+) -> Iterator[EventRow]:
+    """The history's events of ``kinds`` after ``after_seq``, read a page at a time."""
     while True:
-        rows = store.events(episode_id, after_seq=after, limit=64, kinds=_DECISION_KINDS)
-        for row in rows:
-            found = _decision(episode_id, row.seq, row.turn, row.kind, row.payload)
-            if found is not None:
-                return found
+        rows = store.events(episode_id, after_seq=after_seq, limit=64, kinds=kinds)
+        yield from rows
         if len(rows) < 64:
-            return None
-        after = rows[-1].seq
+            return
+        after_seq = rows[-1].seq
+
+
+def _requests(store: TraceStore, episode_id: str) -> Iterator[tuple[int, ModelRequest]]:
+    for row in store.iter_events(episode_id, kinds=("model.request",)):
+        request = row.typed()
+        if isinstance(request, ModelRequest):
+            yield row.seq, request
 
 
 def first_request(store: TraceStore, episode_id: str) -> tuple[int, str, str] | None:
     """``(seq, tip_hash, tools_hash)`` of the episode's first model request."""
     rows = store.events(episode_id, limit=1, kinds=("model.request",))
-    if not rows:
+    request = rows[0].typed() if rows else None
+    if not isinstance(request, ModelRequest):
         return None
-    p = rows[0].payload
-    return rows[0].seq, p["tip_hash"], p["tools_hash"]
+    return rows[0].seq, request.tip_hash, request.tools_hash
 
 
 def tools_at(store: TraceStore, episode_id: str, seq: int) -> list[ToolSpec]:
     """The tools offered by the last model request at or before ``seq`` (else the first)."""
     tools_hash = None
-    for row in store.iter_events(episode_id, kinds=("model.request",)):
-        if row.seq > seq and tools_hash is not None:
+    for request_seq, request in _requests(store, episode_id):
+        if request_seq > seq and tools_hash is not None:
             break
-        tools_hash = row.payload["tools_hash"]
+        tools_hash = request.tools_hash
     return store.tools(tools_hash) if tools_hash is not None else []
-
-
-def parent_hash(store: TraceStore, message_hash: str) -> str | None:
-    row = store.conn.execute(
-        "SELECT parent_hash FROM messages WHERE hash = ?", (message_hash,)
-    ).fetchone()
-    return None if row is None else row[0]
 
 
 def after_prefix(full: list[Message], prefix: list[Message]) -> list[Message] | None:
@@ -151,24 +149,20 @@ def fork_points(store: TraceStore, selected: dict[str, EpisodeSummary]) -> list[
     form their own set.
     """
     children: dict[tuple[str, int], list[str]] = {}
-    for eid, parent, fork_seq in store.conn.execute(
-        "SELECT id, parent_episode_id, fork_seq FROM episodes"
-        " WHERE parent_episode_id IS NOT NULL ORDER BY id"
-    ):
+    for eid, parent, fork_seq in store.forks():
         if eid in selected:
             children.setdefault((parent, fork_seq), []).append(eid)
     groups: dict[tuple[str, int], list[str]] = {}
-    for gid, parent, fork_seq in store.conn.execute(
-        "SELECT id, parent_episode_id, fork_seq FROM fork_groups ORDER BY id"
-    ):
-        groups.setdefault((parent, fork_seq), []).append(gid)
+    for group in fork_groups(store):
+        key = (group["parent_episode_id"], group["fork_seq"])
+        groups.setdefault(key, []).append(group["group_id"])
     points: list[ForkPoint] = []
     for (parent, fork_seq), kids in sorted(children.items()):
         members = ([parent] if parent in selected else []) + kids
         by_prompt: dict[str, ForkPoint] = {}
         for eid in members:
             decision = first_decision_after(store, eid, fork_seq)
-            tip = parent_hash(store, decision.message_hash) if decision else None
+            tip = store.message_parent(decision.message_hash) if decision else None
             if decision is None or tip is None:
                 continue
             point = by_prompt.setdefault(
@@ -193,15 +187,3 @@ def task_groups(
         if first is not None:
             by_key.setdefault((episode.task_id, first[1]), []).append(episode)
     return [(task, tip, eps) for (task, tip), eps in by_key.items() if len(eps) >= 2]
-
-
-def batch_ids(store: TraceStore, episode_ids: Iterable[str]) -> list[str]:
-    """The batches these episodes belong to."""
-    ids = list(episode_ids)
-    marks = ", ".join("?" for _ in ids)
-    rows = store.conn.execute(
-        f"SELECT DISTINCT batch_id FROM batch_members WHERE episode_id IN ({marks})"
-        " ORDER BY batch_id",
-        ids,
-    )
-    return [r[0] for r in rows]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ulid import ULID
 
 from agentrunner import interrupts
+from agentrunner.store.eventlog import iso, now_us
 
 if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore
@@ -16,19 +17,17 @@ if TYPE_CHECKING:
 
 def ensure_batch(store: TraceStore, batch_id: str, config: dict[str, Any]) -> bool:
     """Record a batch once; return True when it is new."""
-    from agentrunner.store.store import utc_now
-
     with interrupts.critical:
-        cur = store.conn.execute(
+        cur = store._conn.execute(
             "INSERT OR IGNORE INTO batches (id, created_at, config) VALUES (?, ?, ?)",
-            (batch_id, utc_now(), json.dumps(config, sort_keys=True)),
+            (batch_id, iso(now_us()), json.dumps(config, sort_keys=True)),
         )
     return cur.rowcount == 1
 
 
 def batch_members(store: TraceStore, batch_id: str) -> dict[tuple[str, int], str]:
     """``(task_id, seed) -> episode_id`` for the batch's episodes so far."""
-    rows = store.conn.execute(
+    rows = store._conn.execute(
         "SELECT task_id, seed, episode_id FROM batch_members WHERE batch_id = ?", (batch_id,)
     )
     return {(r[0], r[1]): r[2] for r in rows}
@@ -36,7 +35,7 @@ def batch_members(store: TraceStore, batch_id: str) -> dict[tuple[str, int], str
 
 def batch_config_for(store: TraceStore, episode_id: str) -> dict[str, Any] | None:
     """The configuration of the batch an episode was made for (None: not a batch's)."""
-    row = store.conn.execute(
+    row = store._conn.execute(
         "SELECT b.config FROM batch_members m JOIN batches b ON b.id = m.batch_id"
         " WHERE m.episode_id = ?",
         (episode_id,),
@@ -60,21 +59,19 @@ class GroupMember:
 def create_fork_group(
     store: TraceStore, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
 ) -> str:
-    from agentrunner.store.store import utc_now
-
     group_id = str(ULID())
     with interrupts.critical:
-        store.conn.execute(
+        store._conn.execute(
             "INSERT INTO fork_groups (id, parent_episode_id, fork_seq, turn, created_at, config)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            (group_id, parent_episode_id, fork_seq, turn, utc_now(), json.dumps(config)),
+            (group_id, parent_episode_id, fork_seq, turn, iso(now_us()), json.dumps(config)),
         )
     return group_id
 
 
 def add_group_member(store: TraceStore, group_id: str, member: GroupMember) -> None:
     with interrupts.critical:
-        store.conn.execute(
+        store._conn.execute(
             "INSERT INTO fork_group_members (group_id, episode_id, candidate, sample, action)"
             " VALUES (?, ?, ?, ?, ?)",
             (
@@ -93,14 +90,14 @@ def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list
         ("WHERE parent_episode_id = ?", (parent_episode_id,)) if parent_episode_id else ("", ())
     )
     groups = []
-    for gid, parent, fork_seq, turn, created, config in store.conn.execute(
+    for gid, parent, fork_seq, turn, created, config in store._conn.execute(
         f"SELECT id, parent_episode_id, fork_seq, turn, created_at, config FROM fork_groups"
         f" {where} ORDER BY id",
         args,
     ).fetchall():
         members = [
             GroupMember(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None)
-            for r in store.conn.execute(
+            for r in store._conn.execute(
                 "SELECT episode_id, candidate, sample, action FROM fork_group_members"
                 " WHERE group_id = ? ORDER BY candidate, sample",
                 (gid,),

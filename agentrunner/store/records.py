@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.errors import StoreCorruptError
-from agentrunner.events import EventPayload, parse_payload
+from agentrunner.events import EventPayload, Status, parse_payload
 from agentrunner.types import Message, ToolSpec
 
 
@@ -106,7 +106,7 @@ class EpisodeSummary:
     created_at: str
     env: dict[str, Any]
     model: dict[str, Any]
-    status: str
+    status: Status
     stop_reason: str | None
     turns: int
     last_seq: int

@@ -260,3 +260,65 @@ def m005_event_log(db: Database) -> None:
     conn.execute("DROP TABLE events")
     for statement in eventlog.DDL[4:]:  # the view and its refusal of writes
         conn.execute(statement)
+
+
+_END = eventlog.KIND_CODE["episode.end"]
+_USAGE = eventlog.KIND_CODE["usage"]
+_BITS, _MASK = eventlog.SEQ_BITS, eventlog.SEQ_MASK
+_OWN = f"l.id BETWEEN (e.key << {_BITS}) + 1 AND (e.key << {_BITS}) + {_MASK}"
+_VIEWS = (
+    # One row per episode: its own rows' ending, turns and spend (a fork's inherited part is
+    # its ancestors'). `status` is 'running or interrupted' until an episode.end: whether its
+    # writer is alive is what `agentrunner ls` checks (writer_pid, heartbeat_at help).
+    f"""
+    CREATE VIEW episode_summary AS
+    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
+        json_extract(e.model, '$.spec') AS model, e.created_at,
+        last.id & {eventlog.SEQ_MASK} AS last_seq,
+        last.turn AS turns,
+        CASE WHEN last.kind = {_END} THEN
+            CASE json_extract(last.payload, '$.stop_reason')
+                WHEN 'done' THEN 'completed' WHEN 'max_turns' THEN 'completed'
+                WHEN 'max_steps' THEN 'completed' WHEN 'cancelled' THEN 'cancelled'
+                ELSE 'failed' END
+            ELSE 'running or interrupted' END AS status,
+        CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.stop_reason') END
+            AS stop_reason,
+        CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.total_reward') END
+            AS total_reward,
+        (SELECT total(json_extract(l.payload, '$.input_tokens')) FROM event_log l
+            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS input_tokens,
+        (SELECT total(json_extract(l.payload, '$.output_tokens')) FROM event_log l
+            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS output_tokens,
+        (SELECT sum(json_extract(l.payload, '$.cost_usd')) FROM event_log l
+            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS cost_usd,
+        c.writer_pid, c.heartbeat_at
+    FROM episodes e
+    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
+    LEFT JOIN control c ON c.episode_id = e.id
+    """,
+    # Every episode's full history, a fork's inherited events included (numbered as the
+    # fork numbers them): SELECT * FROM episode_history WHERE episode_id = ? ORDER BY seq.
+    f"""
+    CREATE VIEW episode_history AS
+    WITH RECURSIVE part(episode_id, source, lo, hi, parent, next_hi) AS (
+        SELECT id, id, coalesce(fork_seq, 0) + 1, {eventlog.SEQ_MASK}, parent_episode_id,
+            coalesce(fork_seq, {eventlog.SEQ_MASK})
+        FROM episodes
+        UNION ALL
+        SELECT p.episode_id, a.id, coalesce(a.fork_seq, 0) + 1, p.next_hi, a.parent_episode_id,
+            min(p.next_hi, coalesce(a.fork_seq, p.next_hi))
+        FROM part p JOIN episodes a ON a.id = p.parent
+    )
+    SELECT p.episode_id, v.seq, p.source AS source_episode_id, v.attempt, v.turn, v.kind,
+        v.ts, v.payload
+    FROM part p JOIN events v ON v.episode_id = p.source AND v.seq BETWEEN p.lo AND p.hi
+    """,
+)
+
+
+@_migration
+def m006_summary_and_history_views(db: Database) -> None:
+    """Views for people who query the store: a summary per episode, a fork's full history."""
+    for statement in _VIEWS:
+        db.execute(statement)

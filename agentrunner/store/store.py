@@ -12,8 +12,8 @@ import json
 import os
 import sqlite3
 import time
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,7 +22,7 @@ from ulid import ULID
 
 from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
-from agentrunner.store import blobs, control, eventlog
+from agentrunner.store import blobs, control, eventlog, lookups, search, verifications
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.connection import Synchronous, open_connections
 from agentrunner.store.eventlog import KIND_CODE, now_us
@@ -36,6 +36,7 @@ from agentrunner.store.records import (
     Segment,
 )
 from agentrunner.store.summaries import summaries
+from agentrunner.store.verifications import StoredVerification
 from agentrunner.types import Message, ToolSpec
 
 DEFAULT_DB = Path("traces") / "traces.db"
@@ -49,7 +50,8 @@ def default_db_path() -> Path:
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    """Now, as the contract's ISO 8601 UTC text."""
+    return eventlog.iso(eventlog.now_us())
 
 
 class EpisodeWriter:
@@ -182,8 +184,13 @@ class TraceStore:
         )
 
     @property
-    def conn(self) -> sqlite3.Connection:
-        """This thread's connection (for queries the store has no method for)."""
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection (store-internal: only ``agentrunner/store/`` holds SQL)."""
+        return self._conns.get()
+
+    def raw_connection(self) -> sqlite3.Connection:
+        """This thread's ``sqlite3`` connection, for tests and ad-hoc tools only: agentrunner
+        itself reads and writes through the store's named methods."""
         return self._conns.get()
 
     def close(self) -> None:
@@ -215,7 +222,7 @@ class TraceStore:
         payload) is its first event (a fork's edit), all in one transaction: it is never seen
         unclaimed, a batch pair never gets two episodes, a fork never lacks its edit."""
         episode_id = str(ULID())
-        conn = self.conn
+        conn = self._conn
         with interrupts.critical:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -269,14 +276,14 @@ class TraceStore:
         last_seq = episode.last_seq
         current = episode.attempt if attempt is None else attempt
         key = self._key(episode.episode_id)
-        return EpisodeWriter(self.conn, episode.episode_id, key, last_seq + 1, max(current, 1))
+        return EpisodeWriter(self._conn, episode.episode_id, key, last_seq + 1, max(current, 1))
 
     def episode_key(self, episode_id: str) -> int:
         """The episode's integer key in the event log (store-internal)."""
         return self._key(episode_id)
 
     def _key(self, episode_id: str) -> int:
-        row = self.conn.execute("SELECT key FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+        row = self._conn.execute("SELECT key FROM episodes WHERE id = ?", (episode_id,)).fetchone()
         if row is None:
             raise EpisodeNotFoundError(f"no episode {episode_id!r} in {self.path}")
         return int(row[0])
@@ -286,7 +293,7 @@ class TraceStore:
         text = message_json(message)
         digest = message_hash(parent_hash, text)
         with interrupts.critical:
-            self.conn.execute(
+            self._conn.execute(
                 "INSERT OR IGNORE INTO messages (hash, parent_hash, message) VALUES (?, ?, ?)",
                 (digest, parent_hash, text),
             )
@@ -296,7 +303,7 @@ class TraceStore:
         text = tools_json(tools)
         digest = tools_hash(text)
         with interrupts.critical:
-            self.conn.execute(
+            self._conn.execute(
                 "INSERT OR IGNORE INTO tools (hash, tools) VALUES (?, ?)", (digest, text)
             )
         return digest
@@ -304,14 +311,14 @@ class TraceStore:
     # ---------------------------------------------------------------- workspace snapshots
 
     def missing_blobs(self, hashes: Collection[str]) -> set[str]:
-        return self._translated(lambda: blobs.missing_blobs(self.conn, hashes))
+        return self._translated(lambda: blobs.missing_blobs(self._conn, hashes))
 
     def put_blobs(self, items: Iterable[tuple[str, Iterable[bytes]]]) -> int:
         """Store workspace file contents by sha256 (skipping those already present)."""
-        return self._translated(lambda: blobs.put_blobs(self.conn, items))
+        return self._translated(lambda: blobs.put_blobs(self._conn, items))
 
     def read_blob(self, digest: str) -> bytes:
-        return self._translated(lambda: blobs.read_blob(self.conn, digest))
+        return self._translated(lambda: blobs.read_blob(self._conn, digest))
 
     def put_snapshot(
         self,
@@ -324,12 +331,12 @@ class TraceStore:
     ) -> None:
         self._translated(
             lambda: blobs.put_snapshot(
-                self.conn, snapshot_id, parent_id, depth, changes, files, size, utc_now()
+                self._conn, snapshot_id, parent_id, depth, changes, files, size, utc_now()
             )
         )
 
     def snapshot_changes(self, snapshot_id: str) -> list[str] | None:
-        return self._translated(lambda: blobs.snapshot_changes(self.conn, snapshot_id))
+        return self._translated(lambda: blobs.snapshot_changes(self._conn, snapshot_id))
 
     def _translated(self, fn: Callable[[], _T]) -> _T:
         try:
@@ -352,7 +359,7 @@ class TraceStore:
         """Append a verifier's result for an episode; return its row id and time."""
         created = utc_now()
         with interrupts.critical:
-            cur = self.conn.execute(
+            cur = self._conn.execute(
                 "INSERT INTO verifications (episode_id, verifier, score, passed, details,"
                 " created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -368,23 +375,35 @@ class TraceStore:
 
     # ---------------------------------------------------------------- control
 
+    @contextlib.contextmanager
+    def lease(self, episode_id: str, *, claimed: bool = False) -> Iterator[None]:
+        """Be the episode's one writer for the block (``claimed``: this process already is,
+        since it created the episode claimed); the lease is released once, on the way out.
+        Refused with a UsageError while another live run holds it."""
+        if not claimed and not self.claim_writer(episode_id):
+            raise UsageError(f"episode {episode_id} is being written by another run")
+        try:
+            yield
+        finally:
+            self.release_writer(episode_id)
+
     def claim_writer(self, episode_id: str) -> bool:
-        return control.claim(self.conn, episode_id)
+        return control.claim(self._conn, episode_id)
 
     def heartbeat(
         self, episode_id: str, checkpoint: tuple[int, dict[str, Any]] | None = None
     ) -> str | None:
-        return control.heartbeat(self.conn, episode_id, checkpoint)
+        return control.heartbeat(self._conn, episode_id, checkpoint)
 
     def release_writer(self, episode_id: str) -> None:
         """Give up the writer lease (best effort: a full disk or a lost store must not hide
         the error that ended the run; the lease dies with this process anyway)."""
         with contextlib.suppress(sqlite3.Error):
-            control.release(self.conn, episode_id)
+            control.release(self._conn, episode_id)
 
     def request_cancel(self, episode_id: str, reason: str = "cancel requested") -> None:
         """Ask the episode's writer (in any process) to cancel; it polls within a second."""
-        control.request_cancel(self.conn, self.resolve(episode_id), reason)
+        control.request_cancel(self._conn, self.resolve(episode_id), reason)
 
     # ---------------------------------------------------------------- reads
 
@@ -393,7 +412,7 @@ class TraceStore:
         prefix = id_or_prefix.strip().upper()
         if not prefix:
             raise EpisodeNotFoundError("empty episode id")
-        rows = self.conn.execute(
+        rows = self._conn.execute(
             "SELECT id FROM episodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 3",
             (prefix, prefix + "\U0010ffff"),
         ).fetchall()
@@ -440,10 +459,10 @@ class TraceStore:
 
     def episode_ids(self) -> list[str]:
         """Every episode id in the store (for short, unique id prefixes)."""
-        return [r[0] for r in self.conn.execute("SELECT id FROM episodes ORDER BY id")]
+        return [r[0] for r in self._conn.execute("SELECT id FROM episodes ORDER BY id")]
 
     def children(self, episode_id: str) -> list[str]:
-        rows = self.conn.execute(
+        rows = self._conn.execute(
             "SELECT id FROM episodes WHERE parent_episode_id = ? ORDER BY id", (episode_id,)
         )
         return [r[0] for r in rows]
@@ -456,7 +475,7 @@ class TraceStore:
         """The whole lineage tree ``episode_id`` belongs to, root first, depth-first:
         ``(id, parent_id, fork_seq, depth)``."""
         root = ([episode_id, *self.ancestors(episode_id)])[-1]
-        rows = self.conn.execute(
+        rows = self._conn.execute(
             "WITH RECURSIVE t(id, parent, fork_seq, depth, path) AS ("
             " SELECT id, parent_episode_id, fork_seq, 0, id FROM episodes WHERE id = ?"
             " UNION ALL SELECT e.id, e.parent_episode_id, e.fork_seq, t.depth + 1,"
@@ -487,7 +506,7 @@ class TraceStore:
         one transaction; refused (nothing removed) while any of them runs. Returns
         ``(episode_id, events removed)`` in the order they were removed."""
         root = self.resolve(id_or_prefix)
-        conn = self.conn
+        conn = self._conn
         with interrupts.critical:
             conn.execute("BEGIN IMMEDIATE")  # no fork can be added to the tree meanwhile
             try:
@@ -522,7 +541,7 @@ class TraceStore:
         return removed
 
     def _delete_episode(self, episode_id: str) -> int:
-        conn = self.conn
+        conn = self._conn
         with interrupts.critical:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -537,7 +556,7 @@ class TraceStore:
     def _delete_rows(self, episode_id: str) -> int:
         """Inside a write transaction: an episode's rows everywhere, with a removal permit
         for its events; fork groups made at it go too (their members, its forks, are gone)."""
-        conn = self.conn
+        conn = self._conn
         conn.execute(
             "INSERT OR REPLACE INTO removals (episode_id, requested_at) VALUES (?, ?)",
             (episode_id, utc_now()),
@@ -564,7 +583,7 @@ class TraceStore:
         current: str | None = episode_id
         limit: int | None = None
         while current is not None:
-            row = self.conn.execute(
+            row = self._conn.execute(
                 "SELECT parent_episode_id, fork_seq, key FROM episodes WHERE id = ?", (current,)
             ).fetchone()
             if row is None:
@@ -597,7 +616,7 @@ class TraceStore:
             if seg.end is not None and seg.end <= after_seq:
                 continue
             lo, hi = eventlog.span(seg.key, max(after_seq + 1, seg.start), seg.end)
-            rows = self.conn.execute(
+            rows = self._conn.execute(
                 f"SELECT {eventlog.COLUMNS} FROM event_log WHERE id BETWEEN ? AND ?{kind_sql}"
                 " ORDER BY id LIMIT ?",
                 (lo, hi, *kind_args, limit - len(out)),
@@ -618,7 +637,7 @@ class TraceStore:
 
     def last_events(self, episode_id: str, n: int = 50) -> list[EventRow]:
         """The last ``n`` events of an episode's own rows, in seq order (for tails)."""
-        rows = self.conn.execute(
+        rows = self._conn.execute(
             f"SELECT {eventlog.COLUMNS} FROM event_log WHERE id BETWEEN ? AND ?"
             " ORDER BY id DESC LIMIT ?",
             (*eventlog.span(self._key(episode_id)), n),
@@ -628,17 +647,36 @@ class TraceStore:
     def has_own_event(self, episode_id: str, kind: str) -> bool:
         """Whether the episode's own rows (not inherited ones) hold an event of ``kind``."""
         clause, codes = eventlog.kinds_sql([kind])
-        row = self.conn.execute(
+        row = self._conn.execute(
             f"SELECT 1 FROM event_log WHERE id BETWEEN ? AND ?{clause} LIMIT 1",
             (*eventlog.span(self._key(episode_id)), *codes),
         ).fetchone()
         return row is not None
 
+    def last_of_kind(self, episode_id: str, kind: str) -> EventRow | None:
+        """The episode's own last event of ``kind`` (not an inherited one), or None."""
+        clause, codes = eventlog.kinds_sql([kind])
+        row = self._conn.execute(
+            f"SELECT {eventlog.COLUMNS} FROM event_log WHERE id BETWEEN ? AND ?{clause}"
+            " ORDER BY id DESC LIMIT 1",
+            (*eventlog.span(self._key(episode_id)), *codes),
+        ).fetchone()
+        return None if row is None else eventlog.to_row(episode_id, row)
+
+    def count_chunks(self, episode_id: str, call_id: str) -> int:
+        """How many chunks the episode's own rows hold for model call ``call_id``."""
+        row = self._conn.execute(
+            f"SELECT count(*) FROM event_log WHERE id BETWEEN ? AND ? AND kind = {eventlog.CHUNK}"
+            " AND json_extract(payload, '$.call_id') = ?",
+            (*eventlog.span(self._key(episode_id)), call_id),
+        ).fetchone()
+        return int(row[0])
+
     def message_chain(self, tip_hash: str | None) -> list[Message]:
         """The messages of a chain, root first, ending at ``tip_hash``."""
         if tip_hash is None:
             return []
-        rows = self.conn.execute(
+        rows = self._conn.execute(
             "WITH RECURSIVE chain(hash, parent_hash, message, depth) AS ("
             " SELECT hash, parent_hash, message, 0 FROM messages WHERE hash = ?"
             " UNION ALL SELECT m.hash, m.parent_hash, m.message, c.depth + 1"
@@ -651,7 +689,7 @@ class TraceStore:
         return [Message.model_validate_json(r[0]) for r in rows]
 
     def message(self, message_hash_: str) -> Message:
-        row = self.conn.execute(
+        row = self._conn.execute(
             "SELECT message FROM messages WHERE hash = ?", (message_hash_,)
         ).fetchone()
         if row is None:
@@ -659,7 +697,9 @@ class TraceStore:
         return Message.model_validate_json(row[0])
 
     def tools(self, tools_hash_: str) -> list[ToolSpec]:
-        row = self.conn.execute("SELECT tools FROM tools WHERE hash = ?", (tools_hash_,)).fetchone()
+        row = self._conn.execute(
+            "SELECT tools FROM tools WHERE hash = ?", (tools_hash_,)
+        ).fetchone()
         if row is None:
             raise StoreError(f"tool set {tools_hash_[:12]} is missing from {self.path}")
         return [ToolSpec.model_validate(t) for t in json.loads(row[0])]
@@ -669,7 +709,7 @@ class TraceStore:
         found: EventRow | None = None
         clause, codes = eventlog.kinds_sql([kind])
         for seg in self.segments(episode_id):
-            row = self.conn.execute(
+            row = self._conn.execute(
                 f"SELECT {eventlog.COLUMNS} FROM event_log WHERE id BETWEEN ? AND ?{clause}"
                 " AND turn = ? ORDER BY id DESC LIMIT 1",
                 (*eventlog.span(seg.key, seg.start, seg.end), *codes, turn),
@@ -693,3 +733,66 @@ class TraceStore:
             model=request.get("model", ""),
             tip_hash=request["tip_hash"],
         )
+
+    # ---------------------------------------------------------------- readers' lookups
+    # (SQL in store/lookups.py, store/search.py, store/verifications.py)
+
+    def read_snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Reads inside the ``with`` block see one state of the store."""
+        return lookups.read_snapshot(self)
+
+    def events_before(
+        self,
+        episode_id: str,
+        before_seq: int | None = None,
+        *,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+        segments: Sequence[Segment] | None = None,
+    ) -> list[EventRow]:
+        """One page of an episode's full history before ``before_seq`` (None: up to its
+        end), newest first: :meth:`events` read backwards."""
+        return lookups.events_before(self, episode_id, before_seq, limit, kinds, segments)
+
+    def nonchunk_seqs(self, segments: Sequence[Segment]) -> array:
+        """Seqs of a history's events that are not streamed chunks, ascending (index only)."""
+        return lookups.nonchunk_seqs(self, segments)
+
+    def last_seq(self, segments: Sequence[Segment]) -> int:
+        """The last seq of a history: its own last event's, else its fork point."""
+        return lookups.last_seq(self, segments)
+
+    def find(
+        self, segments: Sequence[Segment], term: str, seq: int, *, forward: bool
+    ) -> int | None:
+        """The seq of the nearest match of ``term`` after (or before) ``seq`` in a history
+        (an event, or the first chunk of a stream whose text matches; see store/search.py)."""
+        return search.find(self._conn, segments, term, seq, forward)
+
+    def messages(self, hashes: Iterable[str]) -> dict[str, Message]:
+        """The stored messages with these hashes, by hash (missing ones left out)."""
+        return lookups.messages_by_hash(self, hashes)
+
+    def message_parent(self, message_hash_: str) -> str | None:
+        """The hash of the message before this one in its chain (None: a root, or unknown)."""
+        return lookups.message_parent(self, message_hash_)
+
+    def forks(self) -> list[tuple[str, str, int]]:
+        """Every fork, by id: ``(episode_id, parent_episode_id, fork_seq)``."""
+        return lookups.forks(self)
+
+    def batches_of(self, episode_ids: Iterable[str]) -> list[str]:
+        """The ids of the batches these episodes belong to, sorted."""
+        return lookups.batches_of(self, episode_ids)
+
+    def proposal_forks(self) -> set[str]:
+        """The fan-out forks that only proposed a candidate (one re-sampled turn)."""
+        return lookups.proposal_forks(self)
+
+    def verifications(self, episode_id: str) -> list[StoredVerification]:
+        """Every verifier result stored for an episode, newest first."""
+        return verifications.for_episode(self, episode_id)
+
+    def latest_verifications(self, *, details: bool = False) -> list[StoredVerification]:
+        """The latest result of each verifier for each episode (``details``: with them)."""
+        return verifications.latest(self, details)

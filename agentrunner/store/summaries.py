@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from agentrunner.errors import StoreCorruptError, UsageError
-from agentrunner.events import EpisodeEnd, status_for
+from agentrunner.events import EpisodeEnd, Status, status_for
 from agentrunner.store import control
 from agentrunner.store.eventlog import (
     KIND_CODE,
@@ -46,7 +46,7 @@ def summaries(
     An episode whose rows cannot be read (a payload that is not JSON, written by another
     tool) raises :class:`StoreCorruptError` naming it and the seq; with ``corrupt`` given,
     it is left out and its error appended there instead, so the others stay readable."""
-    rows = store.conn.execute(
+    rows = store._conn.execute(
         "SELECT e.id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed, e.created_at,"
         " e.env, e.model, c.writer_pid, c.writer_host, c.writer_started, c.heartbeat_at,"
         f" (SELECT (v.id & {SEQ_MASK}) || ' ' || v.attempt || ' ' || v.turn || ' ' || v.kind"
@@ -72,7 +72,7 @@ def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
     try:
         return _summary(store, row)
     except (sqlite3.OperationalError, ValidationError, ValueError) as exc:
-        bad = store.conn.execute(
+        bad = store._conn.execute(
             f"SELECT id & {SEQ_MASK} FROM event_log WHERE id BETWEEN ? AND ?"
             " AND NOT json_valid(payload) ORDER BY id LIMIT 5",
             span(store.episode_key(row[0])),
@@ -98,14 +98,14 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
     end: EpisodeEnd | None = None
     if last_kind == "episode.end":
         end = EpisodeEnd.model_validate_json(
-            store.conn.execute(
+            store._conn.execute(
                 "SELECT payload FROM event_log WHERE id = ?",
                 (row_id(store.episode_key(episode_id), last_seq),),
             ).fetchone()[0]
         )
         status = status_for(end.stop_reason)
     else:
-        status = "running" if lease.alive() else "interrupted"
+        status = Status.RUNNING if lease.alive() else Status.INTERRUPTED
     inherited = _Spend()
     if parent is not None:  # a fork: its own spend and what its history inherits, apart
         segments = store.segments(episode_id)
@@ -163,7 +163,7 @@ class _Spend:
 def _running_totals(store: TraceStore, episode_id: str) -> _Spend:
     """Totals of a root episode without an end: the writer's checkpoint (totals as of a seq)
     plus the events after it, or, with no checkpoint, a scan of the whole history."""
-    checkpoint = control.read_checkpoint(store.conn, episode_id)
+    checkpoint = control.read_checkpoint(store._conn, episode_id)
     if checkpoint is None:
         return _scan(store, store.segments(episode_id))
     seq, totals = checkpoint
@@ -178,13 +178,13 @@ def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None =
     result, usage = KIND_CODE["tool.result"], KIND_CODE["usage"]
     for seg in segments:
         rng = span(seg.key, seg.start, seg.end)
-        r = store.conn.execute(
+        r = store._conn.execute(
             "SELECT total(json_extract(payload, '$.reward')) FROM event_log"
             f" WHERE kind = {result} AND {NOT_CHUNK} AND id BETWEEN ? AND ?",
             rng,
         ).fetchone()
         out.reward += r[0] or 0.0
-        u = store.conn.execute(
+        u = store._conn.execute(
             "SELECT total(json_extract(payload, '$.input_tokens')),"
             " total(json_extract(payload, '$.output_tokens')),"
             " total(json_extract(payload, '$.cache_read_tokens')),"
@@ -248,7 +248,7 @@ def list_summaries(
         )
         ids = [
             r[0]
-            for r in store.conn.execute(
+            for r in store._conn.execute(
                 f"SELECT e.id FROM episodes e {clause}", (*page_args, _PAGE)
             ).fetchall()
         ]
@@ -269,13 +269,13 @@ def count_summaries(store: TraceStore, where: EpisodeFilter) -> int:
     conds, args = _conditions(where)
     clause = "WHERE " + " AND ".join(conds) if conds else ""
     return int(
-        store.conn.execute(f"SELECT count(*) FROM episodes e {clause}", tuple(args)).fetchone()[0]
+        store._conn.execute(f"SELECT count(*) FROM episodes e {clause}", tuple(args)).fetchone()[0]
     )
 
 
 def resolve_batch(store: TraceStore, text: str) -> str:
     """A batch's id from its id, a unique prefix of it, or its name."""
-    rows = store.conn.execute(
+    rows = store._conn.execute(
         "SELECT id, json_extract(config, '$.name') FROM batches"
         " WHERE id = ? OR json_extract(config, '$.name') = ? OR substr(id, 1, length(?)) = ?"
         " ORDER BY id",
@@ -302,7 +302,7 @@ def batch_summaries(
     """Batches, newest first, each with its episodes' derived status and totals."""
     clause = "ORDER BY created_at DESC, id DESC" + (" LIMIT ?" if limit else "")
     out = []
-    for batch_id, created, config_json in store.conn.execute(
+    for batch_id, created, config_json in store._conn.execute(
         f"SELECT id, created_at, config FROM batches {clause}", (limit,) if limit else ()
     ).fetchall():
         config = json.loads(config_json)
@@ -332,4 +332,4 @@ def batch_summaries(
 
 
 def count_batches(store: TraceStore) -> int:
-    return int(store.conn.execute("SELECT count(*) FROM batches").fetchone()[0])
+    return int(store._conn.execute("SELECT count(*) FROM batches").fetchone()[0])

@@ -1,4 +1,4 @@
-"""Actions shared by the episodes, trace and branches screens: resume, cancel, branches, diff.
+"""Actions shared by the episodes, trace and branches screens: resume, cancel, diff.
 
 Each takes the screen it is invoked from and the episode's summary; store access runs in
 workers (cancel requests are the store's control-table writes; resumes run in the
@@ -7,25 +7,19 @@ background through the app's :class:`~agentrunner.tui.runs.BackgroundRuns`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from agentrunner.events import Status
+from agentrunner.resume import can_resume
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.tui.format import RESUMABLE
 from agentrunner.tui.screens.confirm import ConfirmScreen
+from agentrunner.tui.screens.diff import DiffScreen
 
 if TYPE_CHECKING:
-    from agentrunner.tui.app import AgentRunnerApp
     from agentrunner.tui.work import ReaderScreen
 
 CANCEL_REASON = "cancelled from the TUI"
-
-
-def _app(screen: ReaderScreen) -> AgentRunnerApp:
-    from agentrunner.tui.app import AgentRunnerApp
-
-    app = screen.app
-    assert isinstance(app, AgentRunnerApp)
-    return app
 
 
 def _request_cancel(store: TraceStore, episode_id: str) -> str:
@@ -36,7 +30,7 @@ def _request_cancel(store: TraceStore, episode_id: str) -> str:
 def cancel(screen: ReaderScreen, episode: EpisodeSummary) -> None:
     """Ask (with confirmation) the running episode's writer to cancel; it polls within 1 s."""
     short_id = screen.ids
-    if episode.status != "running":
+    if episode.status != Status.RUNNING:
         screen.notify(f"{short_id(episode.episode_id)} is {episode.status}, not running")
         return
 
@@ -52,34 +46,36 @@ def cancel(screen: ReaderScreen, episode: EpisodeSummary) -> None:
     screen.app.push_screen(ConfirmScreen(question), confirmed)
 
 
-def resume(screen: ReaderScreen, episode: EpisodeSummary, *, open_trace: bool = True) -> bool:
-    """Resume a cancelled or interrupted episode in the background (and follow it)."""
+def resume(
+    screen: ReaderScreen,
+    episode: EpisodeSummary,
+    *,
+    open_trace: bool = True,
+    then: Callable[[], None] | None = None,
+) -> None:
+    """Resume the episode in the background (and follow it) if it can be resumed (the one
+    rule, :func:`~agentrunner.resume.can_resume`, read in a worker); ``then`` once started."""
     short_id = screen.ids
-    if episode.status not in RESUMABLE:
-        screen.notify(
-            f"{short_id(episode.episode_id)} is {episode.status}: only cancelled or "
-            "interrupted episodes can be resumed",
-            severity="warning",
-        )
-        return False
-    app = _app(screen)
-    app.runs.start(episode.episode_id)
-    screen.notify(f"resuming {short_id(episode.episode_id)} in the background")
-    if open_trace:
-        app.open_episode(episode.episode_id, follow=True)
-    return True
 
+    def decided(why_not: str | None) -> None:
+        if why_not is not None:
+            screen.notify(
+                f"{short_id(episode.episode_id)} cannot be resumed: {why_not}", severity="warning"
+            )
+            return
+        app = screen.runner_app
+        app.runs.start(episode.episode_id)
+        screen.notify(f"resuming {short_id(episode.episode_id)} in the background")
+        if open_trace:
+            app.open_episode(episode.episode_id, follow=True)
+        if then is not None:
+            then()
 
-def branches(screen: ReaderScreen, episode_id: str) -> None:
-    from agentrunner.tui.screens.branches import BranchesScreen
-
-    screen.app.push_screen(BranchesScreen(episode_id))
+    screen.read(can_resume, episode, then=decided, group="resume")
 
 
 def diff(screen: ReaderScreen, episode: EpisodeSummary) -> None:
     if episode.parent_episode_id is None:
         screen.notify(f"{screen.ids(episode.episode_id)} is not a fork: nothing to diff against")
         return
-    from agentrunner.tui.screens.diff import DiffScreen
-
     screen.app.push_screen(DiffScreen(episode.episode_id))

@@ -19,7 +19,11 @@ from textual.binding import Binding, BindingType
 from agentrunner.errors import StoreError
 from agentrunner.store import TraceStore
 from agentrunner.tui.format import IdPrefixes
+from agentrunner.tui.keys import check_keymap
 from agentrunner.tui.runs import BackgroundRuns, RunFinished
+from agentrunner.tui.screens.episodes import EpisodesScreen
+from agentrunner.tui.screens.help import HelpScreen
+from agentrunner.tui.screens.trace import TraceScreen
 
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
 
@@ -48,8 +52,6 @@ class AgentRunnerApp(App[None]):
         self.poll_s = poll_s
         self.keymap_overrides = dict(keymap or {})
         if self.keymap_overrides:
-            from agentrunner.tui.keys import check_keymap
-
             check_keymap(self.keymap_overrides)  # Textual would ignore unknown ids silently
         self.runs = BackgroundRuns(self, self.db_path)
         self.ids = IdPrefixes()  # how every screen shows episode ids
@@ -87,8 +89,6 @@ class AgentRunnerApp(App[None]):
             self._store = None
 
     def on_mount(self) -> None:
-        from agentrunner.tui.screens.episodes import EpisodesScreen
-
         if self.keymap_overrides:
             self.set_keymap(self.keymap_overrides)
         self.push_screen(EpisodesScreen())
@@ -96,14 +96,10 @@ class AgentRunnerApp(App[None]):
             self.open_episode(self.start_episode)
 
     def open_episode(self, episode_id: str, *, follow: bool = False) -> None:
-        from agentrunner.tui.screens.trace import TraceScreen
-
         self.last_opened = episode_id
         self.push_screen(TraceScreen(episode_id, follow=follow))
 
     def action_help(self) -> None:
-        from agentrunner.tui.screens.help import HelpScreen
-
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 

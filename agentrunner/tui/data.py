@@ -1,30 +1,25 @@
 """Store reads behind the trace screen (and the short ids every screen shows). Each function
 runs inside a thread worker, on that thread's own connection (``TraceStore`` keeps one per
 thread), and never loads a whole episode: pages are read by ``seq`` (keyset) and lookups go
-through the store's indexes.
+through the store's named methods, which use its indexes.
 """
 
 from __future__ import annotations
 
-import heapq
-import json
-import sqlite3
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from agentrunner.events import EVENT_KINDS
+from agentrunner.events import MessageEvent
 from agentrunner.formatting import unique_prefixes
 from agentrunner.store import EpisodeSummary, EventRow, Segment, TraceStore
 from agentrunner.tui.format import one_line
-from agentrunner.tui.rows import RowInfo, summarize
+from agentrunner.tui.rows import RowInfo, summarize, typed
 
 PAGE = 256  # events per cached page of the trace list
 POLL_BATCH = 2000  # live events read per poll
-NONCHUNK_KINDS = tuple(k for k in EVENT_KINDS if k != "model.chunk")
-_COLS = "episode_id, seq, attempt, turn, kind, ts, payload"
-_MAX = 2**62
+_STEP = 64  # events of one kind read at a time when looking for the nearest one
 
 
 def id_prefixes(store: TraceStore, wanted: Iterable[str] | None = None) -> dict[str, str]:
@@ -53,43 +48,15 @@ class TraceData:
     prefixes: dict[str, str]  # short ids of the episode and its ancestors
 
 
-def _bounds(seg: Segment, lo: int = 1, hi: int = _MAX) -> tuple[int, int]:
-    return max(lo, seg.start), min(hi, seg.end if seg.end is not None else _MAX)
-
-
-def nonchunk_seqs(conn: sqlite3.Connection, segments: Sequence[Segment]) -> array:
-    """Seqs of all non-chunk events, from the ``(episode_id, kind, seq)`` index only."""
-    runs: list[list[int]] = []
-    for seg in segments:
-        lo, hi = _bounds(seg)
-        for kind in NONCHUNK_KINDS:
-            rows = conn.execute(
-                "SELECT seq FROM events WHERE episode_id = ? AND kind = ? AND seq BETWEEN ? AND ?"
-                " ORDER BY seq",
-                (seg.episode_id, kind, lo, hi),
-            ).fetchall()
-            if rows:
-                runs.append([r[0] for r in rows])
-    return array("q", heapq.merge(*runs))
-
-
 def open_trace(store: TraceStore, id_or_prefix: str) -> TraceData:
     """The episode's segments and row layout, from one read snapshot. (Its summary, which
     can cost a scan of a long unfinished episode, is read separately: see ``summary``.)"""
-    conn = store.conn
-    conn.execute("BEGIN")
-    try:
+    with store.read_snapshot():
         episode_id = store.resolve(id_or_prefix)
         segments = store.segments(episode_id)
-        seqs = nonchunk_seqs(conn, segments)
-        own = segments[-1]
-        (last,) = conn.execute(
-            "SELECT max(seq) FROM events WHERE episode_id = ?", (own.episode_id,)
-        ).fetchone()
+        seqs = store.nonchunk_seqs(segments)
+        last_seq = store.last_seq(segments)
         prefixes = id_prefixes(store, [seg.episode_id for seg in segments])
-    finally:
-        conn.execute("COMMIT")
-    last_seq = last if last is not None else own.start - 1
     return TraceData(episode_id, segments, seqs, last_seq, prefixes)
 
 
@@ -100,26 +67,22 @@ def summary(store: TraceStore, episode_id: str) -> EpisodeSummary:
 
 def message_previews(store: TraceStore, hashes: Iterable[str]) -> dict[str, str]:
     """First line(s) of the given messages' content, by hash."""
-    wanted = sorted(set(hashes))
-    out: dict[str, str] = {}
-    for i in range(0, len(wanted), 500):
-        part = wanted[i : i + 500]
-        rows = store.conn.execute(
-            f"SELECT hash, message FROM messages WHERE hash IN ({','.join('?' * len(part))})",
-            part,
-        ).fetchall()
-        for digest, text in rows:
-            message = json.loads(text)
-            out[digest] = one_line(str(message.get("content", "")), 200)
-    return out
+    return {
+        digest: one_line(message.content, 200) for digest, message in store.messages(hashes).items()
+    }
 
 
-def to_rows(store: TraceStore, events: list[EventRow]) -> list[RowInfo]:
-    hashes = [e.payload.get("message_hash", "") for e in events if e.kind == "message"]
+def to_rows(store: TraceStore, rows: list[EventRow]) -> list[RowInfo]:
+    events = [typed(row) for row in rows]
+    hashes = [e.message_hash for e in events if isinstance(e, MessageEvent)]
     previews = message_previews(store, hashes) if hashes else {}
     return [
-        summarize(e, previews.get(e.payload.get("message_hash", "")) if previews else None)
-        for e in events
+        summarize(
+            row,
+            event,
+            previews.get(event.message_hash) if isinstance(event, MessageEvent) else None,
+        )
+        for row, event in zip(rows, events, strict=True)
     ]
 
 
@@ -169,27 +132,55 @@ EDITED_TURN = "message/edit"
 """For ``next_of_kinds``: a fork's edited turn (a ``message`` event with reason ``edit``)."""
 
 
+def _nearest(
+    store: TraceStore, segments: Sequence[Segment], kind: str, seq: int, forward: bool
+) -> Iterator[EventRow]:
+    """The history's events of ``kind`` after (or before) ``seq``, nearest first."""
+    episode_id = segments[-1].episode_id
+    while True:
+        if forward:
+            rows = store.events(
+                episode_id, after_seq=seq, limit=_STEP, kinds=(kind,), segments=segments
+            )
+        else:
+            rows = store.events_before(
+                episode_id, seq, limit=_STEP, kinds=(kind,), segments=segments
+            )
+        yield from rows
+        if len(rows) < _STEP:
+            return
+        seq = rows[-1].seq
+
+
+def _edited_turn(row: EventRow) -> bool:
+    event = typed(row)
+    return isinstance(event, MessageEvent) and event.reason == "edit"
+
+
 def next_of_kinds(
     store: TraceStore, segments: Sequence[Segment], kinds: Sequence[str], seq: int, forward: bool
 ) -> int | None:
     """The nearest seq after (or before) ``seq`` whose kind is one of ``kinds`` (or, for
     ``EDITED_TURN``, that is an edited turn)."""
-    best: int | None = None
-    order = "ASC" if forward else "DESC"
-    for seg in segments if forward else list(reversed(segments)):
-        lo, hi = _bounds(seg, seq + 1, _MAX) if forward else _bounds(seg, 1, seq - 1)
-        if lo > hi:
-            continue
-        for kind in kinds:
-            edits = kind == EDITED_TURN
-            row = store.conn.execute(
-                "SELECT seq FROM events WHERE episode_id = ? AND kind = ? AND seq BETWEEN ? AND ?"
-                + (" AND json_extract(payload, '$.reason') = 'edit'" if edits else "")
-                + f" ORDER BY seq {order} LIMIT 1",
-                (seg.episode_id, "message" if edits else kind, lo, hi),
-            ).fetchone()
-            if row is not None and (best is None or (row[0] < best if forward else row[0] > best)):
-                best = row[0]
-        if best is not None:
-            return best
-    return best
+    found: list[int] = []
+    for kind in kinds:
+        if kind == EDITED_TURN:
+            rows: Iterator[EventRow] = filter(
+                _edited_turn, _nearest(store, segments, "message", seq, forward)
+            )
+        else:
+            rows = _nearest(store, segments, kind, seq, forward)
+        nearest = next(rows, None)
+        if nearest is not None:
+            found.append(nearest.seq)
+    if not found:
+        return None
+    return min(found) if forward else max(found)
+
+
+def find(
+    store: TraceStore, segments: Sequence[Segment], term: str, seq: int, forward: bool
+) -> int | None:
+    """The nearest match of ``term`` after (or before) ``seq`` (case-insensitive for
+    ASCII): an event, or the first chunk of a stream whose assembled text contains it."""
+    return store.find(segments, term, seq, forward=forward)

@@ -24,13 +24,27 @@ from rich.text import Text
 
 from agentrunner.changes import step_change
 from agentrunner.errors import AgentRunnerError, StoreError
+from agentrunner.events import (
+    Cancel,
+    Error,
+    EventPayload,
+    MessageEvent,
+    ModelChunk,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from agentrunner.store import EventRow, Segment, TraceStore
 from agentrunner.tui.format import cost, reward
+from agentrunner.tui.rows import typed
 from agentrunner.types import AgentToolCall, Message
 
 MAX_LINES = 200
 MAX_CHARS = 20_000
 MAX_RUN = 20_000  # chunks of one folded run read for the pane (all of them with full)
+CALLS_BACK = 32  # tool calls read back from a result to find the call it answers
 THEME = "ansi_dark"
 
 
@@ -136,13 +150,13 @@ def _message_body(store: TraceStore, digest: str) -> list[RenderableType]:
     return parts
 
 
-def _tool_call(p: dict[str, Any]) -> list[RenderableType]:
-    parsed = p.get("parsed") or {}
-    name = p.get("name")
-    parts: list[RenderableType] = [_fields(tool=name, call_id=p.get("call_id"))]
-    if p.get("parse_error"):
-        parts.append(Text(f"arguments are not valid: {p['parse_error']}", style="bold red"))
-        parts.append(_code(str(p.get("arguments", "")), "text"))
+def _tool_call(call: ToolCall) -> list[RenderableType]:
+    parsed = call.parsed or {}
+    name = call.name
+    parts: list[RenderableType] = [_fields(tool=name, call_id=call.call_id)]
+    if call.parse_error:
+        parts.append(Text(f"arguments are not valid: {call.parse_error}", style="bold red"))
+        parts.append(_code(call.arguments, "text"))
         return parts
     if name == "bash" and "command" in parsed:
         parts.append(_code(str(parsed["command"]), "bash"))
@@ -162,25 +176,29 @@ def _tool_call(p: dict[str, Any]) -> list[RenderableType]:
 
 
 def _tool_result(
-    store: TraceStore, episode_id: str, ev: EventRow, segments: Sequence[Segment], full: bool
+    store: TraceStore,
+    episode_id: str,
+    ev: EventRow,
+    result: ToolResult,
+    segments: Sequence[Segment],
+    full: bool,
 ) -> tuple[list[RenderableType], bool]:
-    p = ev.payload
-    call = _find_call(store, segments, ev.seq, str(p.get("call_id")))
-    path = (call or {}).get("parsed", {}).get("path") if call else None
+    call = _find_call(store, episode_id, segments, ev.seq, result.call_id)
+    path = (call.parsed or {}).get("path") if call is not None else None
     head = _fields(
-        tool=p.get("name"),
-        reward=reward(p.get("reward")),
-        done=p.get("done"),
-        step=p.get("step"),
-        duration=f"{p.get('duration_s', 0.0):.3f}s",
+        tool=result.name,
+        reward=reward(result.reward),
+        done=result.done,
+        step=result.step,
+        duration=f"{result.duration_s:.3f}s",
         file=path,
     )
     parts: list[RenderableType] = [head]
-    if p.get("error"):
-        parts.append(Panel(Text(str(p["error"])), title="error", border_style="red"))
-    text, cut = _cap(str(p.get("observation", "")), full)
-    parts.append(_tool_output(text, p.get("name"), path))
-    if p.get("snapshot"):
+    if result.error:
+        parts.append(Panel(Text(result.error), title="error", border_style="red"))
+    text, cut = _cap(result.observation, full)
+    parts.append(_tool_output(text, result.name, path))
+    if result.snapshot:
         changed, diff_cut = _files_changed(store, episode_id, ev.seq, full)
         parts += changed
         cut = cut or diff_cut
@@ -207,31 +225,30 @@ def _files_changed(
 
 
 def _find_call(
-    store: TraceStore, segments: Sequence[Segment], seq: int, call_id: str
-) -> dict[str, Any] | None:
-    for seg in reversed(segments):
-        hi = min(seq - 1, seg.end if seg.end is not None else seq - 1)
-        rows = store.conn.execute(
-            "SELECT payload FROM events WHERE episode_id = ? AND kind = 'tool.call'"
-            " AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT 32",
-            (seg.episode_id, seg.start, hi),
-        ).fetchall()
-        for (text,) in rows:
-            payload: dict[str, Any] = json.loads(text)
-            if payload.get("call_id") == call_id:
-                return payload
+    store: TraceStore, episode_id: str, segments: Sequence[Segment], seq: int, call_id: str
+) -> ToolCall | None:
+    """The tool call (among the last ``CALLS_BACK`` before ``seq``) that ``call_id`` names."""
+    rows = store.events_before(
+        episode_id, seq, limit=CALLS_BACK, kinds=("tool.call",), segments=segments
+    )
+    for row in rows:
+        event = typed(row)
+        if isinstance(event, ToolCall) and event.call_id == call_id:
+            return event
     return None
 
 
 def _chunks(rows: list[EventRow], partial: bool) -> list[RenderableType]:
     by_channel: dict[str, list[str]] = {}
     args: dict[str, list[str]] = {}
-    for r in rows:
-        p = r.payload
-        if p.get("channel") == "tool_args":
-            args.setdefault(str(p.get("tool_call_id")), []).append(p.get("text", ""))
+    for row in rows:
+        chunk = typed(row)
+        if not isinstance(chunk, ModelChunk):
+            continue
+        if chunk.channel == "tool_args":
+            args.setdefault(str(chunk.tool_call_id), []).append(chunk.text)
         else:
-            by_channel.setdefault(str(p.get("channel")), []).append(p.get("text", ""))
+            by_channel.setdefault(chunk.channel, []).append(chunk.text)
     parts: list[RenderableType] = []
     if "reasoning" in by_channel:
         body = Markdown("".join(by_channel.pop("reasoning")))
@@ -270,64 +287,75 @@ def load_detail(
         f"seq {lo}" + (f"–{hi}" if hi > lo else "") + f" · turn {ev.turn} · attempt {ev.attempt}"
     )
     title = f"{ev.kind} · {where} · {ev.ts}"
-    if ev.kind == "model.chunk":
+    event = typed(ev)
+    if isinstance(event, ModelChunk):
         parts = _chunks(rows, len(rows) < hi - lo + 1)
         return Detail(title, Group(*parts), truncated=len(rows) < hi - lo + 1)
-    parts, cut = _single(store, episode_id, ev, segments, full)
-    raw, raw_cut = _cap(json.dumps(ev.payload, indent=2, ensure_ascii=False), full)
+    parts, cut = _single(store, episode_id, ev, event, segments, full)
+    # the payload as stored, shown as it is
+    raw, raw_cut = _cap(json.dumps(json.loads(ev.payload_json), indent=2, ensure_ascii=False), full)
     parts += [Text("payload", style="bold dim"), _code(raw, "json")]
     return Detail(title, Group(*parts), truncated=cut or raw_cut)
 
 
 def _single(
-    store: TraceStore, episode_id: str, ev: EventRow, segments: Sequence[Segment], full: bool
+    store: TraceStore,
+    episode_id: str,
+    ev: EventRow,
+    event: EventPayload | None,
+    segments: Sequence[Segment],
+    full: bool,
 ) -> tuple[list[RenderableType], bool]:
-    p = ev.payload
-    kind = ev.kind
-    if kind == "message":
-        head = _fields(role=p.get("role"), reason=p.get("reason"))
-        return [head, *_message_body(store, str(p.get("message_hash")))], False
-    if kind == "model.request":
-        try:
-            chain = store.message_chain(p.get("tip_hash"))
-        except StoreError as exc:
-            return [Text(str(exc), style="red")], False
-        head = _fields(
-            provider=p.get("provider"), model=p.get("model"), input=f"{len(chain)} messages"
-        )
-        last = chain[-1] if chain else None
-        parts: list[RenderableType] = [head, Text("params", style="bold"), _json(p.get("params"))]
-        if last is not None and last.content:
-            parts += [Text(f"last input message ({last.role})", style="bold")]
-            call = _call_for(chain, last) if last.role == "tool" else None
-            parts.append(_content(last, _cap(last.content, full)[0], call))
-        return parts, False
-    if kind == "model.response":
-        head = _fields(
-            stop_reason=p.get("stop_reason") or "none (stream ended without one)",
-            latency=f"{p.get('latency_s', 0.0):.3f}s",
-            request_id=p.get("provider_request_id"),
-            opaque_parts=len(p.get("opaque") or []) or None,
-        )
-        return [head, *_message_body(store, str(p.get("message_hash")))], False
-    if kind == "usage":
-        return [
-            _fields(
-                input=p.get("input_tokens"),
-                output=p.get("output_tokens"),
-                reasoning=p.get("reasoning_tokens"),
-                cache_read=p.get("cache_read_tokens"),
-                cache_write=p.get("cache_write_tokens"),
-                cost=cost(p.get("cost_usd")),
-                price_source=p.get("price_source"),
+    """The detail of one (non-chunk) event; nothing but its raw payload when it is not a
+    valid event."""
+    match event:
+        case MessageEvent():
+            head = _fields(role=event.role, reason=event.reason)
+            return [head, *_message_body(store, event.message_hash)], False
+        case ModelRequest():
+            return _request(store, event, full), False
+        case ModelResponse():
+            head = _fields(
+                stop_reason=event.stop_reason or "none (stream ended without one)",
+                latency=f"{event.latency_s:.3f}s",
+                request_id=event.provider_request_id,
+                opaque_parts=len(event.opaque) or None,
             )
-        ], False
-    if kind == "tool.call":
-        return _tool_call(p), False
-    if kind == "tool.result":
-        return _tool_result(store, episode_id, ev, segments, full)
-    if kind in ("error", "cancel"):
-        style = "red" if kind == "error" else "yellow"
-        body = _fields(**{k: v for k, v in p.items() if not isinstance(v, dict | list)})
-        return [Panel(body, title=kind.upper(), border_style=style)], False
+            return [head, *_message_body(store, event.message_hash)], False
+        case Usage():
+            return [
+                _fields(
+                    input=event.input_tokens,
+                    output=event.output_tokens,
+                    reasoning=event.reasoning_tokens,
+                    cache_read=event.cache_read_tokens,
+                    cache_write=event.cache_write_tokens,
+                    cost=cost(event.cost_usd),
+                    price_source=event.price_source,
+                )
+            ], False
+        case ToolCall():
+            return _tool_call(event), False
+        case ToolResult():
+            return _tool_result(store, episode_id, ev, event, segments, full)
+        case Error() | Cancel():
+            style = "red" if isinstance(event, Error) else "yellow"
+            values = event.model_dump(exclude={"kind"})
+            body = _fields(**{k: v for k, v in values.items() if not isinstance(v, dict | list)})
+            return [Panel(body, title=event.kind.upper(), border_style=style)], False
     return [], False
+
+
+def _request(store: TraceStore, request: ModelRequest, full: bool) -> list[RenderableType]:
+    try:
+        chain = store.message_chain(request.tip_hash)
+    except StoreError as exc:
+        return [Text(str(exc), style="red")]
+    head = _fields(provider=request.provider, model=request.model, input=f"{len(chain)} messages")
+    last = chain[-1] if chain else None
+    parts: list[RenderableType] = [head, Text("params", style="bold"), _json(request.params)]
+    if last is not None and last.content:
+        parts += [Text(f"last input message ({last.role})", style="bold")]
+        call = _call_for(chain, last) if last.role == "tool" else None
+        parts.append(_content(last, _cap(last.content, full)[0], call))
+    return parts

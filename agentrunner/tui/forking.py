@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentrunner.events import ModelResponse, ToolCall
 from agentrunner.fork import fork_episode
 from agentrunner.store import EpisodeSummary, Segment, TraceStore
 from agentrunner.tui.data import id_prefixes
+from agentrunner.tui.rows import typed
 
 Mode = Literal["edit", "inject", "resample"]
 
@@ -44,10 +46,9 @@ class ForkRequest:
     model: str | None  # None: the parent's model
 
 
-def _tool_call_json(call: dict[str, Any]) -> dict[str, Any]:
-    parsed = call.get("parsed")
-    arguments: Any = parsed if isinstance(parsed, dict) else call.get("arguments", "{}")
-    return {"name": call.get("name"), "arguments": arguments}
+def _tool_call_json(call: ToolCall) -> dict[str, Any]:
+    arguments: Any = call.parsed if call.parsed is not None else call.arguments
+    return {"name": call.name, "arguments": arguments}
 
 
 def fork_prefill(
@@ -56,20 +57,20 @@ def fork_prefill(
     segments: Sequence[Segment],
     turn: int,
     seq: int,
-    kind: str,
 ) -> ForkPrefill:
     """The editor's content for a fork at ``turn`` (cursor on the event at ``seq``)."""
     summary = store.episode(episode_id)
     model = str(summary.model.get("spec", ""))
-    if kind == "tool.call":
-        row = store.events(episode_id, after_seq=seq - 1, limit=1, segments=segments)[0]
-        edit = json.dumps(_tool_call_json(row.payload), indent=2, ensure_ascii=False)
+    rows = store.events(episode_id, after_seq=seq - 1, limit=1, segments=segments)
+    call = typed(rows[0]) if rows else None
+    if isinstance(call, ToolCall):
+        edit = json.dumps(_tool_call_json(call), indent=2, ensure_ascii=False)
         return ForkPrefill(summary.episode_id, turn, edit, model, True, _short(store, summary))
     last = store.last_at_turn(episode_id, "model.response", turn)
-    response = last.payload if last is not None else None
+    response = typed(last) if last is not None else None
     value: dict[str, Any] = {"message": "", "tool_calls": []}
-    if response is not None:
-        message = store.message(response["message_hash"])
+    if isinstance(response, ModelResponse):
+        message = store.message(response.message_hash)
         value = {
             "message": message.content,
             "tool_calls": [

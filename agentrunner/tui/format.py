@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from agentrunner.events import Status
 from agentrunner.formatting import cost, plural, reward, started, tokens
 from agentrunner.store import EpisodeSummary
 
 __all__ = [
-    "RESUMABLE",
     "STATUSES",
     "IdPrefixes",
     "cost",
@@ -21,8 +21,7 @@ __all__ = [
     "tokens",
 ]
 
-STATUSES = ("running", "completed", "cancelled", "interrupted", "failed")
-RESUMABLE = ("cancelled", "interrupted")
+STATUSES = tuple(Status)
 _BLANKS = re.compile(r" {2,}")
 
 

@@ -11,10 +11,21 @@ import difflib
 from dataclasses import dataclass
 
 from agentrunner.errors import StoreError, UsageError
+from agentrunner.events import (
+    Cancel,
+    EpisodeEnd,
+    Error,
+    MessageEvent,
+    ModelResponse,
+    Resume,
+    ToolCall,
+    ToolResult,
+)
 from agentrunner.formatting import plural
 from agentrunner.store import EpisodeSummary, EventRow, TraceStore
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.format import reward
+from agentrunner.tui.rows import typed
 
 TRANSCRIPT_KINDS = (
     "message",
@@ -64,38 +75,41 @@ def _content(store: TraceStore, digest: str) -> str:
         return f"[{exc}]"
 
 
+def _indented(text: str) -> list[str]:
+    return ["    " + line for line in text.splitlines()]
+
+
 def _lines(store: TraceStore, row: EventRow) -> list[str]:
-    p = row.payload
     head = f"T{row.turn} "
-    kind = row.kind
-    if kind == "message":
-        text = _content(store, str(p.get("message_hash")))
-        body = [f"{head}{p.get('role')} ({p.get('reason')}):"]
-        return body + ["    " + line for line in text.splitlines()]
-    if kind == "model.response":
-        text = _content(store, str(p.get("message_hash")))
-        return [f"{head}assistant:"] + ["    " + line for line in text.splitlines()]
-    if kind == "tool.call":
-        return [f"{head}call {p.get('name')} {p.get('arguments')}"]
-    if kind == "tool.result":
-        obs = str(p.get("observation", "")).splitlines()
-        extra = f" reward {reward(p.get('reward'))}" if p.get("reward") is not None else ""
-        lines = [f"{head}result {p.get('name')}{extra}{' done' if p.get('done') else ''}:"]
-        lines += ["    " + line for line in obs[:MAX_OBS_LINES]]
-        if len(obs) > MAX_OBS_LINES:
-            lines.append(f"    … {len(obs) - MAX_OBS_LINES} more lines")
-        return lines
-    if kind == "cancel":
-        return [f"{head}CANCELLED during {p.get('where')}: {p.get('reason')}"]
-    if kind == "error":
-        return [f"{head}ERROR {p.get('where')}: {p.get('type')}: {p.get('message')}"]
-    if kind == "resume":
-        return [f"{head}{p.get('reason', 'resume')} run from seq {p.get('from_seq')}"]
-    if kind == "episode.end":
-        return [
-            f"{head}end: {p.get('stop_reason')} after {plural(p.get('turns') or 0, 'turn')},"
-            f" reward {reward(p.get('total_reward'))}"
-        ]
+    event = typed(row)
+    match event:
+        case MessageEvent():
+            text = _content(store, event.message_hash)
+            return [f"{head}{event.role} ({event.reason}):", *_indented(text)]
+        case ModelResponse():
+            text = _content(store, event.message_hash)
+            return [f"{head}assistant:", *_indented(text)]
+        case ToolCall():
+            return [f"{head}call {event.name} {event.arguments}"]
+        case ToolResult():
+            obs = event.observation.splitlines()
+            extra = f" reward {reward(event.reward)}" if event.reward is not None else ""
+            lines = [f"{head}result {event.name}{extra}{' done' if event.done else ''}:"]
+            lines += ["    " + line for line in obs[:MAX_OBS_LINES]]
+            if len(obs) > MAX_OBS_LINES:
+                lines.append(f"    … {len(obs) - MAX_OBS_LINES} more lines")
+            return lines
+        case Cancel():
+            return [f"{head}CANCELLED during {event.where}: {event.reason}"]
+        case Error():
+            return [f"{head}ERROR {event.where}: {event.type}: {event.message}"]
+        case Resume():
+            return [f"{head}{event.reason} run from seq {event.from_seq}"]
+        case EpisodeEnd():
+            return [
+                f"{head}end: {event.stop_reason} after {plural(event.turns, 'turn')},"
+                f" reward {reward(event.total_reward)}"
+            ]
     return []
 
 

@@ -12,11 +12,27 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
+from pydantic import ValidationError
 from rich.style import Style
 from rich.text import Text
 
+from agentrunner.errors import StoreCorruptError
+from agentrunner.events import (
+    Cancel,
+    EpisodeEnd,
+    EpisodeStart,
+    Error,
+    EventPayload,
+    MessageEvent,
+    ModelChunk,
+    ModelRequest,
+    ModelResponse,
+    Resume,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from agentrunner.formatting import plural
 from agentrunner.store import EventRow
 from agentrunner.tui.format import cost, one_line, reward
@@ -38,6 +54,7 @@ LABELS = {
     "resume": "resume",
     "episode.end": "end",
 }
+_WITH_CALL_ID = (ModelRequest, ModelChunk, ModelResponse, Usage, ToolCall, ToolResult)
 CHANNEL_NAMES = {"reasoning": "thinking", "text": "text", "tool_args": "args", "refusal": "refusal"}
 
 
@@ -92,77 +109,88 @@ class RunInfo:
         return " · ".join(parts)
 
 
-def _args(p: dict[str, Any]) -> str:
-    parsed = p.get("parsed")
-    if isinstance(parsed, dict):
-        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items())
-    return str(p.get("arguments", ""))
+def _args(call: ToolCall) -> str:
+    if call.parsed is not None:
+        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.parsed.items())
+    return call.arguments
 
 
-def _summary(kind: str, p: dict[str, Any], preview: str | None) -> tuple[str, str]:
-    """(text, tone) for an event's payload."""
-    if kind == "episode.start":
-        model = p.get("model", {}).get("spec", "?")
-        env = p.get("env", {}).get("kind", "?")
-        return f"task {p.get('task_id')} · seed {p.get('seed')} · {model} · env {env}", "meta"
-    if kind == "message":
-        head = f"{p.get('role')} ({p.get('reason', 'prompt')})"
-        return (f"{head}: {preview}" if preview else head), "meta"
-    if kind == "model.request":
-        return f"model turn · {p.get('provider')}:{p.get('model')}", "turn"
-    if kind == "model.chunk":
-        return str(p.get("text", "")), "model"
-    if kind == "model.response":
-        stop = p.get("stop_reason") or "no finish reason"
-        extra = f" · refusal: {p['refusal']}" if p.get("refusal") else ""
-        return f"{stop} · {p.get('latency_s', 0.0):.2f}s{extra}", "model"
-    if kind == "usage":
-        return (
-            f"{p.get('input_tokens', 0)} in · {p.get('output_tokens', 0)} out · "
-            f"{p.get('reasoning_tokens', 0)} reasoning · {p.get('cache_read_tokens', 0)} cached"
-            f" · {cost(p.get('cost_usd'))}",
-            "usage",
-        )
-    if kind == "tool.call":
-        bad = f" · bad arguments: {p['parse_error']}" if p.get("parse_error") else ""
-        return f"{p.get('name')}({_args(p)}){bad}", "env"
-    if kind == "tool.result":
-        bits = [f"{p.get('name')} → {p.get('observation', '')}"]
-        if p.get("reward") is not None:
-            bits.append(f"reward {reward(p['reward'])}")
-        if p.get("done"):
-            bits.append("done")
-        if p.get("error"):
-            return f"{p.get('name')} failed: {p['error']} · " + " · ".join(bits[1:]), "error"
-        return " · ".join(bits), "env"
-    if kind == "cancel":
-        return f"cancelled during {p.get('where')}: {p.get('reason')}", "cancel"
-    if kind == "error":
-        retry = " (retryable)" if p.get("retryable") else ""
-        return f"{p.get('where')}: {p.get('type')}: {p.get('message')}{retry}", "error"
-    if kind == "resume":
-        what = "fork run" if p.get("reason") == "fork" else "resumed"
-        dangling = len(p.get("dangling", []))
-        return (
-            f"{what} from seq {p.get('from_seq')} · env {p.get('env_restore')}"
-            + (f" · {dangling} dangling" if dangling else ""),
-            "resume",
-        )
-    if kind == "episode.end":
-        totals = p.get("totals", {})
-        return (
-            f"{p.get('stop_reason')} after {plural(p.get('turns') or 0, 'turn')} · reward "
-            f"{reward(p.get('total_reward'))} · {cost(totals.get('cost_usd'))}",
-            "end",
-        )
-    return json.dumps(p)[:200], "meta"
+def typed(row: EventRow) -> EventPayload | None:
+    """The row's typed event, or None when its payload is not one (it is then shown raw)."""
+    try:
+        return row.typed()
+    except (ValidationError, StoreCorruptError):
+        return None
 
 
-def summarize(row: EventRow, preview: str | None = None) -> RowInfo:
-    """The list row for one event (``preview``: a message event's content, if known)."""
-    p = row.payload
-    text, tone = _summary(row.kind, p, preview)
-    call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else None
+def _summary(event: EventPayload, preview: str | None) -> tuple[str, str]:
+    """(text, tone) for an event."""
+    match event:
+        case EpisodeStart():
+            model = event.model.get("spec", "?")
+            env = event.env.get("kind", "?")
+            return f"task {event.task_id} · seed {event.seed} · {model} · env {env}", "meta"
+        case MessageEvent():
+            head = f"{event.role} ({event.reason})"
+            return (f"{head}: {preview}" if preview else head), "meta"
+        case ModelRequest():
+            return f"model turn · {event.provider}:{event.model}", "turn"
+        case ModelChunk():
+            return event.text, "model"
+        case ModelResponse():
+            stop = event.stop_reason or "no finish reason"
+            extra = f" · refusal: {event.refusal}" if event.refusal else ""
+            return f"{stop} · {event.latency_s:.2f}s{extra}", "model"
+        case Usage():
+            return (
+                f"{event.input_tokens} in · {event.output_tokens} out · "
+                f"{event.reasoning_tokens} reasoning · {event.cache_read_tokens} cached"
+                f" · {cost(event.cost_usd)}",
+                "usage",
+            )
+        case ToolCall():
+            bad = f" · bad arguments: {event.parse_error}" if event.parse_error else ""
+            return f"{event.name}({_args(event)}){bad}", "env"
+        case ToolResult():
+            bits = [f"{event.name} → {event.observation}"]
+            if event.reward is not None:
+                bits.append(f"reward {reward(event.reward)}")
+            if event.done:
+                bits.append("done")
+            if event.error:
+                return f"{event.name} failed: {event.error} · " + " · ".join(bits[1:]), "error"
+            return " · ".join(bits), "env"
+        case Cancel():
+            return f"cancelled during {event.where}: {event.reason}", "cancel"
+        case Error():
+            retry = " (retryable)" if event.retryable else ""
+            return f"{event.where}: {event.type}: {event.message}{retry}", "error"
+        case Resume():
+            what = "fork run" if event.reason == "fork" else "resumed"
+            dangling = len(event.dangling)
+            return (
+                f"{what} from seq {event.from_seq} · env {event.env_restore}"
+                + (f" · {dangling} dangling" if dangling else ""),
+                "resume",
+            )
+        case EpisodeEnd():
+            return (
+                f"{event.stop_reason} after {plural(event.turns, 'turn')} · reward "
+                f"{reward(event.total_reward)} · {cost(event.totals.get('cost_usd'))}",
+                "end",
+            )
+
+
+def summarize(
+    row: EventRow, event: EventPayload | None = None, preview: str | None = None
+) -> RowInfo:
+    """The list row for one event (``event``: the row's typed event when already read;
+    ``preview``: a message event's content, if known)."""
+    event = event if event is not None else typed(row)
+    if event is None:
+        text, tone = row.payload_json[:200], "meta"
+    else:
+        text, tone = _summary(event, preview)
     return RowInfo(
         seq=row.seq,
         turn=row.turn,
@@ -171,9 +199,9 @@ def summarize(row: EventRow, preview: str | None = None) -> RowInfo:
         ts=row.ts,
         text=one_line(text, 240),
         tone=tone,
-        channel=p.get("channel") if row.kind == "model.chunk" else None,
-        call_id=call_id,
-        edited_turn=row.kind == "message" and p.get("reason") == "edit",
+        channel=event.channel if isinstance(event, ModelChunk) else None,
+        call_id=event.call_id if isinstance(event, _WITH_CALL_ID) else None,
+        edited_turn=isinstance(event, MessageEvent) and event.reason == "edit",
     )
 
 

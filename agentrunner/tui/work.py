@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from textual.binding import ActiveBinding
 from textual.message import Message
@@ -22,9 +21,11 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from agentrunner.errors import AgentRunnerError
-from agentrunner.store import TraceStore
 from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import pinned_first
+
+if TYPE_CHECKING:
+    from agentrunner.tui.app import AgentRunnerApp
 
 T = TypeVar("T")
 
@@ -45,12 +46,6 @@ class WorkFailed(Message):
         self.error, self.on_error = error, on_error
 
 
-def reading(screen: Screen[Any]) -> AbstractContextManager[TraceStore]:
-    """The app's store, held for the duration of one worker's reads."""
-    session: AbstractContextManager[TraceStore] = screen.app.reading()  # type: ignore[attr-defined]
-    return session
-
-
 class ReaderScreen(Screen[None]):
     """A screen whose store reads run in thread workers (and whose footer lists the keys
     for help and quit first, where a narrow terminal cannot hide them)."""
@@ -62,11 +57,12 @@ class ReaderScreen(Screen[None]):
     @property
     def ids(self) -> IdPrefixes:
         """How episode ids are shown: their shortest prefix unique in the store."""
-        from agentrunner.tui.app import AgentRunnerApp
+        return self.runner_app.ids
 
-        app = self.app
-        assert isinstance(app, AgentRunnerApp)
-        return app.ids
+    @property
+    def runner_app(self) -> AgentRunnerApp:
+        """The app, typed: screens of this package only run inside :class:`AgentRunnerApp`."""
+        return cast("AgentRunnerApp", self.app)
 
     def read(
         self,
@@ -81,7 +77,7 @@ class ReaderScreen(Screen[None]):
 
         def work() -> None:
             try:
-                with reading(self) as store:
+                with self.runner_app.reading() as store:
                     value = fn(store, *args)
             except (AgentRunnerError, sqlite3.Error) as exc:
                 self.post_message(WorkFailed(str(exc), on_error))

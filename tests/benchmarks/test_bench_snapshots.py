@@ -69,7 +69,7 @@ def _ms(seconds: float) -> str:
 
 
 def _store_bytes(store: TraceStore) -> int:
-    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.raw_connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     wal = store.path.with_name(store.path.name + "-wal")
     return store.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 

@@ -108,7 +108,10 @@ def test_a_chunk_through_the_append_path_costs_at_most_1_5x_a_bare_insert(tmp_pa
 
     run_store(APPEND_WARMUP)
     run_bare(APPEND_WARMUP)
-    store_before, bare_before = _file_bytes(store.conn, store.path), _file_bytes(bare, bare_path)
+    store_before, bare_before = (
+        _file_bytes(store.raw_connection(), store.path),
+        _file_bytes(bare, bare_path),
+    )
     store_us, bare_us, ratios = [], [], []
     for _ in range(APPEND_REPS):  # interleaved in blocks, so both see the same machine
         bare_ns = store_ns = 0
@@ -120,7 +123,7 @@ def test_a_chunk_through_the_append_path_costs_at_most_1_5x_a_bare_insert(tmp_pa
         ratios.append(store_ns / bare_ns)
     ratio = statistics.median(ratios)
     appended = APPEND_REPS * APPEND_EVENTS
-    store_bytes = (_file_bytes(store.conn, store.path) - store_before) / appended
+    store_bytes = (_file_bytes(store.raw_connection(), store.path) - store_before) / appended
     bare_bytes = (_file_bytes(bare, bare_path) - bare_before) / appended
 
     def critical_section() -> None:
@@ -193,7 +196,7 @@ def _record_turn(rec: Recorder, turn: int, tools_hash: str) -> None:
 
 
 def _store_bytes(store: TraceStore) -> int:
-    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.raw_connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     wal = store.path.with_name(store.path.name + "-wal")
     return store.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
@@ -224,7 +227,7 @@ def long_episode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         if turn in (TURNS // 2, TURNS):
             sizes[turn] = _store_bytes(store)
     elapsed = time.perf_counter() - started
-    events = store.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    events = store.raw_connection().execute("SELECT count(*) FROM events").fetchone()[0]
     store.close()
     yield {
         "path": path,
@@ -248,22 +251,39 @@ def test_storage_grows_linearly_with_equal_turns(long_episode: dict[str, object]
         f" net of the empty store {increment:.3f}x; {full / TURNS / 1e3:.1f} kB/turn"
     )
     with TraceStore(long_episode["path"]) as store:  # type: ignore[arg-type]
-        by_table = store.conn.execute(
-            "SELECT name, sum(pgsize), total(CASE WHEN pagetype = 'overflow' THEN pgsize END),"
-            " total(CASE WHEN pagetype = 'overflow' THEN unused END) FROM dbstat"
-            " GROUP BY name HAVING sum(pgsize) > 16384 ORDER BY 2 DESC"
-        ).fetchall()
-        by_kind = store.conn.execute(
-            "SELECT kind, count(*), sum(length(payload)) FROM events GROUP BY kind ORDER BY 3 DESC"
-        ).fetchall()
-        observations = store.conn.execute(
-            "SELECT sum(length(json_extract(payload, '$.observation'))) FROM events"
-            " WHERE kind = 'tool.result'"
-        ).fetchone()[0]
-        tool_messages = store.conn.execute(
-            "SELECT sum(length(json_extract(message, '$.content'))) FROM messages"
-            " WHERE json_extract(message, '$.role') = 'tool'"
-        ).fetchone()[0]
+        by_table = (
+            store.raw_connection()
+            .execute(
+                "SELECT name, sum(pgsize), total(CASE WHEN pagetype = 'overflow' THEN pgsize END),"
+                " total(CASE WHEN pagetype = 'overflow' THEN unused END) FROM dbstat"
+                " GROUP BY name HAVING sum(pgsize) > 16384 ORDER BY 2 DESC"
+            )
+            .fetchall()
+        )
+        by_kind = (
+            store.raw_connection()
+            .execute(
+                "SELECT kind, count(*), sum(length(payload)) FROM events GROUP BY kind"
+                " ORDER BY 3 DESC"
+            )
+            .fetchall()
+        )
+        observations = (
+            store.raw_connection()
+            .execute(
+                "SELECT sum(length(json_extract(payload, '$.observation'))) FROM events"
+                " WHERE kind = 'tool.result'"
+            )
+            .fetchone()[0]
+        )
+        tool_messages = (
+            store.raw_connection()
+            .execute(
+                "SELECT sum(length(json_extract(message, '$.content'))) FROM messages"
+                " WHERE json_extract(message, '$.role') = 'tool'"
+            )
+            .fetchone()[0]
+        )
     for name, size, overflow, unused in by_table:
         print(
             f"  {name}: {size / 1e3:.0f} kB, of which overflow pages {overflow / 1e3:.0f} kB"

@@ -38,10 +38,12 @@ def test_64_concurrent_episodes_stream_into_one_store_without_losing_a_chunk(
         concurrency=EPISODES,
     )
     elapsed = time.perf_counter() - started
-    events = store.conn.execute("SELECT count(*) FROM events").fetchone()[0]
-    chunks = store.conn.execute(
-        "SELECT count(*) FROM events WHERE kind = 'model.chunk'"
-    ).fetchone()[0]
+    events = store.raw_connection().execute("SELECT count(*) FROM events").fetchone()[0]
+    chunks = (
+        store.raw_connection()
+        .execute("SELECT count(*) FROM events WHERE kind = 'model.chunk'")
+        .fetchone()[0]
+    )
     print(
         f"\n{EPISODES} concurrent episodes: {events} events ({chunks} chunks) in {elapsed:.2f} s"
         f" = {events / elapsed:,.0f} events/s recorded (wall clock, incl. tool steps)"
@@ -95,5 +97,7 @@ def test_64_concurrent_writers_append_chunks_without_loss(tmp_path: Path) -> Non
         f"\n{EPISODES} writer threads: {total} chunk events in {elapsed:.2f} s = "
         f"{total / elapsed:,.0f} events/s, one commit each"
     )
-    counts = dict(store.conn.execute("SELECT episode_id, count(*) FROM events GROUP BY 1"))
+    counts = dict(
+        store.raw_connection().execute("SELECT episode_id, count(*) FROM events GROUP BY 1")
+    )
     assert counts == {e: per_episode for e in episodes}

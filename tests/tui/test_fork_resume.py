@@ -14,7 +14,7 @@ from agentrunner.tui.app import AgentRunnerApp
 from agentrunner.tui.screens.fork import ForkScreen
 from agentrunner.tui.screens.trace import TraceScreen
 
-from .conftest import CANCELLED, DONE, wait_for
+from .conftest import CANCELLED, DONE, FAILED, wait_for
 
 QUIET = 3600.0  # no polling unless the test asks for it
 
@@ -140,7 +140,7 @@ async def test_R_resumes_a_cancelled_episode_and_follows_it(
         screen = await _open(app, pilot, CANCELLED)
         before = screen.event_list.index.last_seq
         await pilot.press("R")
-        assert CANCELLED in app.runs.started
+        await wait_for(pilot, lambda: CANCELLED in app.runs.started)
         await wait_for(
             pilot,
             lambda: screen.summary is not None and screen.summary.status == "completed",
@@ -170,9 +170,26 @@ async def test_after_R_the_last_row_stays_in_view_when_the_run_outgrows_the_list
         assert lst.cursor == lst.row_count - 1 and lst.cursor in lst.visible_rows()
 
 
+def _notes(app: AgentRunnerApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
 async def test_R_refuses_a_completed_episode(make_app: Callable[..., AgentRunnerApp]) -> None:
     app = make_app(DONE)
     async with app.run_test(size=(100, 30)) as pilot:
         await _open(app, pilot, DONE)
         await pilot.press("R")
+        await wait_for(pilot, lambda: any("cannot be resumed" in n for n in _notes(app)))
         assert not app.runs.started
+
+
+async def test_R_refuses_an_episode_that_failed_on_an_error_retrying_cannot_fix(
+    make_app: Callable[..., AgentRunnerApp],
+) -> None:
+    app = make_app(FAILED)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open(app, pilot, FAILED)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: any("cannot be resumed" in n for n in _notes(app)))
+        assert not app.runs.started
+    assert any("non-retryable" in n and "502 Bad Gateway" in n for n in _notes(app))

@@ -67,7 +67,7 @@ class BranchesScreen(ReaderScreen):
     def on_mount(self) -> None:
         self.query_one(LineageTree).focus()
         self.reload()
-        self.set_interval(self.app.poll_s * 4, self.reload)  # type: ignore[attr-defined]
+        self.set_interval(self.runner_app.poll_s * 4, self.reload)
 
     def reload(self) -> None:
         self.read(lineage, self.episode_id, then=self._loaded, group="lineage", exclusive=True)
@@ -126,7 +126,7 @@ class BranchesScreen(ReaderScreen):
     def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
         event.stop()
         if event.node.data:
-            self.app.open_episode(event.node.data)  # type: ignore[attr-defined]
+            self.runner_app.open_episode(event.node.data)
 
     def action_diff(self) -> None:
         b = self._selected()

@@ -21,6 +21,7 @@ from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.tui import actions
 from agentrunner.tui import format as fmt
 from agentrunner.tui.data import id_prefixes
+from agentrunner.tui.screens.branches import BranchesScreen
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
 
@@ -117,7 +118,7 @@ class EpisodesScreen(ReaderScreen):
             return
         self.reload()
         if self._timer is None:
-            poll_s: float = self.app.poll_s  # type: ignore[attr-defined]
+            poll_s: float = self.runner_app.poll_s
             self._timer = self.set_interval(poll_s * 4, self.reload)
         else:
             self._timer.resume()
@@ -225,7 +226,7 @@ class EpisodesScreen(ReaderScreen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value:
-            self.app.open_episode(event.row_key.value)  # type: ignore[attr-defined]
+            self.runner_app.open_episode(event.row_key.value)
 
     def action_filter(self) -> None:
         box = self.query_one("#episodes-filter", Input)
@@ -260,7 +261,7 @@ class EpisodesScreen(ReaderScreen):
     def action_branches(self) -> None:
         episode = self.selected()
         if episode is not None:
-            actions.branches(self, episode.episode_id)
+            self.app.push_screen(BranchesScreen(episode.episode_id))
 
     def action_diff(self) -> None:
         self._with_selected(actions.diff)

@@ -18,6 +18,7 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, TextAre
 from agentrunner.errors import AgentRunnerError
 from agentrunner.fork import parse_action
 from agentrunner.tui.forking import ForkPrefill, ForkRequest, Mode
+from providers import get_model
 
 MODES: tuple[tuple[Mode, str], ...] = (
     ("edit", "replace turn {k}'s output with this assistant message / tool call (JSON)"),
@@ -97,8 +98,6 @@ class ForkScreen(ModalScreen[ForkRequest | None]):
                 self._error("type the user message to inject")
                 return
             if model and model != self.prefill.model:
-                from providers import get_model
-
                 get_model(model)
         except AgentRunnerError as exc:
             self._error(str(exc))

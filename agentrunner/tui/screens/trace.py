@@ -20,12 +20,14 @@ from textual.containers import Container
 from textual.timer import Timer
 from textual.widgets import Footer, Input
 
+from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui.data import (
     EDITED_TURN,
     POLL_BATCH,
     PollResult,
     TraceData,
+    find,
     load_pages,
     next_of_kinds,
     open_trace,
@@ -36,7 +38,6 @@ from agentrunner.tui.detail import Detail, load_detail
 from agentrunner.tui.replay import Replay
 from agentrunner.tui.rowindex import RowIndex
 from agentrunner.tui.screens.trace_actions import TraceActions
-from agentrunner.tui.search import find
 from agentrunner.tui.widgets.detail_pane import DetailPane
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.widgets.trace_header import Position, TraceHeader
@@ -124,7 +125,7 @@ class TraceScreen(TraceActions):
         self.replay = Replay(self.event_list, self.set_timer, self._update_position)
         self.event_list.focus()
         self.read(open_trace, self.episode_ref, then=self._opened, on_error=self._failed_open)
-        self.set_interval(self.app.poll_s, self.poll_now)  # type: ignore[attr-defined]
+        self.set_interval(self.runner_app.poll_s, self.poll_now)
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one("#trace-body").set_class(event.size.width < WIDE, "-narrow")
@@ -148,7 +149,7 @@ class TraceScreen(TraceActions):
         self._summary_at = time.monotonic()
         self._fresh_events = False
         self.summary = value
-        if first and value.status == "running" and self.event_list.cursor == 0:
+        if first and value.status == Status.RUNNING and self.event_list.cursor == 0:
             self.event_list.move(self.event_list.row_count - 1)  # follow a running episode
 
     def watch_summary(self, summary: EpisodeSummary | None) -> None:
@@ -160,7 +161,7 @@ class TraceScreen(TraceActions):
         if lst.at_bottom:
             self.new_events = 0
         lo = lst.span(lst.cursor)[0] if lst.row_count else 0
-        running = self.summary is not None and self.summary.status == "running"
+        running = self.summary is not None and self.summary.status == Status.RUNNING
         self.query_one(TraceHeader).position = Position(
             row=lst.cursor,
             rows=lst.row_count,
@@ -194,7 +195,7 @@ class TraceScreen(TraceActions):
             return
         self._polling = True
         age = time.monotonic() - self._summary_at
-        busy = self._fresh_events or self.summary.status == "running"
+        busy = self._fresh_events or self.summary.status == Status.RUNNING
         due = age >= SUMMARY_IDLE_S or (busy and age >= SUMMARY_EVERY_S)
         self.read(
             partial(poll, with_summary=due),

@@ -9,7 +9,8 @@ from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui import actions
 from agentrunner.tui.forking import ForkPrefill, ForkRequest, fork_prefill, make_fork
 from agentrunner.tui.replay import Replay
-from agentrunner.tui.rows import RowInfo
+from agentrunner.tui.screens.branches import BranchesScreen
+from agentrunner.tui.screens.fork import ForkScreen
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.work import ReaderScreen
 
@@ -52,20 +53,16 @@ class TraceActions(ReaderScreen):
             self.notify("this episode has no model turn to fork at yet", severity="warning")
             return
         turn = min(max(info.turn, 1), self.summary.turns)
-        kind = info.kind if isinstance(info, RowInfo) else "model.chunk"
         self.read(
             fork_prefill,
             self.episode_id,
             self.segments,
             turn,
             info.seq,
-            kind,
             then=self._open_fork_editor,
         )
 
     def _open_fork_editor(self, prefill: ForkPrefill) -> None:
-        from agentrunner.tui.screens.fork import ForkScreen
-
         self.app.push_screen(ForkScreen(prefill), self._forked)
 
     def _forked(self, request: ForkRequest | None) -> None:
@@ -75,23 +72,26 @@ class TraceActions(ReaderScreen):
     def _run_fork(self, made: tuple[str, dict[str, str]]) -> None:
         fork_id, prefixes = made
         self.ids.update(prefixes)
-        app = self.app
-        app.runs.start(fork_id)  # type: ignore[attr-defined]
+        app = self.runner_app
+        app.runs.start(fork_id)
         self.notify(f"fork {self.ids(fork_id)} created; running it in the background")
-        app.open_episode(fork_id, follow=True)  # type: ignore[attr-defined]
+        app.open_episode(fork_id, follow=True)
 
     def action_branches(self) -> None:
         if self.episode_id is not None:
-            actions.branches(self, self.episode_id)
+            self.app.push_screen(BranchesScreen(self.episode_id))
 
     def action_diff(self) -> None:
         if self.summary is not None:
             actions.diff(self, self.summary)
 
     def action_resume(self) -> None:
-        if self.summary is not None and actions.resume(self, self.summary, open_trace=False):
-            self.event_list.move(self.event_list.row_count - 1)
-            self.follow = True
+        if self.summary is not None:
+            actions.resume(self, self.summary, open_trace=False, then=self._follow_tail)
+
+    def _follow_tail(self) -> None:
+        self.event_list.move(self.event_list.row_count - 1)
+        self.follow = True
 
     def action_cancel(self) -> None:
         if self.summary is not None:

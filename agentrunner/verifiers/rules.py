@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agentrunner.errors import UsageError
-from agentrunner.verifiers_base import ToolUse, Trajectory, Verdict
+from agentrunner.verifiers.base import ToolUse, Trajectory, Verdict
 
 RULE_FORMS = (
     "tool:NAME[:KEY~REGEX|:KEY=VALUE ...], file:GLOB, command:REGEX, reward>=X, turns<=N, "
@@ -148,7 +148,7 @@ class Compare:
 
 
 @dataclass(frozen=True)
-class StopReason:
+class StoppedWith:
     """The episode ended with one of ``reasons`` (``done``, ``max_turns``, ``max_steps``, ...)."""
 
     reasons: tuple[str, ...]
@@ -198,7 +198,7 @@ def parse_rule(text: str) -> Rule:
         _compile(rest, text)
         return CommandRun(rest)
     if kind == "stop" and rest:
-        return StopReason(tuple(r.strip() for r in rest.split(",") if r.strip()))
+        return StoppedWith(tuple(r.strip() for r in rest.split(",") if r.strip()))
     match = _COMPARISON.match(text)
     if match:
         field, op, value = match.groups()

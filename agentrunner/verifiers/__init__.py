@@ -3,9 +3,9 @@
 Three kinds, all reading the same :class:`Trajectory` (loaded once per episode):
 
 - :class:`RuleVerifier`: conditions over the trajectory (tool calls made, files touched,
-  commands run, final reward, stop reason, number of turns); see ``verifiers_rules``.
+  commands run, final reward, stop reason, number of turns); see ``verifiers.rules``.
 - :class:`JudgeVerifier`: an LLM judge (any provider) grades the transcript against a
-  rubric; see ``verifiers_judge``.
+  rubric; see ``verifiers.judge``.
 - :class:`CompositeVerifier`: combines verifiers (all / any / weighted mean).
 
 ``verify_episode(store, ep, verifier)`` stores one row per call in the ``verifications``
@@ -16,28 +16,28 @@ event log is never touched. ``agentrunner show`` lists an episode's results and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
 from agentrunner.errors import UsageError
 from agentrunner.store import TraceStore
-from agentrunner.verifiers_base import (
+from agentrunner.store.verifications import StoredVerification
+from agentrunner.verifiers.base import (
     Trajectory,
     Verdict,
     VerificationResult,
     Verifier,
     load_trajectory,
 )
-from agentrunner.verifiers_judge import JudgeVerifier, parse_score, render_transcript
-from agentrunner.verifiers_rules import (
+from agentrunner.verifiers.judge import JudgeVerifier, parse_score, render_transcript
+from agentrunner.verifiers.rules import (
     CommandRun,
     Compare,
     FileTouched,
     Not,
     RuleVerifier,
-    StopReason,
+    StoppedWith,
     ToolCalled,
     parse_rule,
 )
@@ -137,28 +137,21 @@ def save_result(store: TraceStore, result: VerificationResult) -> VerificationRe
     return replace(result, id=row_id, created_at=created)
 
 
-_COLS = "id, episode_id, verifier, score, passed, details, created_at"
-
-
-def _result(row: tuple[Any, ...]) -> VerificationResult:
+def _result(row: StoredVerification) -> VerificationResult:
     return VerificationResult(
-        id=row[0],
-        episode_id=row[1],
-        verifier=row[2],
-        score=row[3],
-        passed=bool(row[4]),
-        details=json.loads(row[5]),
-        created_at=row[6],
+        id=row.id,
+        episode_id=row.episode_id,
+        verifier=row.verifier,
+        score=row.score,
+        passed=row.passed,
+        details=row.details,
+        created_at=row.created_at,
     )
 
 
 def verifications(store: TraceStore, episode_id: str) -> list[VerificationResult]:
     """Every stored result for one episode, newest first."""
-    rows = store.conn.execute(
-        f"SELECT {_COLS} FROM verifications WHERE episode_id = ? ORDER BY id DESC",
-        (store.resolve(episode_id),),
-    ).fetchall()
-    return [_result(r) for r in rows]
+    return [_result(r) for r in store.verifications(store.resolve(episode_id))]
 
 
 def latest_verifications(
@@ -168,17 +161,11 @@ def latest_verifications(
 
     Without ``details`` the (possibly large) details are left out.
     """
-    cols = _COLS if details else _COLS.replace("details", "'{}'")
-    rows = store.conn.execute(
-        f"SELECT {cols} FROM verifications WHERE id IN"
-        " (SELECT max(id) FROM verifications GROUP BY episode_id, verifier)"
-        " ORDER BY episode_id, verifier"
-    ).fetchall()
     wanted = set(episode_ids) if episode_ids is not None else None
     out: dict[str, list[VerificationResult]] = {}
-    for row in rows:
-        if wanted is None or row[1] in wanted:
-            out.setdefault(row[1], []).append(_result(row))
+    for row in store.latest_verifications(details=details):
+        if wanted is None or row.episode_id in wanted:
+            out.setdefault(row.episode_id, []).append(_result(row))
     return out
 
 
@@ -190,7 +177,7 @@ __all__ = [
     "JudgeVerifier",
     "Not",
     "RuleVerifier",
-    "StopReason",
+    "StoppedWith",
     "ToolCalled",
     "Trajectory",
     "Verdict",

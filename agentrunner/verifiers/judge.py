@@ -16,7 +16,8 @@ from typing import Any
 from agentrunner.errors import UsageError
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.types import AgentTurn, Message
-from agentrunner.verifiers_base import Trajectory, Verdict
+from agentrunner.verifiers.base import Trajectory, Verdict
+from providers import get_model  # imports its SDK only when a model is built
 
 JUDGE_SYSTEM = (
     "You are a careful, strict evaluator of an AI agent's recorded episode. You read the "
@@ -127,8 +128,6 @@ class JudgeVerifier:
 
     def _get_model(self) -> Model:
         if self._model is None:
-            from providers import get_model  # lazily: the core never imports an SDK
-
             self._model = get_model(self._spec, **self._options)
         return self._model
 

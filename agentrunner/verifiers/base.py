@@ -7,10 +7,11 @@ composite of many verifiers reads the log once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
+from agentrunner.history import NOT_CHUNKS, fold
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.types import Message
 
@@ -66,43 +67,26 @@ class Trajectory:
         ]
 
 
-_TRAJECTORY_KINDS = ("message", "model.response", "tool.call", "tool.result")
-
-
 def load_trajectory(store: TraceStore, episode_id: str) -> Trajectory:
-    """Read what verifiers need from an episode's full history (inherited events included)."""
+    """Read what verifiers need from an episode's full history (inherited events included),
+    through the one fold of the log: every tool call, judged per assistant message."""
     episode = store.episode(episode_id)
-    calls: dict[str, ToolUse] = {}
-    order: list[str] = []
-    tip: str | None = None
-    for row in store.iter_events(episode.episode_id, kinds=_TRAJECTORY_KINDS):
-        p = row.payload
-        if row.kind == "tool.call":
-            if p["call_id"] not in calls:
-                order.append(p["call_id"])
-            calls[p["call_id"]] = ToolUse(
-                seq=row.seq,
-                turn=row.turn,
-                call_id=p["call_id"],
-                name=p["name"],
-                arguments=p["arguments"],
-                parsed=p.get("parsed"),
-            )
-        elif row.kind == "tool.result":
-            tip = p["message_hash"]
-            use = calls.get(p["call_id"])
-            if use is not None:  # a re-run after a resume replaces the earlier result
-                calls[p["call_id"]] = replace(
-                    use,
-                    ran=p.get("step") is not None,
-                    error=p.get("error"),
-                    observation=p.get("observation"),
-                )
-        elif row.kind == "message" or (
-            row.kind == "model.response" and p.get("stop_reason") != "incomplete"
-        ):
-            tip = p["message_hash"]
-    return Trajectory(store, episode, [calls[c] for c in order], tip)
+    history = fold(store.iter_events(episode.episode_id, kinds=NOT_CHUNKS))
+    uses = [
+        ToolUse(
+            seq=use.seq,
+            turn=use.turn,
+            call_id=use.call.call_id,
+            name=use.call.name,
+            arguments=use.call.arguments,
+            parsed=use.call.parsed,
+            ran=use.ran,
+            error=use.result.error if use.result is not None else None,
+            observation=use.result.observation if use.result is not None else None,
+        )
+        for use in history.tool_uses
+    ]
+    return Trajectory(store, episode, uses, history.tip)
 
 
 @dataclass(frozen=True)

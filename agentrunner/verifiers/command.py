@@ -15,7 +15,7 @@ from agentrunner.envs.factory import env_from_spec
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import UsageError
 from agentrunner.events import EpisodeStart
-from agentrunner.verifiers_base import Trajectory, Verdict
+from agentrunner.verifiers.base import Trajectory, Verdict
 
 
 class TestVerifier:
@@ -38,7 +38,9 @@ class TestVerifier:
         episode_id = trajectory.episode.episode_id
         change = episode_change(store, episode_id)
         rows = store.events(episode_id, kinds=["episode.start"], limit=1)
-        start = EpisodeStart.model_validate(rows[0].payload)
+        start = rows[0].typed() if rows else None
+        if not isinstance(start, EpisodeStart):
+            raise UsageError(f"episode {episode_id} has no start event")
         env = env_from_spec(start.env, store)
         if not isinstance(env, WorkspaceEnv):
             raise UsageError(f"episode {episode_id} did not run in a workspace")

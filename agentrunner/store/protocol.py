@@ -1,0 +1,231 @@
+"""The trace store's interface, written down: what any backend provides.
+
+:class:`agentrunner.store.TraceStore` (SQLite) implements it; a second backend (Postgres)
+implements the same methods and passes the same contract suite (``tests/test_store_contract.py``,
+parametrized by backend). Everything outside ``agentrunner/store/`` reads and writes a store
+through these methods only; no SQL lives anywhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from array import array
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
+
+from agentrunner.errors import StoreCorruptError
+from agentrunner.store.records import (
+    BatchSummary,
+    EpisodeFilter,
+    EpisodeSummary,
+    EventRow,
+    ModelInput,
+    Segment,
+)
+from agentrunner.store.verifications import StoredVerification
+from agentrunner.types import Message, ToolSpec
+
+
+class EventWriter(Protocol):
+    """Appends one episode's events: dense seqs, one commit per event (or per group)."""
+
+    episode_id: str
+    next_seq: int
+    attempt: int
+    lost: str | None
+
+    def append(self, turn: int, payload: BaseModel) -> int: ...
+
+    def append_together(self, turn: int, payloads: Sequence[BaseModel]) -> list[int]: ...
+
+
+class StoreBackend(Protocol):
+    """A trace store: the append-only log, content-addressed messages, tools and workspace
+    blobs, episodes and their lineage, writer leases, and the side tables."""
+
+    path: Path
+
+    def close(self) -> None: ...
+
+    # -- episodes and the log
+    def create_episode(
+        self,
+        *,
+        task_id: str,
+        seed: int,
+        env: dict[str, Any],
+        model: dict[str, Any],
+        parent_episode_id: str | None = None,
+        fork_seq: int | None = None,
+        claim: bool = False,
+        batch_id: str | None = None,
+        first_event: tuple[int, BaseModel] | None = None,
+    ) -> str: ...
+
+    def writer(self, episode_id: str, *, attempt: int | None = None) -> EventWriter: ...
+
+    def resolve(self, id_or_prefix: str) -> str: ...
+
+    def episode(self, id_or_prefix: str) -> EpisodeSummary: ...
+
+    def list_episodes(
+        self,
+        *,
+        limit: int | None = None,
+        corrupt: list[StoreCorruptError] | None = None,
+        where: EpisodeFilter | None = None,
+    ) -> list[EpisodeSummary]: ...
+
+    def count_episodes(self, where: EpisodeFilter | None = None) -> int: ...
+
+    def episode_ids(self) -> list[str]: ...
+
+    def segments(self, episode_id: str) -> list[Segment]: ...
+
+    def events(
+        self,
+        episode_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+        segments: Sequence[Segment] | None = None,
+    ) -> list[EventRow]: ...
+
+    def iter_events(
+        self, episode_id: str, *, page: int = 2000, **kw: Any
+    ) -> Iterator[EventRow]: ...
+
+    def last_events(self, episode_id: str, n: int = 50) -> list[EventRow]: ...
+
+    def last_of_kind(self, episode_id: str, kind: str) -> EventRow | None: ...
+
+    def last_at_turn(self, episode_id: str, kind: str, turn: int) -> EventRow | None: ...
+
+    def has_own_event(self, episode_id: str, kind: str) -> bool: ...
+
+    def count_chunks(self, episode_id: str, call_id: str) -> int: ...
+
+    def events_before(
+        self,
+        episode_id: str,
+        before_seq: int | None = None,
+        *,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+        segments: Sequence[Segment] | None = None,
+    ) -> list[EventRow]: ...
+
+    def nonchunk_seqs(self, segments: Sequence[Segment]) -> array[int]: ...
+
+    def last_seq(self, segments: Sequence[Segment]) -> int: ...
+
+    def find(
+        self, segments: Sequence[Segment], term: str, seq: int, *, forward: bool
+    ) -> int | None: ...
+
+    def read_snapshot(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def reconstruct_request(self, episode_id: str, turn: int) -> ModelInput: ...
+
+    # -- lineage and removal
+    def children(self, episode_id: str) -> list[str]: ...
+
+    def ancestors(self, episode_id: str) -> list[str]: ...
+
+    def tree(self, episode_id: str) -> list[tuple[str, str | None, int | None, int]]: ...
+
+    def forks(self) -> list[tuple[str, str, int]]: ...
+
+    def proposal_forks(self) -> set[str]: ...
+
+    def remove_episode(self, id_or_prefix: str) -> int: ...
+
+    def remove_tree(self, id_or_prefix: str) -> list[tuple[str, int]]: ...
+
+    # -- content-addressed messages and tool sets
+    def put_message(self, parent_hash: str | None, message: Message) -> str: ...
+
+    def message(self, message_hash_: str) -> Message: ...
+
+    def message_chain(self, tip_hash: str | None) -> list[Message]: ...
+
+    def messages(self, hashes: Iterable[str]) -> dict[str, Message]: ...
+
+    def message_parent(self, message_hash_: str) -> str | None: ...
+
+    def put_tools(self, tools: Sequence[ToolSpec]) -> str: ...
+
+    def tools(self, tools_hash_: str) -> list[ToolSpec]: ...
+
+    # -- workspace snapshots
+    def missing_blobs(self, hashes: Collection[str]) -> set[str]: ...
+
+    def put_blobs(self, items: Iterable[tuple[str, Iterable[bytes]]]) -> int: ...
+
+    def read_blob(self, digest: str) -> bytes: ...
+
+    def put_snapshot(
+        self,
+        snapshot_id: str,
+        parent_id: str | None,
+        depth: int,
+        changes: str,
+        files: int,
+        size: int,
+    ) -> None: ...
+
+    def snapshot_changes(self, snapshot_id: str) -> list[str] | None: ...
+
+    # -- the writer's lease, heartbeats and cancel requests
+    def lease(
+        self, episode_id: str, *, claimed: bool = False
+    ) -> contextlib.AbstractContextManager[None]: ...
+
+    def claim_writer(self, episode_id: str) -> bool: ...
+
+    def heartbeat(
+        self, episode_id: str, checkpoint: tuple[int, dict[str, Any]] | None = None
+    ) -> str | None: ...
+
+    def release_writer(self, episode_id: str) -> None: ...
+
+    def request_cancel(self, episode_id: str, reason: str = "cancel requested") -> None: ...
+
+    def identity_problem(self) -> str | None: ...
+
+    # -- side tables
+    def add_verification(
+        self,
+        episode_id: str,
+        verifier: str,
+        score: float | None,
+        passed: bool,
+        details: dict[str, Any],
+    ) -> tuple[int, str]: ...
+
+    def verifications(self, episode_id: str) -> list[StoredVerification]: ...
+
+    def latest_verifications(self, *, details: bool = False) -> list[StoredVerification]: ...
+
+    # -- batches
+    def list_batches(
+        self, *, limit: int | None = None, corrupt: list[StoreCorruptError] | None = None
+    ) -> list[BatchSummary]: ...
+
+    def count_batches(self) -> int: ...
+
+    def resolve_batch(self, id_prefix_or_name: str) -> str: ...
+
+    def batches_of(self, episode_ids: Iterable[str]) -> list[str]: ...
+
+
+if TYPE_CHECKING:
+    from agentrunner.store.store import TraceStore
+
+    def _sqlite_is_a_backend(store: TraceStore) -> StoreBackend:
+        """mypy checks here that the SQLite store implements the whole protocol."""
+        return store

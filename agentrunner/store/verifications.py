@@ -1,0 +1,59 @@
+"""Reads of the ``verifications`` side table: verifier results kept with their episodes
+(written by ``TraceStore.add_verification``; the event log is never touched)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrunner.store.store import TraceStore
+
+_COLS = "id, episode_id, verifier, score, passed, details, created_at"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVerification:
+    """One row of the ``verifications`` table."""
+
+    id: int
+    episode_id: str
+    verifier: str
+    score: float | None
+    passed: bool
+    details: dict[str, Any]
+    created_at: str
+
+
+def _record(row: tuple[Any, ...]) -> StoredVerification:
+    return StoredVerification(
+        id=row[0],
+        episode_id=row[1],
+        verifier=row[2],
+        score=row[3],
+        passed=bool(row[4]),
+        details=json.loads(row[5]),
+        created_at=row[6],
+    )
+
+
+def for_episode(store: TraceStore, episode_id: str) -> list[StoredVerification]:
+    """Every result stored for one episode, newest first."""
+    rows = store._conn.execute(
+        f"SELECT {_COLS} FROM verifications WHERE episode_id = ? ORDER BY id DESC",
+        (episode_id,),
+    ).fetchall()
+    return [_record(r) for r in rows]
+
+
+def latest(store: TraceStore, details: bool) -> list[StoredVerification]:
+    """The latest result of each verifier for each episode, by episode and verifier, in one
+    query; without ``details`` the (possibly large) details are left out (read as ``{}``)."""
+    cols = _COLS if details else _COLS.replace("details", "'{}'")
+    rows = store._conn.execute(
+        f"SELECT {cols} FROM verifications WHERE id IN"
+        " (SELECT max(id) FROM verifications GROUP BY episode_id, verifier)"
+        " ORDER BY episode_id, verifier"
+    ).fetchall()
+    return [_record(r) for r in rows]
