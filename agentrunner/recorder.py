@@ -51,6 +51,8 @@ class Recorder:
         self.halt: str | None = None
         """Set when the run must stop (its observer's output was closed): a cancel reason."""
         self.turn = 0
+        self.tag: dict[str, Any] = {}
+        """Fields added to every event's payload (an importer's position in its source)."""
         self._chunk_index = 0
         # (seq, totals) right after the last event that changed the totals: read by the
         # heartbeat thread (one attribute, so it is always a consistent pair).
@@ -62,6 +64,8 @@ class Recorder:
 
     def _append(self, payload: BaseModel) -> int:
         # Ctrl-C is deferred until the observer has seen the committed event.
+        if self.tag:
+            payload = payload.model_copy(update=self.tag)
         with interrupts.critical:
             seq = self.writer.append_deferred(self.turn, payload)
             if self.observer is not None:
@@ -173,6 +177,8 @@ class Recorder:
         }
         if replaced:
             fields["replaced_chars"] = replaced
+        if self.tag:
+            fields.update(self.tag)
         with interrupts.critical:
             seq = self.writer.append_json(self.turn, "model.chunk", to_json(fields).decode())
             if self.observer is not None:
@@ -202,6 +208,9 @@ class Recorder:
             **_replaced(replaced),
         )
         usage = ev.Usage(call_id=call_id, **turn.usage.model_dump())
+        if self.tag:
+            response = response.model_copy(update=self.tag)
+            usage = usage.model_copy(update=self.tag)
         # One transaction: a crash never keeps the answer and loses what it cost.
         seqs = self.writer.append_together(self.turn, [response, usage])
         self.totals.add_usage(turn.usage)

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentrunner.environment import Environment, UsesStore
+from agentrunner.envs import imported
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import UsageError
 from agentrunner.events import Error, Status, status_for
@@ -41,6 +42,8 @@ def can_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:
     """Why ``episode`` cannot be resumed now, or None when it can (one rule for the CLI, the
     TUI and ``resume --all``): not when completed or running, nor when it failed on an error
     that retrying cannot fix."""
+    if episode.parent_episode_id is None and episode.env.get("kind") == imported.KIND:
+        return imported.why_not_runnable(episode.env)
     if episode.status == Status.COMPLETED:
         return f"it is completed ({episode.stop_reason}); fork it instead"
     if episode.status == Status.RUNNING:
@@ -214,6 +217,8 @@ def _continue(
         reason="fork" if first_fork_run else "resume",
     )
     last_turn = state.turn - 1 if state.open_request is not None else state.turn
+    if isinstance(env, imported.ImportedSession):  # no environment: re-sample one turn only
+        config = config.model_copy(update={"max_turns": last_turn + 1})
     loop = EpisodeLoop(
         env,
         model,

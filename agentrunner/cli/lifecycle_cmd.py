@@ -24,6 +24,7 @@ from agentrunner.cli.model_opts import (
 )
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.run_cmd import report, resumable, rollout_exit_code
+from agentrunner.envs import imported
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.fork import fork_episode
@@ -295,6 +296,9 @@ def _print_forks(
 def replay(args: argparse.Namespace) -> int:
     store = open_store(args)
     state = rebuild(store, args.episode)
+    if state.start.env.get("kind") == imported.KIND:
+        why = imported.why_not_runnable(state.start.env)
+        raise UsageError(f"episode {state.episode.episode_id} cannot be replayed: {why}")
     console = stderr_console() if args.json else stdout_console()
 
     def show(check: StepCheck) -> None:

@@ -23,6 +23,7 @@ from agentrunner import __version__, interrupts
 from agentrunner.cli import (
     batch_cmd,
     export_cmd,
+    import_cmd,
     inspect_cmd,
     lifecycle_cmd,
     patch_cmd,
@@ -51,6 +52,7 @@ COMMAND_MODULES = (
     batch_cmd,
     verify_cmd,
     export_cmd,
+    import_cmd,
     tasks_cmd,
     tui_cmd,
 )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner.environment import Environment, SnapshotBackend, UsesStore
+from agentrunner.envs import imported
 from agentrunner.envs.jail import SandboxConfig
 from agentrunner.envs.openenv_client import OpenEnvEnv
 from agentrunner.envs.tasks import Task
@@ -69,6 +70,8 @@ def env_from_spec(spec: dict[str, Any], store: SnapshotBackend | None = None) ->
             ) from None
     elif kind == "openenv":
         env = OpenEnvEnv(str(spec["url"]))
+    elif kind == imported.KIND:
+        env = imported.ImportedSession(spec)
     else:
         raise UsageError(
             f"cannot rebuild an environment of kind {kind!r}; pass the environment explicitly"

@@ -322,3 +322,12 @@ def m006_summary_and_history_views(db: Database) -> None:
     """Views for people who query the store: a summary per episode, a fork's full history."""
     for statement in _VIEWS:
         db.execute(statement)
+
+
+@_migration
+def m007_imports(db: Database) -> None:
+    """Foreign sessions imported: one episode per (format, session id), found again by it."""
+    db.execute(
+        "CREATE TABLE imports (source_key TEXT PRIMARY KEY,"
+        " episode_id TEXT NOT NULL UNIQUE REFERENCES episodes(id))"
+    )

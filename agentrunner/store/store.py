@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import time
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -67,6 +66,9 @@ class EpisodeWriter:
         self.attempt = attempt
         self.lost: str | None = None
         """Set (by the writer's heartbeat) when the store file was deleted or replaced."""
+        self.clock: Callable[[], int] = now_us
+        """The time (µs since the epoch) an event is stamped with: now, or the time an
+        imported record says it happened."""
 
     def append(self, turn: int, payload: BaseModel) -> int:
         """Commit one event; return its seq. Ctrl-C is deferred until it is committed."""
@@ -92,7 +94,7 @@ class EpisodeWriter:
                     self.attempt,
                     turn,
                     KIND_CODE[kind],
-                    time.time_ns() // 1000,
+                    self.clock(),
                     body,
                 ),
             )
@@ -117,7 +119,7 @@ class EpisodeWriter:
         for payload in payloads:
             kind = payload.kind  # type: ignore[attr-defined]
             body = payload.model_dump_json(exclude={"kind"})
-            rows.append((self._base | seq, self.attempt, turn, KIND_CODE[kind], now_us(), body))
+            rows.append((self._base | seq, self.attempt, turn, KIND_CODE[kind], self.clock(), body))
             kinds.append(kind)
             seq += 1
         with interrupts.critical:
@@ -216,11 +218,13 @@ class TraceStore:
         claim: bool = False,
         batch_id: str | None = None,
         first_event: tuple[int, BaseModel] | None = None,
+        import_key: str | None = None,
     ) -> str:
         """Create an episode; with ``claim``, this process becomes its writer, with
         ``batch_id`` it joins that batch as its (task, seed), and ``first_event`` (turn,
         payload) is its first event (a fork's edit), all in one transaction: it is never seen
-        unclaimed, a batch pair never gets two episodes, a fork never lacks its edit."""
+        unclaimed, a batch pair never gets two episodes, a fork never lacks its edit. An
+        ``import_key`` names the foreign session it was imported from (one episode each)."""
         episode_id = str(ULID())
         conn = self._conn
         with interrupts.critical:
@@ -248,6 +252,11 @@ class TraceStore:
                         " VALUES (?, ?, ?, ?)",
                         (batch_id, task_id, seed, episode_id),
                     )
+                if import_key is not None:
+                    conn.execute(
+                        "INSERT INTO imports (source_key, episode_id) VALUES (?, ?)",
+                        (import_key, episode_id),
+                    )
                 if claim:
                     control.write_lease(conn, episode_id)
                 if first_event is not None:
@@ -269,6 +278,13 @@ class TraceStore:
                     conn.execute("ROLLBACK")
                 raise
         return episode_id
+
+    def imported_episode(self, import_key: str) -> str | None:
+        """The episode a foreign session (``format:session id``) was imported as, if any."""
+        row = self._conn.execute(
+            "SELECT episode_id FROM imports WHERE source_key = ?", (import_key,)
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def writer(self, episode_id: str, *, attempt: int | None = None) -> EpisodeWriter:
         """A writer appending after the episode's last event (its fork point when empty)."""
@@ -564,7 +580,7 @@ class TraceStore:
         removed = conn.execute(
             "DELETE FROM event_log WHERE id BETWEEN ? AND ?", eventlog.span(self._key(episode_id))
         ).rowcount
-        for table in ("control", "batch_members", "fork_group_members", "verifications"):
+        for table in ("control", "batch_members", "fork_group_members", "verifications", "imports"):
             conn.execute(f"DELETE FROM {table} WHERE episode_id = ?", (episode_id,))
         conn.execute(
             "DELETE FROM fork_group_members WHERE group_id IN"

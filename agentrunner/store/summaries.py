@@ -96,6 +96,7 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
     else:  # no own events yet: a fresh episode or a fork before its first append
         last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
     end: EpisodeEnd | None = None
+    imported = parent is None and json.loads(env).get("kind") == "import"
     if last_kind == "episode.end":
         end = EpisodeEnd.model_validate_json(
             store._conn.execute(
@@ -104,8 +105,13 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
             ).fetchone()[0]
         )
         status = status_for(end.stop_reason)
+    elif lease.alive():
+        status = Status.RUNNING
+    elif imported:
+        status = Status.COMPLETED  # an imported session: nothing of it is left to run
     else:
-        status = Status.RUNNING if lease.alive() else Status.INTERRUPTED
+        status = Status.INTERRUPTED
+    stopped = "imported" if imported and status == Status.COMPLETED else None
     inherited = _Spend()
     if parent is not None:  # a fork: its own spend and what its history inherits, apart
         segments = store.segments(episode_id)
@@ -133,7 +139,7 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         env=json.loads(env),
         model=json.loads(model),
         status=status,
-        stop_reason=end.stop_reason if end is not None else None,
+        stop_reason=end.stop_reason if end is not None else stopped,
         turns=turn,
         last_seq=last_seq,
         attempt=attempt,

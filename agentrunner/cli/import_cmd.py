@@ -1,0 +1,140 @@
+"""``agentrunner import``: other agents' traces as episodes, once or following them live."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from rich.markup import escape
+
+from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
+from agentrunner.formatting import plural
+from agentrunner.imports.registry import FORMATS, FileReport, import_paths, session_files
+from agentrunner.store import TraceStore
+
+FOLLOW_POLL_S = 0.5
+HEARTBEAT_S = 2.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
+        "import",
+        run_import,
+        help="import Claude Code, Codex, mini-swe-agent, SWE-agent or ATIF traces",
+        description="Import other agents' traces into the store, one episode per session "
+        "(subagents as linked episodes), so that ls, show, the TUI, verify, export and fork "
+        "work on them. A folder imports every session file under it (e.g. "
+        "~/.claude/projects or ~/.codex/sessions); each file's format is found from its "
+        "content. Importing again adds only what is new: nothing for an unchanged file, the "
+        "new records of a session that grew. With --follow, keep importing as the files grow "
+        "(a running session shows live in `show --follow` and the TUI) until Ctrl-C.",
+    )
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", *FORMATS],
+        help="the files' format (default: found from each file's content)",
+    )
+    p.add_argument(
+        "--follow", action="store_true", help="keep importing as the files grow, until Ctrl-C"
+    )
+    p.add_argument(
+        "--poll",
+        type=float,
+        default=FOLLOW_POLL_S,
+        metavar="S",
+        help=f"with --follow: how often to look for new records (default {FOLLOW_POLL_S} s)",
+    )
+
+
+def run_import(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    if args.follow:
+        return _follow(store, args)
+    reports = import_paths(store, args.paths, fmt=args.format)
+    _print(reports, json_out=args.json)
+    return 0
+
+
+def _print(reports: list[FileReport], *, json_out: bool) -> None:
+    if json_out:
+        print_json(
+            [
+                {
+                    "path": str(r.path),
+                    "format": r.format,
+                    "skipped": r.skipped,
+                    "sessions": [s.to_dict() for s in r.sessions],
+                }
+                for r in reports
+            ]
+        )
+        return
+    console = stderr_console()
+    sessions = [s for r in reports for s in r.sessions]
+    for r in reports:
+        if r.skipped:
+            console.print(f"skipped {escape(str(r.path))}: {r.skipped}")
+        for s in r.sessions:
+            what = "new" if s.created else ("grew" if s.events else "unchanged")
+            kept = f", {plural(s.kept_raw, 'record')} kept raw" if s.kept_raw else ""
+            console.print(
+                f"{s.episode_id}  {r.format}  {what}: {plural(s.events, 'event')} added{kept}"
+                f"  ({escape(str(r.path))})"
+            )
+    created = sum(s.created for s in sessions)
+    added = sum(s.events for s in sessions)
+    raw = sum(s.kept_raw for s in sessions)
+    skipped = sum(1 for r in reports if r.skipped)
+    console.print(
+        f"imported {plural(len(sessions), 'session')} ({created} new) from "
+        f"{plural(len(reports) - skipped, 'file')}: {plural(added, 'event')} added, "
+        f"{plural(raw, 'record')} kept raw" + (f", {skipped} skipped" if skipped else "")
+    )
+
+
+def _follow(store: TraceStore, args: argparse.Namespace) -> int:
+    """Import, then look for new records every ``--poll`` seconds; the episodes being
+    followed are held (their status is ``running``) until Ctrl-C or SIGTERM."""
+    console = stderr_console()
+    held: set[str] = set()
+    seen: dict[Path, tuple[int, int]] = {}
+    beat = 0.0
+    console.print("following; Ctrl-C to stop")
+    try:
+        while True:
+            for path in session_files(args.paths):
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue
+                mark = (stat.st_size, stat.st_mtime_ns)
+                if seen.get(path) == mark:
+                    continue
+                seen[path] = mark
+                for report in import_paths(store, [path], fmt=args.format, live=True):
+                    for s in report.sessions:
+                        if s.episode_id not in held and store.claim_writer(s.episode_id):
+                            held.add(s.episode_id)
+                        if s.events and not args.json:
+                            console.print(
+                                f"{s.episode_id}  +{plural(s.events, 'event')}"
+                                f"  ({escape(str(path))})"
+                            )
+                        if s.events and args.json:
+                            print_json({**s.to_dict(), "path": str(path)})
+            if time.monotonic() - beat >= HEARTBEAT_S:
+                for episode_id in held:
+                    store.heartbeat(episode_id)
+                beat = time.monotonic()
+            time.sleep(args.poll)
+    except KeyboardInterrupt:
+        console.print(f"stopped following (pid {os.getpid()})")
+        return 0
+    finally:
+        for episode_id in held:
+            store.release_writer(episode_id)

@@ -1,0 +1,489 @@
+"""Import ATIF trajectories (Harbor's Agent Trajectory Interchange Format, RFC 0001).
+
+An ATIF file is one JSON document: a header (``schema_version``, ``session_id``, ``agent``,
+``notes``, ``final_metrics``, ``extra``, embedded ``subagent_trajectories``) and ``steps``. Its
+records are the steps, one each; the parser reads the header itself. A step becomes:
+
+- ``system`` / ``user``: :class:`Said` with the message's text;
+- ``agent``: :class:`Ask`, :class:`Piece` s (``reasoning_content`` as reasoning, ``message``
+  as text, each tool call's arguments as tool_args), :class:`Answer` (tool calls with their
+  arguments as JSON text; usage from ``metrics``: ATIF's ``prompt_tokens`` includes
+  ``cached_tokens``, as ``input_tokens`` does; cache writes and reasoning tokens from
+  ``metrics.extra``; ``cost_usd`` when the step has one, else priced from the step's model);
+- each observation result: :class:`Observed` for the tool call it names. A result naming none
+  (Harbor's terminus-2 leaves the id out) is paired with the step's unanswered tool calls in
+  order when there are as many of each; otherwise, and on system or user steps, its text
+  enters the history as a message of the step's role (``user`` on agent steps).
+
+An agent step with ``llm_call_count: 0`` (a scripted action, no model) or ``is_copied_context``
+(context copied from an earlier trajectory, already paid for there) still needs a model call:
+the importer has no other way to put an assistant message into the history. It gets one with
+no chunks and zero usage (cost 0, copied metrics kept raw), marked by an opaque part of
+provider ``atif`` (``{"step_id", "llm_call_count"?, "is_copied_context"?}``) on the answer,
+which providers never send. ``llm_call_count`` above 1 (aggregated metrics) is marked the same.
+
+Nothing is dropped: a step's fields that have no event of their own (``extra``,
+``reasoning_effort``, tool calls' and results' ``extra``, ``subagent_trajectory_ref``,
+non-text content parts, token ids, logprobs, other metrics) follow its items as one
+:class:`Unmapped`. Embedded subagent trajectories become sessions of their own whose parent
+is the tool call whose result refers to them (unreferenced ones follow the first step).
+
+Session ids: ATIF's ``session_id`` names a run, not a document (continuations and subagents
+share it; Harbor's golden files all say ``NORMALIZED_SESSION_ID``), so the session key is
+``session_id/trajectory_id`` when the document has a ``trajectory_id``, else
+``session_id@`` a digest of the file's resolved path (moving a file imports it anew).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from agentrunner.imports.importer import stamp
+from agentrunner.imports.items import (
+    Answer,
+    Ask,
+    Begin,
+    Emit,
+    Item,
+    Observed,
+    Piece,
+    Said,
+    Source,
+    Unmapped,
+    text_of,
+)
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart, ToolSpec
+from providers._usage import priced
+
+NAME = "atif"
+
+_VERSION = re.compile(r'"schema_version"\s*:\s*"ATIF-')
+_HEADER = {"schema_version", "session_id", "trajectory_id", "agent", "steps", "notes"}
+_HEADER |= {"final_metrics", "continued_trajectory_ref", "extra", "subagent_trajectories"}
+_AGENT = {"name", "version", "model_name", "tool_definitions", "extra"}
+_CACHE_WRITE = ("cache_creation_input_tokens", "cache_creation_tokens", "cache_write_tokens")
+_REASONING = ("reasoning_tokens", "thinking_tokens")
+_PROVIDERS = {"anthropic", "openai", "google", "deepseek", "mistral", "x-ai", "groq"}
+_PROVIDERS |= {"openrouter", "together", "fireworks", "cohere", "moonshotai", "zai"}
+_ALIASES = {"gemini": "google", "vertex_ai": "google", "xai": "x-ai", "fireworks_ai": "fireworks"}
+_FAMILIES = (
+    (("claude",), "anthropic"),
+    (("gpt-", "o1", "o3", "o4", "chatgpt", "codex"), "openai"),
+    (("gemini",), "google"),
+    (("deepseek",), "deepseek"),
+    (("grok",), "x-ai"),
+    (("mistral", "codestral", "devstral", "magistral"), "mistral"),
+)
+
+
+def sniff(path: Path, head: str) -> bool:
+    """One JSON object whose ``schema_version`` starts with ``ATIF-``."""
+    text = head.lstrip("\ufeff \t\r\n")
+    if not text.startswith("{"):
+        return False
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # More after one value is JSONL, not a document; anything else is a head cut short.
+        return exc.msg != "Extra data" and _VERSION.search(text) is not None
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    return isinstance(version, str) and version.startswith("ATIF-")
+
+
+def records(path: Path, *, live: bool) -> list[Any]:
+    """The trajectory's steps (an ATIF file is written whole: there is no partial tail)."""
+    steps = _document(path).get("steps")
+    if not isinstance(steps, list):
+        raise ValueError(f"{path}: an ATIF trajectory without a steps list")
+    return steps
+
+
+def parser(path: Path) -> _Trajectory:
+    doc = _document(path)
+    raw, tid = _str(doc.get("session_id")), _str(doc.get("trajectory_id"))
+    if tid:
+        session = f"{raw}/{tid}" if raw else tid
+    else:
+        session = f"{raw or NAME}@{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+    return _Trajectory(doc, path=path, key="", session_id=session)
+
+
+def _document(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path}: not a complete ATIF JSON document"
+            f" ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: an ATIF trajectory must be a JSON object")
+    return doc
+
+
+class _Trajectory:
+    """One trajectory (the file's, or an embedded subagent's) read into one session; it is
+    the file's parser (fed the steps), and an embedded one is read :meth:`whole`."""
+
+    def __init__(
+        self,
+        doc: dict[str, Any],
+        *,
+        path: Path,
+        key: str,
+        session_id: str,
+        parent: str | None = None,
+        parent_call: str | None = None,
+    ) -> None:
+        self.doc, self.path, self.key, self.session_id = doc, path, key, session_id
+        self.parent, self.parent_call = parent, parent_call
+        agent = doc.get("agent")
+        self.agent: dict[str, Any] = agent if isinstance(agent, dict) else {}
+        self.model = _str(self.agent.get("model_name"))
+        self.names: dict[str, str] = {}  # tool call id -> tool name, over the steps so far
+        self.steps = _list(doc.get("steps"))
+        self.subagents = {
+            _str(sub.get("trajectory_id")) or f"subagent-{i + 1}": sub
+            for i, sub in enumerate(_list(doc.get("subagent_trajectories")))
+            if isinstance(sub, dict)
+        }
+        self.referenced = {
+            ref.get("trajectory_id")
+            for step in self.steps
+            for result in _results(step)
+            for ref in _list(result.get("subagent_trajectory_ref"))
+            if isinstance(ref, dict)
+        }
+        self.started: set[str] = set()
+        self.begun = False
+
+    def feed(self, index: int, record: Any) -> list[Emit]:
+        out = [] if self.begun else self._begin()
+        out += self.step(index, record)
+        return out + self._unreferenced() if index == 0 else out
+
+    def finish(self) -> list[Emit]:
+        return [] if self.begun else self._begin() + self._unreferenced()
+
+    def whole(self) -> list[Emit]:
+        """Every item of an embedded trajectory at once (it has no records of its own)."""
+        out = [emit for index, step in enumerate(self.steps) for emit in self.feed(index, step)]
+        return out + self.finish()
+
+    def _begin(self) -> list[Emit]:
+        self.begun = True
+        first = self.steps[0] if self.steps and isinstance(self.steps[0], dict) else {}
+        return [(self.key, Begin(self.source(), _str(first.get("timestamp"))))]
+
+    def _unreferenced(self) -> list[Emit]:
+        """Embedded subagents no result refers to (no call started them): after step 1."""
+        return [
+            emit
+            for tid in self.subagents
+            if tid not in self.referenced
+            for emit in self._subagent(tid, None)
+        ]
+
+    def _subagent(self, tid: str, call: str | None) -> list[Emit]:
+        if tid in self.started:
+            return []
+        self.started.add(tid)
+        child = _Trajectory(
+            self.subagents[tid],
+            path=self.path,
+            key=f"{self.key}/{tid}",
+            session_id=f"{self.session_id}/{tid}",
+            parent=self.key,
+            parent_call=call,
+        )
+        return child.whole()
+
+    def source(self) -> Source:
+        doc, agent = self.doc, self.agent
+        tools, lossy = _tools(agent.get("tool_definitions"))
+        extra: dict[str, Any] = {"schema_version": doc.get("schema_version")}
+        for name in ("session_id", "trajectory_id", "notes", "final_metrics", "extra"):
+            extra[name] = doc.get(name)
+        extra["continued_trajectory_ref"] = doc.get("continued_trajectory_ref")
+        extra["agent_extra"] = agent.get("extra")
+        extra["tool_definitions"] = agent.get("tool_definitions") if lossy else None
+        extra["price_provider"] = _provider(self.model or "")[0]
+        unknown = {k: v for k, v in doc.items() if k not in _HEADER}
+        unknown |= {f"agent.{k}": v for k, v in agent.items() if k not in _AGENT}
+        extra["unmapped"] = unknown or None
+        return Source(
+            format=NAME,
+            path=str(self.path),
+            session_id=self.session_id,
+            agent=_str(agent.get("name")) or "atif",
+            agent_version=_str(agent.get("version")),
+            model=self.model,
+            tools=tools,
+            parent_session=self.parent,
+            parent_call_id=self.parent_call,
+            extra={k: v for k, v in extra.items() if v is not None},
+        )
+
+    def step(self, index: int, step: Any) -> list[Emit]:
+        if not isinstance(step, dict):
+            return [(self.key, Unmapped(step, "an ATIF step that is not a JSON object"))]
+        left = dict(step)
+        ts = _str(left.pop("timestamp", None))
+        if ts is not None and stamp(ts) is None:
+            left["timestamp"] = ts  # kept: the items cannot carry a time it does not read
+        if left.get("step_id") == index + 1:
+            del left["step_id"]
+        role = left.pop("source", None)
+        items: list[Item] = []
+        others: list[Emit] = []
+        if role in ("system", "user"):
+            text = _content(left, "message")
+            items.append(Said(role, text, ts))
+            items += self._results(left, [], role, ts, others)
+        elif role == "agent":
+            items += self._agent(index, step, left, ts, others)
+        else:
+            return [(self.key, Unmapped(step, f"an ATIF step whose source is {role!r}"))]
+        if left:
+            fields = ", ".join(sorted(left))
+            why = f"ATIF step fields with no place in the event log: {fields}"
+            items.append(Unmapped({"step_id": step.get("step_id"), **left}, why, ts))
+        return [(self.key, item) for item in items] + others
+
+    def _agent(
+        self,
+        index: int,
+        step: dict[str, Any],
+        left: dict[str, Any],
+        ts: str | None,
+        others: list[Emit],
+    ) -> list[Item]:
+        call = f"step-{index + 1}"
+        model = _str(left.pop("model_name", None))
+        reasoning = _str(left.pop("reasoning_content", None))
+        text = _content(left, "message")
+        calls = _tool_calls(left)
+        count = left.pop("llm_call_count", None)
+        copied = left.pop("is_copied_context", None)
+        if not isinstance(copied, bool | None):
+            left["is_copied_context"] = copied
+        copied = copied is True
+        called = count != 0 and not copied
+        marks: dict[str, Any] = {"llm_call_count": count} if count not in (None, 1) else {}
+        if copied:
+            marks["is_copied_context"] = True
+        free = AgentUsage(cost_usd=0.0, price_source="source")  # no model call of its own
+        usage = _usage(left, model or self.model) if called else free
+        opaque = (
+            OpaquePart(provider=NAME, type="step", data={"step_id": step.get("step_id")} | marks),
+        )
+        turn = AgentTurn(
+            reasoning=reasoning,
+            message=text,
+            tool_calls=calls,
+            usage=usage,
+            model=model or self.model,
+            opaque=opaque if marks else (),
+        )
+        items: list[Item] = [Ask(call, model, ts)]
+        if called:
+            if reasoning:
+                items.append(Piece(call, "reasoning", reasoning, ts=ts))
+            if text:
+                items.append(Piece(call, "text", text, ts=ts))
+            items += [Piece(call, "tool_args", c.arguments, c.call_id, ts) for c in calls]
+        items.append(Answer(call, turn, ts))
+        self.names |= {c.call_id: c.name for c in calls}
+        return items + self._results(left, [c.call_id for c in calls], "user", ts, others)
+
+    def _results(
+        self,
+        left: dict[str, Any],
+        calls: list[str],
+        role: Literal["system", "user"],
+        ts: str | None,
+        others: list[Emit],
+    ) -> list[Item]:
+        """A step's observation results (``calls``: the ids of its tool calls); what they
+        carry besides call id and text goes back into ``left``."""
+        observation = left.pop("observation", None)
+        if observation is None:
+            return []
+        if not isinstance(observation, dict) or not isinstance(observation.get("results"), list):
+            left["observation"] = observation
+            return []
+        results: list[Any] = observation["results"]
+        named = {_str(r.get("source_call_id")) for r in results if isinstance(r, dict)}
+        waiting = [c for c in calls if c not in named]
+        unnamed = [i for i, r in enumerate(results) if isinstance(r, dict) and not _named(r)]
+        paired = dict(zip(unnamed, waiting, strict=True)) if len(unnamed) == len(waiting) else {}
+        items: list[Item] = []
+        kept: list[Any] = []
+        for i, result in enumerate(results):
+            if not isinstance(result, dict):
+                kept.append({"index": i, "result": result})
+                continue
+            rest = dict(result)
+            text = _content(rest, "content")
+            source = rest.pop("source_call_id", None)
+            known = _str(source) in self.names  # a call of this step (or, late, of one before)
+            target = source if known else paired.get(i)
+            if target is not None:
+                items.append(Observed(target, self.names[target], text, ts=ts))
+            elif result.get("content") is not None:
+                items.append(Said(role, text, ts))
+            if source is not None and source != target:
+                rest["source_call_id"] = source
+            for ref in _list(result.get("subagent_trajectory_ref")):
+                if isinstance(ref, dict) and ref.get("trajectory_id") in self.subagents:
+                    others += self._subagent(ref["trajectory_id"], target)
+            if rest:
+                kept.append({"index": i, **rest})
+        more = {k: v for k, v in observation.items() if k != "results"}
+        if kept or more:
+            left["observation"] = {"results": kept, **more}
+        return items
+
+
+def _tool_calls(left: dict[str, Any]) -> tuple[AgentToolCall, ...]:
+    """A step's tool calls; what they carry besides id, name and arguments stays in ``left``."""
+    value = left.pop("tool_calls", None)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        left["tool_calls"] = value
+        return ()
+    calls: list[AgentToolCall] = []
+    kept: list[Any] = []
+    for raw in value:
+        call_id = raw.get("tool_call_id") if isinstance(raw, dict) else None
+        name = raw.get("function_name") if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or not isinstance(call_id, str) or not isinstance(name, str):
+            kept.append(raw)
+            continue
+        args = raw.get("arguments", {})
+        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        calls.append(AgentToolCall(call_id=call_id, name=name, arguments=text))
+        rest = {k: v for k, v in raw.items() if k not in ("tool_call_id", "function_name")}
+        if isinstance(args, dict):
+            rest.pop("arguments", None)
+        if rest:
+            kept.append({"tool_call_id": call_id, **rest})
+    if kept:
+        left["tool_calls"] = kept
+    return tuple(calls)
+
+
+def _usage(left: dict[str, Any], model: str | None) -> AgentUsage:
+    """A model call's usage from the step's ``metrics`` (the fields used are taken out)."""
+    metrics = left.pop("metrics", None)
+    if not isinstance(metrics, dict):
+        if metrics is not None:
+            left["metrics"] = metrics
+        return AgentUsage()
+    rest = dict(metrics)
+    counts = {
+        k: _take_int(rest, k) for k in ("prompt_tokens", "completion_tokens", "cached_tokens")
+    }
+    extra = rest.pop("extra", None)
+    write = reasoning = 0
+    if isinstance(extra, dict):
+        extra = dict(extra)
+        write, reasoning = _take_int(extra, *_CACHE_WRITE), _take_int(extra, *_REASONING)
+    if extra:
+        rest["extra"] = extra
+    cost = rest.pop("cost_usd", None)
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
+        rest["cost_usd"], cost = cost, None
+    if rest:
+        left["metrics"] = rest
+    usage = AgentUsage(
+        input_tokens=counts["prompt_tokens"],
+        output_tokens=counts["completion_tokens"],
+        cache_read_tokens=counts["cached_tokens"],
+        cache_write_tokens=write,
+        reasoning_tokens=reasoning,
+        cost_usd=None if cost is None else float(cost),
+        price_source=None if cost is None else "source",
+    )
+    provider, bare = _provider(model or "")
+    if cost is None and provider is not None and (usage.input_tokens or usage.output_tokens):
+        usage = priced(usage, bare, provider_id=provider)
+    return usage
+
+
+def _provider(model: str) -> tuple[str | None, str]:
+    """The price table's provider a model name makes obvious, and the name it lists there
+    (``openai/gpt-4o``: openai's ``gpt-4o``; ``claude-...``: anthropic's)."""
+    head, slash, tail = model.partition("/")
+    name = _ALIASES.get(head.lower(), head.lower())
+    if slash and name in _PROVIDERS:
+        return name, tail
+    bare = model.lower().rsplit("/", 1)[-1]
+    for prefixes, provider in _FAMILIES:
+        if bare.startswith(prefixes):
+            return provider, model
+    return None, model
+
+
+def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], bool]:
+    """Tool definitions in OpenAI's function shape (or flat) as specs, and whether any
+    carried more than a spec holds (then the source's list is kept as it is)."""
+    specs: list[ToolSpec] = []
+    lossy = False
+    for raw in _list(value):
+        fn = raw.get("function", raw) if isinstance(raw, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            lossy = True
+            continue
+        spec = ToolSpec(name=fn["name"], description=_str(fn.get("description")) or "")
+        if isinstance(fn.get("parameters"), dict):
+            spec = spec.model_copy(update={"parameters": fn["parameters"]})
+        specs.append(spec)
+        shown = {k: v for k, v in fn.items() if k in ("name", "description", "parameters")}
+        outer = {k: v for k, v in raw.items() if k != "function"} if fn is not raw else {}
+        lossy |= shown != fn or outer not in ({}, {"type": "function"})
+    return tuple(specs), lossy
+
+
+def _content(left: dict[str, Any], key: str) -> str:
+    """The text of a message or result; content with parts other than text stays in ``left``."""
+    value = left.pop(key, None)
+    plain = all(isinstance(p, dict) and p.get("type") == "text" for p in _list(value))
+    if not (value is None or isinstance(value, str) or (isinstance(value, list) and plain)):
+        left[key] = value
+    return text_of(value)
+
+
+def _results(step: Any) -> list[dict[str, Any]]:
+    observation = step.get("observation") if isinstance(step, dict) else None
+    results = observation.get("results") if isinstance(observation, dict) else None
+    return [r for r in _list(results) if isinstance(r, dict)]
+
+
+def _named(result: dict[str, Any]) -> bool:
+    return isinstance(result.get("source_call_id"), str) and bool(result["source_call_id"])
+
+
+def _take_int(fields: dict[str, Any], *keys: str) -> int:
+    """The first of ``keys`` that holds a count, taken out of ``fields`` (0 if none does)."""
+    for key in keys:
+        value = fields.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            del fields[key]
+            return value
+        if key in fields and value is None:
+            del fields[key]
+    return 0
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,429 @@
+"""Write the sessions of one source file into the store, each as one episode.
+
+Every event an import writes carries ``src`` = [record index, part]: its place in the source
+file. Importing again re-reads the file, asks the store where each session's episode stopped
+(its last event's ``src``) and appends only what comes after, so that importing a file twice
+adds nothing, a session that grew gains only its new records, and an importer killed at any
+point continues exactly where its last committed event was. Events are stamped with the time
+their record says it happened (when it says one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agentrunner import __version__
+from agentrunner import events as ev
+from agentrunner.envs import imported
+from agentrunner.imports.items import (
+    Answer,
+    Ask,
+    Begin,
+    Emit,
+    Failure,
+    Format,
+    Observed,
+    Piece,
+    Said,
+    Source,
+    Unmapped,
+)
+from agentrunner.recorder import Recorder
+from agentrunner.redaction import known_secrets
+from agentrunner.store import TraceStore
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message, ToolSpec
+from providers._usage import priced
+
+FINISH_PART = 1_000_000
+"""Parts an import adds when it closes a finished file are numbered from here on its last
+record, so that records the file gains later still come after them."""
+
+UNRECORDED = "unrecorded"
+"""The stop reason of an imported model call whose source did not record one."""
+
+MAX_SLOT = 1 << 30
+"""Above any slot an item's events take (see :meth:`SessionWriter.write`)."""
+
+ENV_KIND = imported.KIND
+
+
+@dataclass
+class SessionReport:
+    """What one import did to one session."""
+
+    episode_id: str
+    source: Source
+    created: bool
+    events: int = 0
+    kept_raw: int = 0
+    records: Counter[str] = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id,
+            "format": self.source.format,
+            "session_id": self.source.session_id,
+            "agent": self.source.agent,
+            "path": self.source.path,
+            "created": self.created,
+            "events_added": self.events,
+            "kept_raw": self.kept_raw,
+            "parent_session": self.source.parent_session,
+        }
+
+
+def source_key(source: Source) -> str:
+    """The key an imported session is found by again: its format and its session id."""
+    return f"{source.format}:{source.session_id}"
+
+
+def episode_of(store: TraceStore, source: Source) -> str | None:
+    return store.imported_episode(source_key(source))
+
+
+def stamp(ts: str | None) -> int | None:
+    """An ISO 8601 time (``Z`` or an offset) as µs since the epoch; None when unreadable."""
+    if not ts:
+        return None
+    try:
+        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp() * 1_000_000)
+
+
+def digest_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def positioned(records: Sequence[Any], parser: Any, *, finish: bool) -> list[tuple[int, int, Emit]]:
+    """Every item of the file with its place: (record index, part within that record)."""
+    out: list[tuple[int, int, Emit]] = []
+    for index, record in enumerate(records):
+        for part, emit in enumerate(parser.feed(index, record)):
+            out.append((index, part, emit))
+    if finish:
+        last = max(len(records) - 1, 0)
+        for part, emit in enumerate(parser.finish()):
+            out.append((last, FINISH_PART + part, emit))
+    return out
+
+
+def infer_tools(emits: Sequence[tuple[int, int, Emit]], key: str) -> list[ToolSpec]:
+    """Tools a session's calls show it had: names, and the argument names each was given."""
+    seen: dict[str, set[str]] = {}
+    for _, _, (k, item) in emits:
+        if k != key or not isinstance(item, Answer):
+            continue
+        for call in item.turn.tool_calls:
+            names = seen.setdefault(call.name, set())
+            with contextlib.suppress(ValueError):  # unparsable arguments name no argument
+                names.update(call.parsed_arguments())
+    return [
+        ToolSpec(
+            name=name,
+            description="(inferred from the calls the imported session made)",
+            parameters={"type": "object", "properties": {a: {} for a in sorted(args)}},
+        )
+        for name, args in sorted(seen.items())
+    ]
+
+
+class SessionWriter:
+    """Appends one imported session's items to its episode, from where it stopped."""
+
+    def __init__(
+        self,
+        store: TraceStore,
+        source: Source,
+        *,
+        tools: list[ToolSpec],
+        digest: str,
+        parent_episode: str | None,
+        first_ts: int | None = None,
+    ) -> None:
+        self.store = store
+        self.source = source
+        self.tools = list(source.tools) or tools
+        self.tools_from = "source" if source.tools else "calls"
+        self.tools_hash = store.put_tools(self.tools)
+        existing = episode_of(store, source)
+        self.created = existing is None
+        if existing is None:
+            existing = self._create(digest, parent_episode)
+        self.episode_id = existing
+        self.report = SessionReport(existing, source, self.created)
+        self.done: tuple[int, ...] = (-1, -1, -1)
+        self._at: tuple[int, int] = (-1, -1)
+        self._slot = 0
+        self.answered: set[str] = set()
+        self.open_calls: dict[str, str] = {}  # the source's call id -> the call id recorded
+        self.continued: Counter[str] = Counter()
+        self.names: dict[str, str] = {}  # tool call id -> tool name
+        self.results: set[tuple[str, str]] = set()  # (tool call id, output) recorded
+        writer = store.writer(existing)
+        if first_ts is not None:  # items before the first timed one take its time
+            writer.clock = lambda: first_ts
+        self.rec = Recorder(store, writer, secrets=known_secrets())
+        self._catch_up()
+
+    def _create(self, digest: str, parent_episode: str | None) -> str:
+        s = self.source
+        env = {
+            "kind": ENV_KIND,
+            "format": s.format,
+            "path": s.path,
+            "session_id": s.session_id,
+            "agent": s.agent,
+            "agent_version": s.agent_version,
+            "sha256": digest,
+            "cwd": s.cwd,
+            "title": s.title,
+            "parent_call_id": s.parent_call_id,
+            "parent_episode": parent_episode,
+            "tools": [t.model_dump() for t in self.tools],
+            "tools_from": self.tools_from,
+            **({"extra": s.extra} if s.extra else {}),
+        }
+        model = {"spec": f"{s.agent}:{s.model}" if s.model else s.agent, "agent": s.agent}
+        if s.model:
+            model["model"] = s.model
+        start = ev.EpisodeStart(
+            task_id=s.title or f"{s.agent} {s.session_id}",
+            seed=0,
+            env=env,
+            model=model,
+            config={"imported_by": f"agentrunner {__version__}"},
+            version=__version__,
+        )
+        return self.store.create_episode(
+            task_id=start.task_id,
+            seed=0,
+            env=env,
+            model=model,
+            first_event=(0, start),
+            import_key=source_key(s),
+        )
+
+    def _catch_up(self) -> None:
+        """Where the episode stopped: its last position, chain tip, turn and open calls."""
+        for row in self.store.iter_events(self.episode_id):
+            payload = row.typed()
+            src = row.payload.get("src")
+            if isinstance(src, list) and len(src) == 3:
+                self.done = tuple(int(v) for v in src)
+            self.rec.turn = row.turn
+            match payload:
+                case ev.MessageEvent(message_hash=tip):
+                    self.rec.tip = tip
+                case ev.ToolResult(message_hash=tip, call_id=call, observation=output):
+                    self.rec.tip = tip
+                    self.results.add((call, output))
+                case ev.ModelRequest(call_id=call):
+                    self.open_calls[_source_call(call)] = call
+                case ev.ModelResponse(call_id=call, message_hash=tip):
+                    self.rec.tip = tip
+                    self.open_calls.pop(_source_call(call), None)
+                    self.answered.add(_source_call(call))
+                    if "+" in call:
+                        base, n = call.rsplit("+", 1)
+                        self.continued[base] = max(self.continued[base], int(n))
+                case ev.ToolCall(call_id=call, name=name):
+                    self.names[call] = name
+        for call in self.open_calls.values():
+            self.rec._chunk_index = self.store.count_chunks(self.episode_id, call)
+
+    def write(self, index: int, part: int, item: Any) -> None:
+        """Append the events of one item that the episode does not have yet.
+
+        Each event is tagged ``src`` = [record index, part, slot]; an item's events have fixed
+        slots (opening a call takes slots 0 and 1 whether or not it needs to), so an import
+        killed between two events of one item continues with the second.
+        """
+        if (index, part, MAX_SLOT) <= self.done:
+            return
+        self._at, self._slot = (index, part), 0
+        moment = stamp(getattr(item, "ts", None))
+        if moment is not None:  # an item without a time keeps the time of the one before
+            self.rec.writer.clock = lambda: moment
+        before = self.rec.writer.next_seq
+        self._item(item)
+        self.report.events += self.rec.writer.next_seq - before
+        self.report.records[type(item).__name__] += 1
+        self.done = max(self.done, (index, part, MAX_SLOT))
+
+    def _due(self) -> bool:
+        """Take the item's next slot; whether its event is still to be written."""
+        position = (*self._at, self._slot)
+        self._slot += 1
+        if position <= self.done:
+            return False
+        self.rec.tag = {"src": list(position)}
+        return True
+
+    def _call(self, source_call: str, model: str | None) -> str:
+        """The recorded call id for a source call (slots 0 and 1: opening it when it is not
+        open; a call whose answer an earlier import recorded at the end of the file continues
+        as a new call)."""
+        first, request = self._due(), self._due()
+        if source_call in self.open_calls:
+            return self.open_calls[source_call]
+        call = source_call
+        if source_call in self.answered:
+            self.continued[source_call] += 1
+            call = f"{source_call}+{self.continued[source_call]}"
+        if self.rec.tip is None and first:  # a call before any message: the history is empty
+            self.rec.message(Message(role="user", content=""), "prompt")
+        if request:
+            self.rec.turn += 1
+            self.rec.tag["tools_from"] = self.tools_from
+            model = model or self.source.model or "unknown"
+            self.rec.request(call, self.tools_hash, self.source.agent, model, {})
+        self.open_calls[source_call] = call
+        return call
+
+    def _item(self, item: Any) -> None:
+        match item:
+            case Begin():
+                pass
+            case Said(role=role, text=text):
+                if self._due():
+                    reason = "system" if role == "system" else "prompt"
+                    self.rec.message(Message(role=role, content=text), reason)
+            case Ask(call_id=call, model=model):
+                self._call(call, model)
+            case Piece(call_id=call, channel=channel, text=text, tool_call_id=tool_call):
+                recorded = self._call(call, None)
+                if self._due():
+                    chunk = Chunk(channel=channel, text=text, tool_call_id=tool_call)
+                    self.rec.chunk(recorded, chunk)
+            case Answer(call_id=call, turn=turn, latency_s=latency):
+                if call in self.answered or call in self.continued:
+                    # a continued call answers only with the tool calls not recorded yet
+                    fresh = tuple(c for c in turn.tool_calls if c.call_id not in self.names)
+                    turn = turn.model_copy(update={"tool_calls": fresh})
+                if (*self._at, 2) > self.done:  # its response is not in the log yet
+                    recorded = self._call(call, turn.model)
+                    self._due()
+                    turn = self._priced(turn)
+                    self.rec.response(recorded, turn, latency or 0.0)
+                    self.open_calls.pop(call, None)
+                    self.answered.add(call)
+                self._slot = 3
+                for made in turn.tool_calls:
+                    if self._due():
+                        self._tool_call(made)
+            case Observed(call_id=call, name=name, output=output, error=error):
+                if (call, output) in self.results:  # held by a call closed early, seen again
+                    return
+                if self._due():
+                    self.results.add((call, output))
+                    known = self.names.get(call) or name
+                    self.rec.tool_result(
+                        AgentToolCall(call_id=call, name=known), output, error=error
+                    )
+            case Failure(where=where, type=kind, message=message):
+                if self._due():
+                    text = self.rec._text(message)[0]
+                    self.rec.record(ev.Error(where=where, type=kind, message=text))
+            case Unmapped(record=record, why=why):
+                if self._due():
+                    raw, _ = self.rec._walk(_jsonable(record), redact=True)
+                    kept = ev.Error(where="import", type="unmapped", message=why, **{"raw": raw})
+                    self.rec.record(kept)
+                    self.report.kept_raw += 1
+
+    def _tool_call(self, call: AgentToolCall) -> None:
+        parsed: dict[str, Any] | None = None
+        problem: str | None = None
+        try:
+            parsed = call.parsed_arguments()
+        except ValueError as exc:
+            problem = str(exc)
+        self.names[call.call_id] = call.name
+        self.rec.tool_call(call, parsed, problem)
+
+    def _priced(self, turn: AgentTurn) -> AgentTurn:
+        if turn.stop_reason is None:  # not "the stream broke": the source did not say
+            turn = turn.model_copy(update={"stop_reason": UNRECORDED})
+        usage = turn.usage
+        if usage.cost_usd is not None or not (usage.input_tokens or usage.output_tokens):
+            return turn
+        model = turn.model or self.source.model
+        provider = self.source.extra.get("price_provider")
+        if not model or not isinstance(provider, str):
+            return turn
+        return turn.model_copy(update={"usage": _price(usage, model, provider)})
+
+
+def _first_time(emits: Sequence[tuple[int, int, Emit]], key: str) -> int | None:
+    for _, _, (k, item) in emits:
+        moment = stamp(getattr(item, "ts", None)) if k == key else None
+        if moment is not None:
+            return moment
+    return None
+
+
+def _source_call(recorded: str) -> str:
+    """The source's call id of a recorded call id (a continued call has a ``+n`` suffix)."""
+    base, plus, n = recorded.rpartition("+")
+    return base if plus and n.isdigit() else recorded
+
+
+def _price(usage: AgentUsage, model: str, provider: str) -> AgentUsage:
+    return priced(usage, model, provider_id=provider)
+
+
+def _jsonable(record: Any) -> Any:
+    if isinstance(record, dict | list | str | int | float | bool) or record is None:
+        return record
+    if hasattr(record, "__dataclass_fields__"):
+        return {k: getattr(record, k) for k in record.__dataclass_fields__}
+    return json.loads(json.dumps(record, default=str))
+
+
+def import_file(
+    store: TraceStore, path: Path, fmt: Format, *, live: bool = False
+) -> list[SessionReport]:
+    """Import (or continue importing) every session of one file; return what was done.
+
+    With ``live``, the file is still being written: a last line without its newline waits,
+    and a model call still open at the end stays open (its next blocks may come).
+    """
+    records = fmt.records(path, live=live)
+    emits = positioned(records, fmt.parser(path), finish=not live)
+    digest = digest_file(path)
+    writers: dict[str, SessionWriter] = {}
+    for index, part, (key, item) in emits:
+        if isinstance(item, Begin):
+            if key in writers:
+                continue
+            parent = item.source.parent_session
+            parent_episode = writers[parent].episode_id if parent in writers else None
+            writers[key] = SessionWriter(
+                store,
+                item.source,
+                tools=infer_tools(emits, key),
+                digest=digest,
+                parent_episode=parent_episode,
+                first_ts=_first_time(emits, key),
+            )
+        writer = writers.get(key)
+        if writer is None:
+            raise ValueError(f"{fmt.NAME} parser emitted an item before its session began")
+        writer.write(index, part, item)
+    return [w.report for w in writers.values()]

@@ -1,0 +1,202 @@
+"""What an importer reads out of another agent's trace, before it becomes events.
+
+A format module (``claude_code``, ``codex``, ``mini_swe_agent``, ``swe_agent``, ``atif``) turns
+the records of one source file into a stream of *items*, each tagged with the key of the
+session it belongs to ("" for the file's main session; subagents get their own keys). Items are
+close to the event kinds they become:
+
+- :class:`Begin`: a session starts (its :class:`Source`); the importer makes its episode;
+- :class:`Said`: a system or user message enters the history (``message``);
+- :class:`Ask`: a model call starts, its input the history so far (``model.request``);
+- :class:`Piece`: part of its output, in order (``model.chunk``);
+- :class:`Answer`: the call's whole answer and usage (``model.response``, ``usage``, then a
+  ``tool.call`` per tool call);
+- :class:`Observed`: a tool's result (``tool.result``);
+- :class:`Failure`: an error the source recorded (``error``);
+- :class:`Unmapped`: a record the importer keeps raw (an ``error`` event of where ``import``
+  whose ``raw`` field holds the record verbatim), never dropped.
+
+A parser is fed the records in order (``feed``) and told when a finished file has no more
+(``finish``): it closes what is open then, such as a model call whose last block was the
+file's last record. Parsers are deterministic: the same records give the same items, which is
+what lets an import continue where an earlier one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from agentrunner.types import AgentTurn, Channel, ToolSpec
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a session came from (recorded in its ``episode.start``)."""
+
+    format: str
+    path: str
+    session_id: str
+    agent: str
+    agent_version: str | None = None
+    model: str | None = None
+    cwd: str | None = None
+    title: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    """The tool definitions the source carries (empty: infer them from the calls made)."""
+    parent_session: str | None = None
+    parent_call_id: str | None = None
+    """For a subagent: its parent's session key and the tool call that started it."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Begin:
+    source: Source
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
+class Said:
+    role: Literal["system", "user"]
+    text: str
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
+class Ask:
+    call_id: str
+    model: str | None = None
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
+class Piece:
+    call_id: str
+    channel: Channel
+    text: str
+    tool_call_id: str | None = None
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    call_id: str
+    turn: AgentTurn
+    ts: str | None = None
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    call_id: str
+    name: str
+    output: str
+    error: str | None = None
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    where: str
+    type: str
+    message: str
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    record: Any
+    why: str
+    ts: str | None = None
+
+
+Item = Begin | Said | Ask | Piece | Answer | Observed | Failure | Unmapped
+Emit = tuple[str, Item]
+"""An item and the key of the session it belongs to ("" for the file's main session)."""
+
+
+class Parser(Protocol):
+    """Turns one source file's records into items (one parser per file and import run)."""
+
+    def feed(self, index: int, record: Any) -> list[Emit]: ...
+
+    def finish(self) -> list[Emit]: ...
+
+
+class Format(Protocol):
+    """A format module's interface."""
+
+    NAME: str
+
+    def sniff(self, path: Path, head: str) -> bool: ...
+
+    def records(self, path: Path, *, live: bool) -> list[Any]: ...
+
+    def parser(self, path: Path) -> Parser: ...
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A JSONL line that is not JSON (kept raw as text)."""
+
+    text: str
+    problem: str
+
+
+def jsonl_records(path: Path, *, live: bool) -> list[Any]:
+    """A JSONL file's records, one per non-blank line (a line that is not JSON is a
+    :class:`BadLine`). With ``live``, a last line without its newline is left for later: the
+    writer may be in the middle of it."""
+    data = path.read_bytes()
+    if live and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n")
+        data = data[: cut + 1] if cut >= 0 else b""
+    out: list[Any] = []
+    for raw in data.split(b"\n"):
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            continue
+        try:
+            out.append(json.loads(text))
+        except json.JSONDecodeError as exc:
+            out.append(BadLine(text, f"{exc.msg} at char {exc.pos}"))
+    return out
+
+
+def iter_lines(head: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects among the first lines of ``head`` (for sniffing JSONL formats)."""
+    for line in head.splitlines()[:20]:
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def text_of(value: Any) -> str:
+    """Text content in the shapes agents write it: a string, or a list of blocks with text."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for block in value:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                if isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+                elif block.get("type") in ("image", "input_image", "image_url"):
+                    parts.append("[image]")
+                else:
+                    parts.append(json.dumps(block, ensure_ascii=False, sort_keys=True))
+        return "\n".join(parts)
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return str(value["text"])
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,438 @@
+"""Read mini-swe-agent trajectories (``*.traj.json``) into import items.
+
+Three shapes are read: ``trajectory_format: "mini-swe-agent-1"`` (v1: ``info`` and
+``messages``, an assistant's raw API response in ``extra.response``), ``"mini-swe-agent-1.1"``
+(v2: parsed ``extra.actions``, ``extra.cost``, ``extra.timestamp``, toolcall models' ``tool_calls``
+and ``role: "tool"`` messages, a final ``role: "exit"`` message) and the legacy bare list of
+messages. The records fed are the messages; ``info`` and the rest of the file go to
+:class:`Source` (``extra``: exit status, submission, model stats, config with secret-looking
+values masked, format, genai-prices ``price_provider`` when the model tells it).
+
+Mapping. A system message, and a user message that answers no tool call (the task, a format
+error, a limit notice), is :class:`Said`. Each assistant message is one model call: ``Ask``,
+``Piece``s (reasoning, text, and the arguments of real tool calls) and ``Answer``. In the
+text-based shapes the bash block *is* the action, so it becomes one tool call named ``bash``
+with arguments ``{"command": ...}`` and id ``bash-<record index>`` (``-<k>`` after the first of
+several ``extra.actions``); the model's output text is kept whole as the message text (the block
+is not cut out of it, and no ``tool_args`` piece repeats it). The user message that follows,
+carrying the ``<returncode>``/``<output>`` observation (or the timeout notice, or v1's final
+submission output), is :class:`Observed` for that call. The block is found as the run found it:
+the configured ``action_regex`` when the config has one, else v1's ``bash`` fence, then v2's
+``mswea_bash_command`` fence or tag; exactly one match makes an action (several or none was a
+format error, and the next user message is then ``Said``).
+
+Usage is per call, from ``extra.response.usage`` (OpenAI chat shape) with the cost from
+``extra.cost`` (v2) or the usage's ``cost`` (OpenRouter); a call without a known cost (none
+recorded, or 0) is priced from genai-prices' table by the provider its model name tells.
+``info.model_stats`` (v1 and v2 hold only the total cost and the number of calls, no tokens)
+stays in ``Source.extra``: nothing is spread over the calls. A v2 format error keeps the
+rejected answer in the error message's ``extra.model_response``; it is imported as the call it
+was (with its usage), so the history rebuilt for the next call holds that answer, which the run
+did not resend. The ``exit`` message and any record that is not a chat message are
+:class:`Unmapped`.
+
+The session id is the instance id (or a digest alone, for the legacy list) joined to a digest
+of the file's resolved path: every run of a benchmark names its instance the same way.
+
+The helpers at the end (whole-JSON reading, session ids, price providers, masking, times) are
+shared with :mod:`.swe_agent`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agentrunner.imports.items import (
+    Answer,
+    Ask,
+    Begin,
+    Emit,
+    Item,
+    Observed,
+    Piece,
+    Said,
+    Source,
+    Unmapped,
+    text_of,
+)
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart
+from providers._usage import from_openai_chat, priced
+
+NAME = "mini-swe-agent"
+AGENT = "mini-swe-agent"
+ACTION_REGEXES = (
+    r"```bash\s*\n(.*?)\n```",
+    r"```mswea_bash_command\s*\n(.*?)\n```",
+    r"<mswea_bash_command>(.*?)</mswea_bash_command>",
+)
+_FORMAT = re.compile(r'"trajectory_format"\s*:\s*"mini-swe-agent')
+_LEGACY_MARKS = ("<returncode>", "mswea_bash_command", "```bash", "COMPLETE_TASK_AND_SUBMIT")
+
+
+def sniff(path: Path, head: str) -> bool:
+    text = head.lstrip()
+    if text.startswith("["):  # the legacy list of messages
+        return '"role"' in text and any(mark in text for mark in _LEGACY_MARKS)
+    if not text.startswith("{"):
+        return False
+    if _FORMAT.search(text) or (re.match(r'\{\s*"info"\s*:', text) and '"mini_version"' in text):
+        return True
+    return bool(_FORMAT.search(file_tail(path)))  # v1 writes its format key last
+
+
+def records(path: Path, *, live: bool) -> list[Any]:
+    """The trajectory's messages (a file is rewritten whole, so ``live`` changes nothing)."""
+    return messages_of(whole_json(path), path)
+
+
+def messages_of(data: Any, path: Path) -> list[Any]:
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        return list(data["messages"])
+    raise ValueError(f"{path}: not a mini-swe-agent trajectory (no list of messages)")
+
+
+def parser(path: Path) -> MiniSweAgentParser:
+    data = whole_json(path)
+    messages_of(data, path)
+    return MiniSweAgentParser(path, data)
+
+
+class MiniSweAgentParser:
+    """One trajectory's messages, in order, into items of its one session."""
+
+    def __init__(self, path: Path, data: Any) -> None:
+        self.source = _source(path, data)
+        config = _dict(_dict(data.get("info") if isinstance(data, dict) else None).get("config"))
+        self.model_type = str(config.get("model_type", ""))
+        regexes = [_dict(config.get(part)).get("action_regex") for part in ("agent", "model")]
+        configured = tuple(r for r in regexes if isinstance(r, str) and r)
+        self.regexes = configured or ACTION_REGEXES
+        self.begun = False
+        self.pending: list[tuple[str, str]] = []
+        """Tool calls of the last answer still waiting for their result: (id, name)."""
+        self.in_text = False
+        """Whether those calls were read from the answer's text (their results come back as
+        user messages; a toolcall model's come back as tool messages)."""
+
+    def feed(self, index: int, record: Any) -> list[Emit]:
+        out: list[Emit] = []
+        if not self.begun:
+            out.append(("", Begin(self.source)))
+            self.begun = True
+        out.extend(("", item) for item in self._items(index, record))
+        return out
+
+    def finish(self) -> list[Emit]:
+        if self.begun:
+            return []
+        self.begun = True
+        return [("", Begin(self.source))]
+
+    def _items(self, index: int, record: Any) -> list[Item]:
+        if not isinstance(record, dict) or not isinstance(record.get("role"), str):
+            return [Unmapped(record, "not a chat message (it has no role)")]
+        role = record["role"]
+        extra = _dict(record.get("extra"))
+        text = text_of(record.get("content"))
+        ts = iso_time(extra.get("timestamp"))
+        match role:
+            case "system":
+                return [Said("system", text, ts)]
+            case "assistant":
+                return self._call(index, record, extra)
+            case "user":
+                rejected: list[Item] = []
+                if isinstance(extra.get("model_response"), str):  # v2: a format error
+                    rejected = self._call(index, {"content": extra["model_response"]}, extra, False)
+                if self.pending and self.in_text:
+                    call, name = self.pending.pop(0)
+                    error = extra.get("exception_info")
+                    return [Observed(call, name, text, str(error) if error else None, ts)]
+                return [*rejected, Said("user", text, ts)]
+            case "tool":
+                answers = record.get("tool_call_id")
+                for at, (pending, name) in enumerate(self.pending):
+                    if pending == answers:
+                        del self.pending[at]
+                        return [Observed(pending, name, text, None, ts)]
+                return [Unmapped(record, "a tool result for no tool call of this trajectory")]
+            case "exit":
+                return [Unmapped(record, "the run's exit marker (its status is in episode.start)")]
+        return [Unmapped(record, f"a message of role {role!r}, which no history holds")]
+
+    def _call(
+        self, index: int, record: dict[str, Any], extra: dict[str, Any], acted: bool = True
+    ) -> list[Item]:
+        """One model call; ``acted`` False for an answer the run rejected (no actions)."""
+        call = f"call-{index}"
+        response = _dict(extra.get("response"))
+        choices = response.get("choices")
+        choice = _dict(choices[0]) if isinstance(choices, list) and choices else {}
+        said = _dict(choice.get("message"))
+        text = text_of(record.get("content"))
+        reasoning = next(
+            (
+                r
+                for r in (
+                    record.get("reasoning_content"),
+                    said.get("reasoning"),
+                    said.get("reasoning_content"),
+                )
+                if isinstance(r, str) and r
+            ),
+            None,
+        )
+        details = said.get("reasoning_details")
+        opaque = tuple(
+            OpaquePart(provider="openrouter", type=str(d.get("type", "reasoning")), data=d)
+            for d in (details if isinstance(details, list) else [])
+            if isinstance(d, dict)
+        )
+        calls, real = self._tool_calls(index, record, extra, text) if acted else ((), False)
+        model = response.get("model") if isinstance(response.get("model"), str) else None
+        model = model or self.source.model
+        used = chat_usage(response.get("usage"), extra.get("cost"))
+        turn = AgentTurn(
+            message=text,
+            reasoning=reasoning,
+            tool_calls=calls,
+            usage=with_price(used, model, self.model_type),
+            model=model,
+            provider_request_id=response.get("id") if isinstance(response.get("id"), str) else None,
+            stop_reason=choice.get("finish_reason") or None,
+            opaque=opaque,
+        )
+        self.pending, self.in_text = [(c.call_id, c.name) for c in calls], not real
+        ts = iso_time(extra.get("timestamp")) or iso_time(response.get("created"))
+        pieces = [Piece(call, "reasoning", reasoning)] if reasoning else []
+        if text:
+            pieces.append(Piece(call, "text", text))
+        if real:
+            pieces.extend(Piece(call, "tool_args", c.arguments, c.call_id) for c in calls)
+        return [Ask(call, turn.model), *pieces, Answer(call, turn, ts)]
+
+    def _tool_calls(
+        self, index: int, record: dict[str, Any], extra: dict[str, Any], text: str
+    ) -> tuple[tuple[AgentToolCall, ...], bool]:
+        """The answer's tool calls, and whether the model made them as tool calls."""
+        made = record.get("tool_calls")
+        if isinstance(made, list) and made:
+            return tuple(openai_call(c, f"tool-{index}-{k}") for k, c in enumerate(made)), True
+        actions = extra.get("actions")
+        if isinstance(actions, list):
+            commands = [str(_dict(a).get("command", "")) for a in actions]
+        else:
+            commands = []
+            for regex in self.regexes:
+                found = re.findall(regex, text, re.DOTALL)
+                if found:
+                    commands = [found[0].strip()] if len(found) == 1 else []
+                    break
+        ids = [f"bash-{index}" + (f"-{k}" if k else "") for k in range(len(commands))]
+        return tuple(bash_call(i, c) for i, c in zip(ids, commands, strict=True)), False
+
+
+def _source(path: Path, data: Any) -> Source:
+    top = data if isinstance(data, dict) else {}
+    info = _dict(top.get("info"))
+    config = _dict(info.get("config"))
+    model_name = _dict(config.get("model")).get("model_name")
+    model = model_name if isinstance(model_name, str) and model_name else None
+    instance = top.get("instance_id") if isinstance(top.get("instance_id"), str) else None
+    extra: dict[str, Any] = {
+        "trajectory_format": top.get("trajectory_format", "legacy list of messages"),
+        **{k: v for k, v in top.items() if k not in ("info", "messages", "trajectory_format")},
+        **info,
+    }
+    provider, _ = pricing(model, str(config.get("model_type", "")))
+    if provider:
+        extra["price_provider"] = provider
+    version = info.get("mini_version")
+    cwd = _dict(config.get("environment")).get("cwd")
+    return Source(
+        format=NAME,
+        path=str(path),
+        session_id=session_id(instance, path),
+        agent=AGENT,
+        agent_version=version if isinstance(version, str) else None,
+        model=model,
+        cwd=cwd if isinstance(cwd, str) else None,
+        title=instance,
+        extra=masked(extra),
+    )
+
+
+# -- shared with swe_agent
+
+
+def whole_json(path: Path) -> Any:
+    """A file written as one JSON value; a clear error when it is not (yet) complete."""
+    try:
+        return json.loads(path.read_bytes())
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path}: the file is not complete JSON ({exc.msg} at char {exc.pos}); a trajectory"
+            " is saved whole, so import it once its writer has finished saving it"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: the file is not UTF-8 JSON ({exc.reason})") from None
+
+
+def file_tail(path: Path, size: int = 4096) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(path.stat().st_size - size, 0))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def session_id(name: str | None, path: Path) -> str:
+    """``name@<12 hex of the file's resolved path>``, or the path's whole sha256 without a
+    name. The path is part of it because instance ids repeat: every run of a benchmark
+    writes ``django__django-16255``, and one id would make a second run look imported."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()
+    return f"{name}@{digest[:12]}" if name else digest
+
+
+def bash_call(call_id: str, command: str) -> AgentToolCall:
+    arguments = json.dumps({"command": command}, ensure_ascii=False)
+    return AgentToolCall(call_id=call_id, name="bash", arguments=arguments)
+
+
+def openai_call(call: Any, fallback_id: str) -> AgentToolCall:
+    """A tool call in OpenAI's chat shape (``{id, function: {name, arguments}}``)."""
+    call = _dict(call)
+    function = _dict(call.get("function"))
+    arguments = function.get("arguments", "{}")
+    return AgentToolCall(
+        call_id=str(call.get("id") or fallback_id),
+        name=str(function.get("name") or "unknown"),
+        arguments=arguments
+        if isinstance(arguments, str)
+        else json.dumps(arguments, ensure_ascii=False, sort_keys=True),
+    )
+
+
+def chat_usage(usage: Any, cost: Any) -> AgentUsage:
+    """One call's usage in the OpenAI chat shape, with the cost the source recorded (a zero
+    cost is taken as unknown: mini-swe-agent writes 0 when it could not price a call)."""
+    counted = from_openai_chat(usage) if isinstance(usage, dict) else AgentUsage()
+    if not _number(cost) and isinstance(usage, dict):
+        cost = usage.get("cost")
+    if not _number(cost) or cost == 0:
+        return counted
+    return counted.model_copy(
+        update={"cost_usd": float(cost), "price_source": "recorded in the trajectory"}
+    )
+
+
+_PROVIDER_PREFIXES = {
+    "anthropic": "anthropic",
+    "azure": "azure",
+    "bedrock": "aws",
+    "cerebras": "cerebras",
+    "cohere": "cohere",
+    "deepseek": "deepseek",
+    "fireworks_ai": "fireworks",
+    "gemini": "google",
+    "google": "google",
+    "groq": "groq",
+    "mistral": "mistral",
+    "moonshot": "moonshotai",
+    "openai": "openai",
+    "openrouter": "openrouter",
+    "perplexity": "perplexity",
+    "together_ai": "together",
+    "vertex_ai": "google",
+    "x-ai": "x-ai",
+    "xai": "x-ai",
+}
+_MODEL_FAMILIES = (
+    ("claude", "anthropic"),
+    ("gpt", "openai"),
+    ("chatgpt", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("gemini", "google"),
+    ("deepseek", "deepseek"),
+    ("mistral", "mistral"),
+    ("codestral", "mistral"),
+    ("devstral", "mistral"),
+    ("grok", "x-ai"),
+)
+
+
+def pricing(model: str | None, model_type: str = "") -> tuple[str | None, str | None]:
+    """The genai-prices provider a model name (litellm style, ``provider/model``, or bare)
+    tells, and the name that provider lists it under; a model class naming OpenRouter means
+    OpenRouter's ids and prices."""
+    if "openrouter" in model_type.lower():
+        return "openrouter", model
+    if not model:
+        return None, model
+    head, slash, rest = model.partition("/")
+    if slash and head.lower() in _PROVIDER_PREFIXES:
+        return _PROVIDER_PREFIXES[head.lower()], rest
+    name = model.rsplit("/", 1)[-1]
+    for family, provider in _MODEL_FAMILIES:
+        low = name.lower()
+        if low.startswith(family) and (len(family) > 2 or low[2:3] in ("", "-")):
+            return provider, name
+    return None, model
+
+
+def with_price(usage: AgentUsage, model: str | None, model_type: str = "") -> AgentUsage:
+    """``usage`` priced from genai-prices' table when the source recorded no cost. Done here,
+    not left to the importer, because the importer prices the name as written and the table
+    does not list ``anthropic/claude-...``: the provider's prefix has to go first."""
+    if usage.cost_usd is not None or not (usage.input_tokens or usage.output_tokens):
+        return usage
+    provider, name = pricing(model, model_type)
+    return priced(usage, name, provider_id=provider) if provider and name else usage
+
+
+_SECRET_KEY = re.compile(
+    r"api[_-]?key|secret|passw(or)?d|authorization|(access|auth|refresh|session)[_-]?token", re.I
+)
+
+
+def masked(value: Any) -> Any:
+    """``value`` with every non-empty string under a secret-looking key replaced by a marker
+    (configs may carry API keys; ``episode.start`` must not)."""
+    if isinstance(value, dict):
+        return {
+            k: "[masked]"
+            if isinstance(k, str) and _SECRET_KEY.search(k) and isinstance(v, str) and v
+            else masked(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
+
+
+def iso_time(value: Any) -> str | None:
+    """A Unix time in seconds as ISO 8601 UTC (None when it is not one)."""
+    if not _number(value) or value <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(float(value), UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

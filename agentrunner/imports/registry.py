@@ -1,0 +1,100 @@
+"""The known formats, and importing files and folders of traces (format found from content).
+
+``import_paths`` takes files or folders (a folder imports every session file under it), finds
+each file's format from its content, and imports it through :mod:`.importer`: idempotent, and
+continuing where an earlier import of the same session stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import cast
+
+from agentrunner.errors import UsageError
+from agentrunner.imports import atif, claude_code, mini_swe_agent, swe_agent
+from agentrunner.imports.importer import SessionReport, import_file
+from agentrunner.imports.items import Format
+from agentrunner.store import TraceStore
+
+FORMATS: dict[str, ModuleType] = {
+    claude_code.NAME: claude_code,
+    atif.NAME: atif,
+    mini_swe_agent.NAME: mini_swe_agent,
+    swe_agent.NAME: swe_agent,
+}
+SUFFIXES = (".jsonl", ".json", ".traj")
+HEAD_BYTES = 64 * 1024
+
+
+def _format(module: ModuleType) -> Format:
+    return cast(Format, module)  # a format module is its own Format
+
+
+@dataclass
+class FileReport:
+    path: Path
+    format: str | None
+    sessions: list[SessionReport] = field(default_factory=list)
+    skipped: str | None = None
+    """Why the file was not imported (no known format, unreadable)."""
+
+
+def detect(path: Path) -> str | None:
+    """The format of ``path`` read from its content, or None when no importer knows it."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for name, module in FORMATS.items():
+        if _format(module).sniff(path, head):
+            return name
+    return None
+
+
+def session_files(paths: Iterable[Path]) -> Iterator[Path]:
+    """The files named, and under each folder named every file with a trace suffix, sorted."""
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(
+                p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES)
+            )
+        elif path.exists():
+            yield path
+        else:
+            raise UsageError(f"{path}: no such file or folder", param="path")
+
+
+def import_paths(
+    store: TraceStore, paths: Iterable[Path], *, fmt: str = "auto", live: bool = False
+) -> list[FileReport]:
+    """Import every session found in ``paths``; a file of no known format is reported as
+    skipped (when it was found in a folder) or is an error (when it was named)."""
+    if fmt != "auto" and fmt not in FORMATS:
+        known = ", ".join(["auto", *FORMATS])
+        raise UsageError(f"unknown format {fmt!r}; known: {known}", param="format")
+    named = {p for p in paths if not p.is_dir()}
+    reports: list[FileReport] = []
+    for path in session_files(paths):
+        name = fmt if fmt != "auto" else detect(path)
+        if name is None:
+            if path in named:
+                raise UsageError(
+                    f"{path}: not a trace any importer knows"
+                    f" ({', '.join(FORMATS)}); name one with --format",
+                    param="path",
+                )
+            reports.append(FileReport(path, None, skipped="no known format"))
+            continue
+        try:
+            sessions = import_file(store, path, _format(FORMATS[name]), live=live)
+        except (ValueError, OSError) as exc:  # not readable as its format (or not yet, live)
+            if path in named and not live:
+                raise UsageError(f"{path}: cannot import as {name}: {exc}", param="path") from None
+            reports.append(FileReport(path, name, skipped=f"cannot import as {name}: {exc}"))
+            continue
+        reports.append(FileReport(path, name, sessions))
+    return reports
