@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import cast
 
 from agentrunner.errors import UsageError
-from agentrunner.imports import atif, claude_code, mini_swe_agent, swe_agent
+from agentrunner.imports import atif, claude_code, codex, mini_swe_agent, swe_agent
 from agentrunner.imports.importer import SessionReport, import_file
 from agentrunner.imports.items import Format
 from agentrunner.store import TraceStore
@@ -22,6 +22,7 @@ from agentrunner.store import TraceStore
 FORMATS: dict[str, ModuleType] = {
     claude_code.NAME: claude_code,
     atif.NAME: atif,
+    codex.NAME: codex,
     mini_swe_agent.NAME: mini_swe_agent,
     swe_agent.NAME: swe_agent,
 }

@@ -1,0 +1,497 @@
+"""OpenAI Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``) read as items.
+
+Each line is ``{timestamp, type, payload}``: ``session_meta``, ``response_item`` (a Responses
+API item exactly as it went to or came from the model), ``event_msg`` (what Codex showed its
+UI), ``turn_context`` (a request's settings) or ``compacted``. One file is one session.
+
+- ``session_meta`` is the session (id, ``cli_version``, ``cwd``; its other fields, such as
+  ``originator``, ``source``, ``model_provider`` and ``git``, go into ``Source.extra``, with
+  ``price_provider``: usage is priced for the ``model_provider``, ``openai`` by default); its
+  ``base_instructions`` (sent as the request's ``instructions``) are the first system message.
+- The first ``turn_context`` names the model and is kept whole in ``Source.extra``; the
+  :class:`Begin` waits for it (or for the model's first output, or the end of the file), so
+  the records before it are emitted with it, at its place. A later one that repeats the
+  settings before it (its ``turn_id`` aside, which names the calls) adds nothing; one that
+  changes them is kept raw, and its model is used from then on.
+- ``message`` items of role ``developer`` (or ``system``) are system messages, role ``user``
+  ones user messages, including the context Codex injects as user messages
+  (``<environment_context>``, ``<user_instructions>``, AGENTS.md): the model read them with
+  role user, so that is how a request is rebuilt. A message with images is also kept raw.
+- A model call is one run of output items (``reasoning``, assistant ``message``,
+  ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call``, ...)
+  between inputs. It opens at its first output item (:class:`Ask`, then a :class:`Piece` per
+  reasoning summary, output text and tool-call argument string) and closes (:class:`Answer`)
+  at the first ``token_count`` event whose running totals grew: Codex writes one when the
+  response completes, and its ``last_token_usage`` is this call's usage (its rate-limit
+  reading is not kept; the snapshot Codex writes as the next request starts is). A call that
+  sees no such event closes without usage at the next input (a user or developer message, a
+  tool output, a ``turn_context``, a compaction, an aborted turn) or, as ``incomplete``, at the
+  end of a finished file. ``turn_context`` alone cannot delimit calls: some versions write one
+  per request, others one per user turn. The answer keeps the call's output items in order
+  as the OpenAI adapter keeps a live turn's (``layout_parts``): reasoning (encrypted content
+  included) verbatim, messages and function calls as placeholders whose text and arguments
+  the turn holds once.
+- ``function_call_output`` / ``custom_tool_call_output`` are tool results.
+- ``event_msg`` ``agent_message`` / ``agent_reasoning`` / ``agent_reasoning_raw_content`` /
+  ``user_message`` are the UI's copies of the text of the response item beside them: a copy
+  that says exactly what that item says adds nothing; one that differs is kept raw.
+- ``error`` / ``stream_error`` events are failures. Everything else is kept raw
+  (:class:`Unmapped`): ``token_count`` events without new usage (rate-limit snapshots), a usage
+  no open call can take, ``task_started`` / ``task_complete``, ``turn_aborted``, compactions
+  (the model's history is replaced there, which a message chain cannot show), ghost
+  snapshots, unknown types, lines that are not JSON.
+
+Call ids are ``<turn id>/<n>`` (the session id when no turn id is known yet), numbered in file
+order: the same records always give the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agentrunner.imports.items import (
+    Answer,
+    Ask,
+    BadLine,
+    Begin,
+    Emit,
+    Failure,
+    Item,
+    Observed,
+    Piece,
+    Said,
+    Source,
+    Unmapped,
+    iter_lines,
+    jsonl_records,
+    text_of,
+)
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
+from providers._openai_messages import layout_parts
+
+NAME = "codex"
+PROVIDER = "openai"
+LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+_LINE_START = re.compile(
+    r'\{\s*"timestamp":\s*"[^"]*",\s*"type":\s*"(' + "|".join(LINE_TYPES) + ')"'
+)
+OUTPUTS = frozenset(
+    ["item:message:assistant"]
+    + [f"item:{t}" for t in ("reasoning", "web_search_call", "image_generation_call")]
+    + [f"item:{t}" for t in ("function_call", "custom_tool_call", "local_shell_call")]
+)
+TOOL_OUTPUTS = frozenset({"item:function_call_output", "item:custom_tool_call_output"})
+ECHOES = {  # a UI event that copies an item's text -> the field holding the text
+    "event:agent_message": "message",
+    "event:agent_reasoning": "text",
+    "event:agent_reasoning_raw_content": "text",
+    "event:user_message": "message",
+}
+_ECHO_FIELDS = frozenset({"type", "message", "text", "kind", "phase"})
+_TEXT_PARTS = frozenset({"input_text", "output_text"})
+_WHY = {
+    "bad": "a line that is not a rollout record",
+    "session_meta": "a second session_meta (a forked session's header)",
+    "compacted": "a compaction: the model's history is replaced from here",
+    "item:compaction": "an encrypted compaction of the history",
+    "item:compaction_summary": "an encrypted compaction of the history",
+    "event:turn_aborted": "the turn was aborted (an interrupt: no item stands for a cancel)",
+    "item:ghost_snapshot": "a ghost snapshot (Codex's undo point, not model input)",
+    "event:task_started": "a turn started",
+    "event:task_complete": "a turn completed",
+}
+_CLOSING = frozenset({"compacted", "item:compaction", "item:compaction_summary"})
+
+
+def sniff(path: Path, head: str) -> bool:
+    """A rollout's first line is ``{"timestamp", "type": <a rollout type>, "payload": {..}}``
+    (when that line is longer than the head, only its start is checked)."""
+    for line in iter_lines(head):
+        return (
+            line.get("type") in LINE_TYPES
+            and isinstance(line.get("payload"), dict)
+            and isinstance(line.get("timestamp"), str)
+        )
+    return bool(_LINE_START.match(head))
+
+
+def records(path: Path, *, live: bool) -> list[Any]:
+    return jsonl_records(path, live=live)
+
+
+def parser(path: Path) -> RolloutParser:
+    return RolloutParser(path)
+
+
+@dataclass
+class _Call:
+    """One model call while it is open."""
+
+    call_id: str
+    model: str | None
+    start: str | None  # when its input was complete (for the latency)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    said: dict[str, list[str]] = field(default_factory=dict)  # channel -> texts
+    tools: list[AgentToolCall] = field(default_factory=list)
+
+    def text(self, channel: str) -> str:
+        return "".join(self.said.get(channel, []))
+
+
+@dataclass
+class _Copy:
+    """A UI event that may copy the text of the response item beside it."""
+
+    kind: str
+    text: str | None  # None: it carries more than a text, so it is never only a copy
+    record: Any
+    ts: str | None
+
+
+class RolloutParser:
+    """Turns one rollout's records into items, in order (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fed = False
+        self.meta: dict[str, Any] | None = None
+        self.meta_ts: str | None = None
+        self.first_context: dict[str, Any] | None = None
+        self.settings: dict[str, Any] | None = None  # the last turn_context, turn id aside
+        self.model: str | None = None
+        self.turn_id: str | None = None
+        self.ready = False  # the Begin can go out
+        self.held: list[Item] | None = []  # items before the Begin (None once it is out)
+        self.call: _Call | None = None
+        self.numbers: Counter[str] = Counter()
+        self.totals: Any = None  # the last running totals a token_count gave
+        self.names: dict[str, str] = {}  # tool call id -> tool name
+        self.asked: str | None = None  # when the last input arrived
+        self.copies: list[_Copy] = []  # UI copies waiting for the item they copy
+        self.offered: list[tuple[str, str]] = []  # what the last record offers to copies
+        self.last_ts: str | None = None
+
+    def feed(self, index: int, record: Any) -> list[Emit]:
+        self.fed = True
+        ts = record.get("timestamp") if isinstance(record, dict) else None
+        ts = ts if isinstance(ts, str) else self.last_ts
+        self.last_ts = ts
+        kind, payload = _kind(record)
+        if kind in ECHOES:
+            self._copy(kind, payload, record, ts)
+            return []
+        offered = _offers(kind, payload)
+        items = self._settle(offered)
+        items += self._record(kind, payload, record, ts)
+        self.offered = offered
+        return self._emit(items)
+
+    def finish(self) -> list[Emit]:
+        if not self.fed:
+            return []
+        items = self._settle([])
+        if self.call is not None:
+            items.append(self._close(self.last_ts, None, "incomplete"))
+        self.ready = True
+        return self._emit(items)
+
+    # -- records
+
+    def _record(
+        self, kind: str, payload: dict[str, Any], record: Any, ts: str | None
+    ) -> list[Item]:
+        if kind == "session_meta" and self.meta is None and self.held is not None:
+            self.meta, self.meta_ts = payload, ts
+            instructions = text_of(payload.get("base_instructions"))
+            return [Said("system", instructions, ts)] if instructions else []
+        if kind == "turn_context":
+            return self._turn_context(payload, record, ts)
+        if kind in OUTPUTS:
+            return self._output(payload, ts)
+        if kind.startswith("item:message:"):
+            return self._message(kind.removeprefix("item:message:"), payload, record, ts)
+        if kind in TOOL_OUTPUTS:
+            return self._tool_output(payload, record, ts)
+        if kind == "event:token_count":
+            return self._usage(payload, record, ts)
+        if kind in ("event:error", "event:stream_error"):
+            text = str(payload.get("message") or json.dumps(payload, sort_keys=True))
+            return [Failure("generate", kind.removeprefix("event:"), text, ts)]
+        if kind in _CLOSING or kind == "event:turn_aborted":
+            stop = "incomplete" if kind == "event:turn_aborted" else None
+            return [*self._input(ts, stop), Unmapped(record, _WHY[kind], ts)]
+        if isinstance(record, BadLine):
+            return [Unmapped(record, f"a line that is not JSON ({record.problem})", ts)]
+        return [Unmapped(record, _WHY.get(kind) or f"{kind} (no item stands for it)", ts)]
+
+    def _turn_context(self, payload: dict[str, Any], record: Any, ts: str | None) -> list[Item]:
+        items = self._input(ts, None)  # a new request: an open call saw no completion
+        self.turn_id = str(payload.get("turn_id") or "") or self.turn_id
+        settings = {k: v for k, v in payload.items() if k != "turn_id"}
+        if self.first_context is None and self.held is not None:
+            self.first_context = payload  # goes into the Begin
+        elif settings != self.settings:
+            items.append(Unmapped(record, "changed turn settings (its model applies)", ts))
+        self.settings = settings
+        self.model = str(payload.get("model") or "") or self.model
+        self.ready = True
+        return items
+
+    def _message(
+        self, role: str, payload: dict[str, Any], record: Any, ts: str | None
+    ) -> list[Item]:
+        if role not in ("user", "developer", "system"):
+            return [*self._input(ts, None), Unmapped(record, f"a message of role {role!r}", ts)]
+        content = payload.get("content")
+        items = [
+            *self._input(ts, None),
+            Said("user" if role == "user" else "system", text_of(content), ts),
+        ]
+        if isinstance(content, list) and any(_part(p) not in _TEXT_PARTS for p in content):
+            items.append(Unmapped(record, "a message with non-text parts (its text is said)", ts))
+        return items
+
+    def _output(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
+        items: list[Item] = []
+        if self.call is None:
+            self.ready = True
+            base = self.turn_id or self._session_id()
+            self.numbers[base] += 1
+            self.call = _Call(f"{base}/{self.numbers[base]}", self.model, self.asked or ts)
+            items.append(Ask(self.call.call_id, self.model, ts))
+        call = self.call
+        call.items.append(payload)
+        kind = payload.get("type")
+        if kind == "message":
+            for part in _dicts(payload.get("content")):
+                if part.get("type") == "output_text":
+                    items += _piece(call, "text", str(part.get("text") or ""), ts)
+                elif part.get("type") == "refusal":
+                    items += _piece(call, "refusal", str(part.get("refusal") or ""), ts)
+        elif kind == "reasoning":
+            for text in _reasoning(payload):
+                items += _piece(call, "reasoning", text, ts)
+        elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
+            tool = _tool_call(payload, f"{call.call_id}.{len(call.tools) + 1}")
+            call.tools.append(tool)
+            self.names[tool.call_id] = tool.name
+            items += _piece(call, "tool_args", tool.arguments, ts, tool.call_id)
+        return items
+
+    def _tool_output(self, payload: dict[str, Any], record: Any, ts: str | None) -> list[Item]:
+        items = self._input(ts, None)
+        call_id = str(payload.get("call_id") or "")
+        text, error, whole = _output_text(payload.get("output"))
+        items.append(Observed(call_id, self.names.get(call_id, ""), text, error, ts))
+        if whole:
+            items.append(Unmapped(record, "a tool output that is not only text", ts))
+        return items
+
+    def _usage(self, payload: dict[str, Any], record: Any, ts: str | None) -> list[Item]:
+        info = payload.get("info")
+        info = info if isinstance(info, dict) else {}
+        totals, last = info.get("total_token_usage"), info.get("last_token_usage")
+        if not isinstance(totals, dict) or totals == self.totals:
+            return [Unmapped(record, "a token_count without new usage (rate limits)", ts)]
+        usage = _usage(last if isinstance(last, dict) else _minus(totals, self.totals))
+        self.totals = totals
+        if self.call is None:
+            why = "usage of a model call whose output the rollout does not hold"
+            return [Unmapped(record, why, ts)]
+        return [self._close(ts, usage, "completed")]
+
+    # -- calls, copies, the session
+
+    def _input(self, ts: str | None, stop: str | None) -> list[Item]:
+        """What the next model call reads arrived: the open call (if any) is over."""
+        self.asked = ts
+        return [self._close(ts, None, stop)] if self.call is not None else []
+
+    def _close(self, ts: str | None, usage: AgentUsage | None, stop: str | None) -> Answer:
+        call, self.call = self.call, None
+        assert call is not None
+        turn = AgentTurn(
+            reasoning=call.text("reasoning") or None,
+            message=call.text("text"),
+            tool_calls=tuple(call.tools),
+            usage=usage or AgentUsage(),
+            provider=str((self.meta or {}).get("model_provider") or PROVIDER),
+            model=call.model,
+            stop_reason=stop,
+            refusal=call.text("refusal") or None,
+            opaque=tuple(layout_parts(call.items)),
+        )
+        return Answer(call.call_id, turn, ts, _seconds(call.start, ts))
+
+    def _copy(self, kind: str, payload: dict[str, Any], record: Any, ts: str | None) -> None:
+        text = payload.get(ECHOES[kind])
+        more = any(v for k, v in payload.items() if k not in _ECHO_FIELDS)
+        copy = _Copy(kind, text if isinstance(text, str) and not more else None, record, ts)
+        if copy.text is not None and (kind, copy.text) in self.offered:
+            self.offered.remove((kind, copy.text))  # the item before it says the same
+        else:
+            self.copies.append(copy)
+
+    def _settle(self, offered: list[tuple[str, str]]) -> list[Item]:
+        """Waiting copies: those whose text ``offered`` holds are copies, the rest kept raw."""
+        items: list[Item] = []
+        for copy in self.copies:
+            if copy.text is not None and (copy.kind, copy.text) in offered:
+                offered.remove((copy.kind, copy.text))
+            else:
+                why = f"{copy.kind.removeprefix('event:')}: a UI copy no response item repeats"
+                items.append(Unmapped(copy.record, why, copy.ts))
+        self.copies = []
+        return items
+
+    def _session_id(self) -> str:
+        if (self.meta or {}).get("id"):
+            return str((self.meta or {})["id"])
+        found = re.search(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$", self.path.stem)
+        return found.group(0) if found else self.path.stem
+
+    def _emit(self, items: list[Item]) -> list[Emit]:
+        if self.held is not None:
+            if not self.ready:
+                self.held += items
+                return []
+            items, self.held = [self._begin(), *self.held, *items], None
+        return [("", item) for item in items]
+
+    def _begin(self) -> Begin:
+        meta = dict(self.meta or {})
+        cwd, version = meta.get("cwd"), meta.get("cli_version")
+        for key in ("id", "cwd", "cli_version", "base_instructions"):
+            meta.pop(key, None)
+        extra: dict[str, Any] = {"price_provider": str(meta.get("model_provider") or PROVIDER)}
+        if meta:
+            extra["session_meta"] = meta
+        if self.first_context is not None:
+            extra["turn_context"] = self.first_context
+            cwd = cwd or self.first_context.get("cwd")
+        source = Source(
+            format=NAME,
+            path=str(self.path),
+            session_id=self._session_id(),
+            agent="codex",
+            agent_version=str(version) if version else None,
+            model=self.model,
+            cwd=str(cwd) if cwd else None,
+            extra=extra,
+        )
+        return Begin(source, self.meta_ts)
+
+
+def _kind(record: Any) -> tuple[str, dict[str, Any]]:
+    """What a record is: ``session_meta``, ``turn_context``, ``compacted``, ``item:<type>``
+    (``item:message:<role>``), ``event:<type>``, or ``bad``."""
+    payload = record.get("payload") if isinstance(record, dict) else None
+    if not isinstance(payload, dict) or record.get("type") not in LINE_TYPES:
+        return "bad", {}
+    line, kind = str(record["type"]), str(payload.get("type"))
+    if line == "response_item":
+        return f"item:{kind}" + (f":{payload.get('role')}" if kind == "message" else ""), payload
+    return (f"event:{kind}" if line == "event_msg" else line), payload
+
+
+def _offers(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
+    """The texts of a record that a UI event may copy, as (event kind, text)."""
+    if kind == "item:reasoning":
+        return [("event:agent_reasoning", t) for t in _texts(payload, "summary")] + [
+            ("event:agent_reasoning_raw_content", t) for t in _texts(payload, "content")
+        ]
+    if kind in ("item:message:assistant", "item:message:user"):
+        parts = _texts(payload, "content")
+        copy = "event:agent_message" if kind.endswith("assistant") else "event:user_message"
+        return [(copy, text) for text in ("".join(parts), "\n".join(parts), *parts)]
+    return []
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _texts(item: dict[str, Any], key: str) -> list[str]:
+    return [str(p["text"]) for p in _dicts(item.get(key)) if p.get("text")]
+
+
+def _part(part: Any) -> str:
+    return str(part.get("type")) if isinstance(part, dict) else "input_text"
+
+
+def _reasoning(item: dict[str, Any]) -> list[str]:
+    """A reasoning item's summary texts, or its raw reasoning when it has no summary (as the
+    OpenAI adapter streams them)."""
+    return _texts(item, "summary") or _texts(item, "content")
+
+
+def _piece(
+    call: _Call, channel: Channel, text: str, ts: str | None, tool: str | None = None
+) -> list[Item]:
+    if not text:
+        return []
+    if channel != "tool_args":
+        call.said.setdefault(channel, []).append(text)
+    return [Piece(call.call_id, channel, text, tool, ts)]
+
+
+def _tool_call(item: dict[str, Any], fallback_id: str) -> AgentToolCall:
+    call_id = str(item.get("call_id") or item.get("id") or fallback_id)
+    if item.get("type") == "local_shell_call":
+        arguments = json.dumps(item.get("action"), ensure_ascii=False)
+        return AgentToolCall(call_id=call_id, name="local_shell", arguments=arguments)
+    raw = item.get("input") if item.get("type") == "custom_tool_call" else item.get("arguments")
+    arguments = raw if isinstance(raw, str) else "" if raw is None else json.dumps(raw)
+    return AgentToolCall(call_id=call_id, name=str(item.get("name") or ""), arguments=arguments)
+
+
+def _output_text(output: Any) -> tuple[str, str | None, bool]:
+    """A tool output as the model read it, an error, and whether to keep the record whole."""
+    if isinstance(output, str):
+        return output, None, False
+    if isinstance(output, dict) and isinstance(output.get("content"), str):
+        failed = output.get("success") is False
+        return output["content"], "the tool reported failure" if failed else None, False
+    if isinstance(output, list):
+        return text_of(output), None, any(_part(p) not in _TEXT_PARTS for p in output)
+    return text_of(output), None, True
+
+
+def _usage(counts: dict[str, Any]) -> AgentUsage:
+    """Codex's counts: input includes the cached input, output includes the reasoning."""
+
+    def n(key: str) -> int:
+        value = counts.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    return AgentUsage(
+        input_tokens=n("input_tokens"),
+        output_tokens=n("output_tokens"),
+        cache_read_tokens=n("cached_input_tokens"),
+        reasoning_tokens=n("reasoning_output_tokens"),
+    )
+
+
+def _minus(totals: dict[str, Any], before: Any) -> dict[str, Any]:
+    """Running totals less the ones before (when a token_count gives no last usage)."""
+    before = before if isinstance(before, dict) else {}
+    return {
+        k: v - before[k] if isinstance(v, int) and isinstance(before.get(k), int) else v
+        for k, v in totals.items()
+    }
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    try:
+        begun = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        ended = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+        seconds = (ended - begun).total_seconds()
+    except (ValueError, TypeError):  # no time, an unreadable one, or naive against aware
+        return None
+    return seconds if seconds >= 0 else None
