@@ -1,14 +1,16 @@
-"""``agentrunner export``: training data (SFT, DPO, GRPO, KTO) from traces and fork groups."""
+"""``agentrunner export``: training data (SFT, DPO, GRPO, KTO) from traces and fork groups, and
+ATIF trajectories for other agent tools."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
-from agentrunner.export import FORMATS, ExportOptions, Selection, export
+from agentrunner.export import FORMATS, TRAJECTORY_FORMATS, ExportOptions, Selection, export
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "export",
         run_export,
-        help="export training data (sft, dpo, grpo, kto)",
+        help="export training data (sft, dpo, grpo, kto) or ATIF trajectories",
         description="Export recorded episodes as training data in TRL's conversational "
         "shapes, one JSON object per line (or Parquet). sft: one conversation per episode "
         "(messages + tools), exactly what the model saw up to its last turn plus its answer. "
@@ -25,23 +27,40 @@ def register(sub: argparse._SubParsersAction) -> None:
         "recorded reference_completions and their reference_rewards (fork points, and root "
         "episodes of one task that started from the same prompt). kto: prompt/completion/"
         "label per episode, label = reward >= --kto-threshold. Every row names its source "
-        "episode(s) and seq(s). By default only completed episodes are read. An export that "
-        "selects nothing writes an empty file, says so on stderr and exits 0. Notes on stderr "
-        "say what was left out, and when rows are longer than TRL's trainers take by default.",
+        "episode(s) and seq(s). atif: one Agent Trajectory Interchange Format (Harbor) "
+        "document per episode, its whole history (a fork's inherited steps marked "
+        "is_copied_context), with what ATIF has no field for (reward, stop reason, lineage, "
+        "fork group, verifications) under extra.agentrunner; one episode goes to -o FILE or "
+        "stdout, several need -o DIR/ (one <episode_id>.json each). By default only completed "
+        "episodes are read (named EPs: any status). An export that selects nothing writes an "
+        "empty file (atif: nothing), says so on stderr and exits 0. Notes on stderr say what "
+        "was left out, and when rows are longer than TRL's trainers take by default.",
     )
-    p.add_argument("--format", required=True, choices=sorted(FORMATS), help="the row shape")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=sorted([*FORMATS, *TRAJECTORY_FORMATS]),
+        help="the row shape, or atif",
+    )
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
-        metavar="FILE",
+        metavar="FILE|DIR",
         help="write here (default: stdout), whole or not at all, with the permissions your "
-        "umask gives new files; a .parquet name writes Parquet",
+        "umask gives new files; a .parquet name writes Parquet; atif: a directory (an "
+        "existing one, or a path ending in /) gets one <episode_id>.json per episode",
     )
     p.add_argument(
         "--parquet", action="store_true", help="write Parquet (needs pyarrow and -o FILE)"
     )
     f = p.add_argument_group("filters (which episodes are read)")
+    f.add_argument(
+        "episodes",
+        nargs="*",
+        metavar="EP",
+        help="only these episodes (ids or unique prefixes), whatever their status unless "
+        "--status is given",
+    )
     f.add_argument("--task", action="append", metavar="ID", help="only this task (repeatable)")
     f.add_argument(
         "--split",
@@ -114,12 +133,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _selection(args: argparse.Namespace) -> Selection:
-    statuses: tuple[str, ...] = (Status.COMPLETED,)
+    statuses: tuple[str, ...] = () if args.episodes else (Status.COMPLETED,)
     if args.status:
         statuses = () if "any" in args.status else tuple(args.status)
     if args.tasks is not None and args.split is None:
         raise UsageError("--tasks only serves --split")
     return Selection(
+        episodes=tuple(args.episodes),
         tasks=tuple(args.task or ()),
         split=args.split,
         tasks_path=args.tasks,
@@ -142,20 +162,34 @@ def run_export(args: argparse.Namespace) -> int:
         kto_threshold=args.kto_threshold,
         with_tool_results=args.with_tool_results,
     )
+    output = Path(args.output) if args.output is not None else None
     store = open_store(args)
     result = export(
         store,
         args.format,
-        args.output,
+        output,
         selection=selection,
         options=options,
         parquet=True if args.parquet else None,
+        directory=True if args.output and args.output.endswith(("/", os.sep)) else None,
     )
     err = stderr_console()
     for note in result.notes:
         err.print(f"note: {note}", soft_wrap=True)
     where = result.file or "stdout"
-    if result.rows == 0:
+    if args.format in TRAJECTORY_FORMATS:
+        if result.rows == 0:
+            err.print(
+                f"[yellow]nothing to export[/]: {result.episodes} episode(s) selected, no "
+                f"{args.format} trajectory written"
+            )
+        else:
+            what = "trajectory" if result.rows == 1 else "trajectories"
+            err.print(
+                f"wrote {result.rows} {args.format} {what} from {result.episodes} "
+                f"episode(s) to {where}"
+            )
+    elif result.rows == 0:
         wrote = f"wrote an empty file {where}" if result.file else "wrote nothing"
         err.print(
             f"[yellow]nothing to export[/]: {result.episodes} episode(s) selected, no "

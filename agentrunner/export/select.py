@@ -1,8 +1,9 @@
 """Which episodes an export reads: filters by status, task, split, model, reward, verifier.
 
-Filters apply in this order: status (default: completed), fan-out proposal forks (left out:
-they ran one turn to propose a candidate), task, model, split, verifier, minimum reward, and
-last the reward percentile, computed over the episodes the other filters kept.
+Filters apply in this order: episode ids (when given: only those), status (default:
+completed), fan-out proposal forks (left out unless named by id: they ran one turn to propose
+a candidate), task, model, split, verifier, minimum reward, and last the reward percentile,
+computed over the episodes the other filters kept.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ STATUSES = (Status.COMPLETED, Status.CANCELLED, Status.INTERRUPTED, Status.FAILE
 class Selection:
     """Export filters. Empty tuples and None mean "no filter"."""
 
+    episodes: tuple[str, ...] = ()  # episode ids or unique prefixes
     tasks: tuple[str, ...] = ()
     split: str | None = None
     tasks_path: Path | None = None  # the tasks file for --split (default: each episode's own)
@@ -97,9 +99,12 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
     """The episodes an export reads, oldest first."""
     notes: list[str] = []
     episodes = list(reversed(store.list_episodes()))
+    if selection.episodes:
+        named = {store.resolve(e) for e in selection.episodes}
+        episodes = [e for e in episodes if e.episode_id in named]
     if selection.statuses:
         episodes = [e for e in episodes if e.status in selection.statuses]
-    if not selection.include_proposals:
+    if not selection.include_proposals and not selection.episodes:
         proposals = store.proposal_forks()
         episodes = [e for e in episodes if e.episode_id not in proposals]
     if selection.tasks:
