@@ -18,7 +18,7 @@ from pydantic_core import to_json
 from agentrunner import events as ev
 from agentrunner import interrupts
 from agentrunner.history import Totals
-from agentrunner.redaction import Redactor, recordable
+from agentrunner.redaction import Redactor, recordable, scrub
 from agentrunner.store import EpisodeWriter, TraceStore
 from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message
 
@@ -53,7 +53,8 @@ class Recorder:
         self.turn = 0
         self.tag: dict[str, Any] = {}
         """Fields added to every event's payload (an importer's position in its source)."""
-        self._chunk_index = 0
+        self.chunk_index = 0
+        """The next chunk's index in the current model call (set when continuing one)."""
         # (seq, totals) right after the last event that changed the totals: read by the
         # heartbeat thread (one attribute, so it is always a consistent pair).
         self.checkpoint: tuple[int, dict[str, Any]] | None = None
@@ -91,21 +92,7 @@ class Recorder:
         return self.redactor.text(clean), replaced
 
     def _walk(self, value: Any, *, redact: bool) -> tuple[Any, int]:
-        if isinstance(value, str):
-            clean, replaced = recordable(value)
-            return (self.redactor.text(clean) if redact else clean), replaced
-        if isinstance(value, list | tuple):
-            items = [self._walk(v, redact=redact) for v in value]
-            return [v for v, _ in items], sum(n for _, n in items)
-        if isinstance(value, dict):
-            out: dict[Any, Any] = {}
-            total = 0
-            for key, item in value.items():
-                new_key, n_key = self._walk(key, redact=redact)
-                out[new_key], n = self._walk(item, redact=redact)
-                total += n + n_key
-            return out, total
-        return value, 0
+        return scrub(value, self.redactor if redact else None)
 
     def scrub_turn(self, turn: AgentTurn) -> tuple[AgentTurn, int]:
         """A model's turn as it will be recorded and acted on (the runner executes exactly
@@ -149,7 +136,7 @@ class Recorder:
     def request(
         self, call_id: str, tools_hash: str, provider: str, model: str, params: dict[str, Any]
     ) -> None:
-        self._chunk_index = 0
+        self.chunk_index = 0
         assert self.tip is not None, "a model request needs at least one message"
         self._append(
             ev.ModelRequest(
@@ -171,7 +158,7 @@ class Recorder:
         fields: dict[str, Any] = {
             "call_id": call_id,
             "channel": chunk.channel,
-            "index": self._chunk_index,
+            "index": self.chunk_index,
             "text": text,
             "tool_call_id": chunk.tool_call_id,
         }
@@ -183,7 +170,7 @@ class Recorder:
             seq = self.writer.append_json(self.turn, "model.chunk", to_json(fields).decode())
             if self.observer is not None:
                 self._show(seq, ev.ModelChunk(**fields))
-        self._chunk_index += 1
+        self.chunk_index += 1
 
     def response(self, call_id: str, turn: AgentTurn, latency_s: float) -> AgentTurn:
         """Record a model's answer and its usage; return the turn as recorded (scrubbed),
@@ -280,13 +267,30 @@ class Recorder:
     def error(
         self, where: str, exc: BaseException, *, retryable: bool = False, attempt: int = 1
     ) -> None:
+        name = type(exc).__name__
+        self.failure(where, name, str(exc) or name, retryable=retryable, attempt=attempt)
+
+    def failure(
+        self,
+        where: str,
+        kind: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        attempt: int = 1,
+        raw: Any = None,
+    ) -> None:
+        """An ``error`` event; ``raw`` keeps a record verbatim (an importer's unmapped
+        record), made recordable and cleared of known secrets like every other text."""
+        extra = {} if raw is None else {"raw": self._walk(raw, redact=True)[0]}
         self._append(
             ev.Error(
                 where=where,
-                type=type(exc).__name__,
-                message=self._text(str(exc))[0] or type(exc).__name__,
+                type=kind,
+                message=self._text(message)[0],
                 retryable=retryable,
                 attempt=attempt,
+                **extra,
             )
         )
 

@@ -152,6 +152,26 @@ class Redactor:
             del self._tails[key]
 
 
+def scrub(value: Any, redactor: Redactor | None) -> tuple[Any, int]:
+    """JSON data as it may be recorded: every string (keys too) made recordable and, with a
+    redactor, cleared of known secrets; and how many characters were replaced."""
+    if isinstance(value, str):
+        clean, replaced = recordable(value)
+        return (redactor.text(clean) if redactor is not None else clean), replaced
+    if isinstance(value, list | tuple):
+        items = [scrub(v, redactor) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        total = 0
+        for key, item in value.items():
+            new_key, n_key = scrub(key, redactor)
+            out[new_key], n = scrub(item, redactor)
+            total += n + n_key
+        return out, total
+    return value, 0
+
+
 def redact(text: str, secrets: Mapping[str, str]) -> str:
     """Replace each known secret (in all its forms) in ``text`` with a marker."""
     return Redactor(secrets).text(text)

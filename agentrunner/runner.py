@@ -194,12 +194,7 @@ class EpisodeLoop:
 
     def _run_tool(self, pending: PendingCall, *, skip: bool) -> str | None:
         call = pending.call
-        parsed: dict[str, Any] | None = None
-        problem: str | None = None
-        try:
-            parsed = call.parsed_arguments()
-        except ValueError as exc:
-            problem = str(exc)
+        parsed, problem = call.checked_arguments()
         if not pending.recorded:
             self.rec.tool_call(call, parsed, problem)
         if skip:

@@ -49,6 +49,13 @@ class AgentToolCall(_Value):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
         return value
 
+    def checked_arguments(self) -> tuple[dict[str, Any] | None, str | None]:
+        """The arguments as a JSON object and None, or None and why they are not one."""
+        try:
+            return self.parsed_arguments(), None
+        except ValueError as exc:
+            return None, str(exc)
+
 
 class AgentUsage(_Value):
     """Token usage of one model call, normalised across providers.

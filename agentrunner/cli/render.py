@@ -45,10 +45,7 @@ def describe_message(message: Message, limit: int = 160) -> str:
     """One line for an assistant message: its tool calls, then its text (both shortened)."""
     parts = []
     for call in message.tool_calls:
-        try:
-            parsed: dict[str, Any] | None = call.parsed_arguments()
-        except ValueError:
-            parsed = None
+        parsed = call.checked_arguments()[0]
         parts.append(f"{call.name}({_short_args(call.arguments, parsed, limit)})")
     text = " ".join(message.content.split())
     if text:

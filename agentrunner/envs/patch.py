@@ -34,6 +34,7 @@ from typing import IO
 
 from agentrunner.envs.manifest import Entry, FileEntry, LinkEntry
 from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.store.hashing import file_sha256
 
 BlobReader = Callable[[str], bytes]
 PathFilter = Callable[[str], bool]
@@ -339,7 +340,7 @@ def _local_key(path: Path) -> _Key | None:
         if stat.S_ISLNK(st.st_mode):
             return ("120000", os.readlink(path))
         if stat.S_ISREG(st.st_mode):
-            return ("100755" if st.st_mode & 0o111 else "100644", _sha256_of(path))
+            return ("100755" if st.st_mode & 0o111 else "100644", file_sha256(path))
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -359,14 +360,6 @@ def _listdir(folder: Path) -> list[str]:
         return os.listdir(folder)
     except OSError as exc:
         raise UsageError(f"cannot read {folder} in the target: {exc.strerror}") from exc
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _git_apply(target: Path, patch: bytes, *, check: bool) -> None:

@@ -250,10 +250,7 @@ def _tool_call(call: AgentToolCall, use: ToolUse | None) -> dict[str, Any]:
     if use is not None:
         parsed, problem = use.call.parsed, use.call.parse_error
     else:
-        try:
-            parsed, problem = call.parsed_arguments(), None
-        except ValueError as exc:
-            parsed, problem = None, str(exc)
+        parsed, problem = call.checked_arguments()
     out: dict[str, Any] = {
         "tool_call_id": call.call_id,
         "function_name": call.name,

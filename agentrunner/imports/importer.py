@@ -1,6 +1,6 @@
 """Write the sessions of one source file into the store, each as one episode.
 
-Every event an import writes carries ``src`` = [record index, part]: its place in the source
+Every event an import writes carries ``src`` = [record index, part, slot]: its place in the source
 file. Importing again re-reads the file, asks the store where each session's episode stopped
 (its last event's ``src``) and appends only what comes after, so that importing a file twice
 adds nothing, a session that grew gains only its new records, and an importer killed at any
@@ -10,19 +10,16 @@ their record says it happened (when it says one).
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from agentrunner import __version__
 from agentrunner import events as ev
 from agentrunner.envs import imported
+from agentrunner.history import NOT_CHUNKS
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -37,8 +34,10 @@ from agentrunner.imports.items import (
     Unmapped,
 )
 from agentrunner.recorder import Recorder
-from agentrunner.redaction import known_secrets
+from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.store import TraceStore
+from agentrunner.store.eventlog import stored_time
+from agentrunner.store.hashing import file_sha256
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message, ToolSpec
 from providers._usage import priced
 
@@ -64,7 +63,6 @@ class SessionReport:
     created: bool
     events: int = 0
     kept_raw: int = 0
-    records: Counter[str] = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,24 +88,9 @@ def episode_of(store: TraceStore, source: Source) -> str | None:
 
 
 def stamp(ts: str | None) -> int | None:
-    """An ISO 8601 time (``Z`` or an offset) as µs since the epoch; None when unreadable."""
-    if not ts:
-        return None
-    try:
-        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return int(moment.timestamp() * 1_000_000)
-
-
-def digest_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """An ISO 8601 time as µs since the epoch (UTC when it names no zone); None when absent
+    or unreadable."""
+    return (stored_time(ts) or None) if ts else None
 
 
 def positioned(records: Sequence[Any], parser: Any, *, finish: bool) -> list[tuple[int, int, Emit]]:
@@ -131,8 +114,7 @@ def infer_tools(emits: Sequence[tuple[int, int, Emit]], key: str) -> list[ToolSp
             continue
         for call in item.turn.tool_calls:
             names = seen.setdefault(call.name, set())
-            with contextlib.suppress(ValueError):  # unparsable arguments name no argument
-                names.update(call.parsed_arguments())
+            names.update(call.checked_arguments()[0] or {})  # unparsable: no argument names
     return [
         ToolSpec(
             name=name,
@@ -161,6 +143,7 @@ class SessionWriter:
         self.tools = list(source.tools) or tools
         self.tools_from = "source" if source.tools else "calls"
         self.tools_hash = store.put_tools(self.tools)
+        self.secrets = known_secrets()
         existing = episode_of(store, source)
         self.created = existing is None
         if existing is None:
@@ -178,12 +161,14 @@ class SessionWriter:
         writer = store.writer(existing)
         if first_ts is not None:  # items before the first timed one take its time
             writer.clock = lambda: first_ts
-        self.rec = Recorder(store, writer, secrets=known_secrets())
+        self.rec = Recorder(store, writer, secrets=self.secrets)
         self._catch_up()
 
     def _create(self, digest: str, parent_episode: str | None) -> str:
+        """The session's episode, its ``episode.start`` naming the source (what the source
+        says about itself is recorded like any other text: recordable, known secrets out)."""
         s = self.source
-        env = {
+        env: dict[str, Any] = {
             "kind": ENV_KIND,
             "format": s.format,
             "path": s.path,
@@ -202,6 +187,8 @@ class SessionWriter:
         model = {"spec": f"{s.agent}:{s.model}" if s.model else s.agent, "agent": s.agent}
         if s.model:
             model["model"] = s.model
+        redactor = Redactor(self.secrets)
+        env, model = scrub(env, redactor)[0], scrub(model, redactor)[0]
         start = ev.EpisodeStart(
             task_id=s.title or f"{s.agent} {s.session_id}",
             seed=0,
@@ -220,32 +207,33 @@ class SessionWriter:
         )
 
     def _catch_up(self) -> None:
-        """Where the episode stopped: its last position, chain tip, turn and open calls."""
-        for row in self.store.iter_events(self.episode_id):
-            payload = row.typed()
-            src = row.payload.get("src")
+        """Where the episode stopped: its last position, chain tip, turn and open calls
+        (chunks are not read: only the last event's position and a count of them matter)."""
+        last = self.store.last_events(self.episode_id, 1)
+        if last:
+            src = last[-1].payload.get("src")
             if isinstance(src, list) and len(src) == 3:
                 self.done = tuple(int(v) for v in src)
-            self.rec.turn = row.turn
-            match payload:
+            self.rec.turn = last[-1].turn
+        for row in self.store.iter_events(self.episode_id, kinds=NOT_CHUNKS):
+            match row.typed():
                 case ev.MessageEvent(message_hash=tip):
                     self.rec.tip = tip
                 case ev.ToolResult(message_hash=tip, call_id=call, observation=output):
                     self.rec.tip = tip
                     self.results.add((call, output))
                 case ev.ModelRequest(call_id=call):
-                    self.open_calls[_source_call(call)] = call
+                    self.open_calls[_continuation(call)[0]] = call
                 case ev.ModelResponse(call_id=call, message_hash=tip):
                     self.rec.tip = tip
-                    self.open_calls.pop(_source_call(call), None)
-                    self.answered.add(_source_call(call))
-                    if "+" in call:
-                        base, n = call.rsplit("+", 1)
-                        self.continued[base] = max(self.continued[base], int(n))
+                    source_call, n = _continuation(call)
+                    self.open_calls.pop(source_call, None)
+                    self.answered.add(source_call)
+                    self.continued[source_call] = max(self.continued[source_call], n)
                 case ev.ToolCall(call_id=call, name=name):
                     self.names[call] = name
         for call in self.open_calls.values():
-            self.rec._chunk_index = self.store.count_chunks(self.episode_id, call)
+            self.rec.chunk_index = self.store.count_chunks(self.episode_id, call)
 
     def write(self, index: int, part: int, item: Any) -> None:
         """Append the events of one item that the episode does not have yet.
@@ -263,7 +251,6 @@ class SessionWriter:
         before = self.rec.writer.next_seq
         self._item(item)
         self.report.events += self.rec.writer.next_seq - before
-        self.report.records[type(item).__name__] += 1
         self.done = max(self.done, (index, part, MAX_SLOT))
 
     def _due(self) -> bool:
@@ -338,24 +325,15 @@ class SessionWriter:
                     )
             case Failure(where=where, type=kind, message=message):
                 if self._due():
-                    text = self.rec._text(message)[0]
-                    self.rec.record(ev.Error(where=where, type=kind, message=text))
+                    self.rec.failure(where, kind, message)
             case Unmapped(record=record, why=why):
                 if self._due():
-                    raw, _ = self.rec._walk(_jsonable(record), redact=True)
-                    kept = ev.Error(where="import", type="unmapped", message=why, **{"raw": raw})
-                    self.rec.record(kept)
+                    self.rec.failure("import", "unmapped", why, raw=_jsonable(record))
                     self.report.kept_raw += 1
 
     def _tool_call(self, call: AgentToolCall) -> None:
-        parsed: dict[str, Any] | None = None
-        problem: str | None = None
-        try:
-            parsed = call.parsed_arguments()
-        except ValueError as exc:
-            problem = str(exc)
         self.names[call.call_id] = call.name
-        self.rec.tool_call(call, parsed, problem)
+        self.rec.tool_call(call, *call.checked_arguments())
 
     def _priced(self, turn: AgentTurn) -> AgentTurn:
         if turn.stop_reason is None:  # not "the stream broke": the source did not say
@@ -378,10 +356,11 @@ def _first_time(emits: Sequence[tuple[int, int, Emit]], key: str) -> int | None:
     return None
 
 
-def _source_call(recorded: str) -> str:
-    """The source's call id of a recorded call id (a continued call has a ``+n`` suffix)."""
+def _continuation(recorded: str) -> tuple[str, int]:
+    """The source's call id of a recorded call id, and which continuation of it the recorded
+    call is (``id+2``: the second; 0 for the call itself)."""
     base, plus, n = recorded.rpartition("+")
-    return base if plus and n.isdigit() else recorded
+    return (base, int(n)) if plus and n.isdigit() else (recorded, 0)
 
 
 def _price(usage: AgentUsage, model: str, provider: str) -> AgentUsage:
@@ -389,11 +368,8 @@ def _price(usage: AgentUsage, model: str, provider: str) -> AgentUsage:
 
 
 def _jsonable(record: Any) -> Any:
-    if isinstance(record, dict | list | str | int | float | bool) or record is None:
-        return record
-    if hasattr(record, "__dataclass_fields__"):
-        return {k: getattr(record, k) for k in record.__dataclass_fields__}
-    return json.loads(json.dumps(record, default=str))
+    """A record as JSON data (a :class:`BadLine` as its fields)."""
+    return asdict(record) if is_dataclass(record) and not isinstance(record, type) else record
 
 
 def import_file(
@@ -406,7 +382,7 @@ def import_file(
     """
     records = fmt.records(path, live=live)
     emits = positioned(records, fmt.parser(path), finish=not live)
-    digest = digest_file(path)
+    digest = file_sha256(path)
     writers: dict[str, SessionWriter] = {}
     for index, part, (key, item) in emits:
         if isinstance(item, Begin):

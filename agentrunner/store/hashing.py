@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentrunner.types import Message, ToolSpec
@@ -34,3 +35,12 @@ def tools_json(tools: Sequence[ToolSpec]) -> str:
 
 def tools_hash(canonical_tools: str) -> str:
     return hashlib.sha256(canonical_tools.encode()).hexdigest()
+
+
+def file_sha256(path: Path, block: int = 1 << 20) -> str:
+    """The sha256 of a file's bytes, read a block at a time."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(block), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
