@@ -152,6 +152,27 @@ class Redactor:
             del self._tails[key]
 
 
+_SECRET_FIELD = re.compile(
+    r"api[_-]?key|secret|passw(or)?d|authorization|(access|auth|refresh|session)[_-]?token", re.I
+)
+
+
+def mask_secret_fields(value: Any) -> Any:
+    """JSON data with every non-empty string under a secret-looking key (``api_key``,
+    ``password``, ``authorization``, ...) replaced by ``[masked]``: an imported agent's config
+    may carry a key whose value this machine does not know."""
+    if isinstance(value, dict):
+        return {
+            k: "[masked]"
+            if isinstance(k, str) and _SECRET_FIELD.search(k) and isinstance(v, str) and v
+            else mask_secret_fields(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [mask_secret_fields(v) for v in value]
+    return value
+
+
 def scrub(value: Any, redactor: Redactor | None) -> tuple[Any, int]:
     """JSON data as it may be recorded: every string (keys too) made recordable and, with a
     redactor, cleared of known secrets; and how many characters were replaced."""

@@ -9,7 +9,7 @@ records are the steps, one each; the parser reads the header itself. A step beco
   as text, each tool call's arguments as tool_args), :class:`Answer` (tool calls with their
   arguments as JSON text; usage from ``metrics``: ATIF's ``prompt_tokens`` includes
   ``cached_tokens``, as ``input_tokens`` does; cache writes and reasoning tokens from
-  ``metrics.extra``; ``cost_usd`` when the step has one, else priced from the step's model);
+  ``metrics.extra``; ``cost_usd`` when the step has one, else priced by the importer);
 - each observation result: :class:`Observed` for the tool call it names. A result naming none
   (Harbor's terminus-2 leaves the id out) is paired with the step's unanswered tool calls in
   order when there are as many of each; otherwise, and on system or user steps, its text
@@ -36,12 +36,12 @@ share it; Harbor's golden files all say ``NORMALIZED_SESSION_ID``), so the sessi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any, Literal
 
+from agentrunner.imports.files import session_id, whole_json
 from agentrunner.imports.importer import stamp
 from agentrunner.imports.items import (
     Answer,
@@ -57,7 +57,6 @@ from agentrunner.imports.items import (
     text_of,
 )
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart, ToolSpec
-from providers._usage import priced
 
 NAME = "atif"
 
@@ -67,17 +66,6 @@ _HEADER |= {"final_metrics", "continued_trajectory_ref", "extra", "subagent_traj
 _AGENT = {"name", "version", "model_name", "tool_definitions", "extra"}
 _CACHE_WRITE = ("cache_creation_input_tokens", "cache_creation_tokens", "cache_write_tokens")
 _REASONING = ("reasoning_tokens", "thinking_tokens")
-_PROVIDERS = {"anthropic", "openai", "google", "deepseek", "mistral", "x-ai", "groq"}
-_PROVIDERS |= {"openrouter", "together", "fireworks", "cohere", "moonshotai", "zai"}
-_ALIASES = {"gemini": "google", "vertex_ai": "google", "xai": "x-ai", "fireworks_ai": "fireworks"}
-_FAMILIES = (
-    (("claude",), "anthropic"),
-    (("gpt-", "o1", "o3", "o4", "chatgpt", "codex"), "openai"),
-    (("gemini",), "google"),
-    (("deepseek",), "deepseek"),
-    (("grok",), "x-ai"),
-    (("mistral", "codestral", "devstral", "magistral"), "mistral"),
-)
 
 
 def sniff(path: Path, head: str) -> bool:
@@ -105,21 +93,13 @@ def records(path: Path, *, live: bool) -> list[Any]:
 def parser(path: Path) -> _Trajectory:
     doc = _document(path)
     raw, tid = _str(doc.get("session_id")), _str(doc.get("trajectory_id"))
-    if tid:
-        session = f"{raw}/{tid}" if raw else tid
-    else:
-        session = f"{raw or NAME}@{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+    # a trajectory id names one document; a session id alone names a run (see above)
+    session = (f"{raw}/{tid}" if raw else tid) if tid else session_id(raw or NAME, path)
     return _Trajectory(doc, path=path, key="", session_id=session)
 
 
 def _document(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{path}: not a complete ATIF JSON document"
-            f" ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-        ) from None
+    doc = whole_json(path)
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: an ATIF trajectory must be a JSON object")
     return doc
@@ -211,7 +191,6 @@ class _Trajectory:
         extra["continued_trajectory_ref"] = doc.get("continued_trajectory_ref")
         extra["agent_extra"] = agent.get("extra")
         extra["tool_definitions"] = agent.get("tool_definitions") if lossy else None
-        extra["price_provider"] = _provider(self.model or "")[0]
         unknown = {k: v for k, v in doc.items() if k not in _HEADER}
         unknown |= {f"agent.{k}": v for k, v in agent.items() if k not in _AGENT}
         extra["unmapped"] = unknown or None
@@ -277,7 +256,7 @@ class _Trajectory:
         if copied:
             marks["is_copied_context"] = True
         free = AgentUsage(cost_usd=0.0, price_source="source")  # no model call of its own
-        usage = _usage(left, model or self.model) if called else free
+        usage = _usage(left) if called else free
         opaque = (
             OpaquePart(provider=NAME, type="step", data={"step_id": step.get("step_id")} | marks),
         )
@@ -378,7 +357,7 @@ def _tool_calls(left: dict[str, Any]) -> tuple[AgentToolCall, ...]:
     return tuple(calls)
 
 
-def _usage(left: dict[str, Any], model: str | None) -> AgentUsage:
+def _usage(left: dict[str, Any]) -> AgentUsage:
     """A model call's usage from the step's ``metrics`` (the fields used are taken out)."""
     metrics = left.pop("metrics", None)
     if not isinstance(metrics, dict):
@@ -410,24 +389,7 @@ def _usage(left: dict[str, Any], model: str | None) -> AgentUsage:
         cost_usd=None if cost is None else float(cost),
         price_source=None if cost is None else "source",
     )
-    provider, bare = _provider(model or "")
-    if cost is None and provider is not None and (usage.input_tokens or usage.output_tokens):
-        usage = priced(usage, bare, provider_id=provider)
     return usage
-
-
-def _provider(model: str) -> tuple[str | None, str]:
-    """The price table's provider a model name makes obvious, and the name it lists there
-    (``openai/gpt-4o``: openai's ``gpt-4o``; ``claude-...``: anthropic's)."""
-    head, slash, tail = model.partition("/")
-    name = _ALIASES.get(head.lower(), head.lower())
-    if slash and name in _PROVIDERS:
-        return name, tail
-    bare = model.lower().rsplit("/", 1)[-1]
-    for prefixes, provider in _FAMILIES:
-        if bare.startswith(prefixes):
-            return provider, model
-    return None, model
 
 
 def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], bool]:

@@ -33,13 +33,13 @@ from agentrunner.imports.items import (
     Source,
     Unmapped,
 )
+from agentrunner.imports.pricing import with_cost
 from agentrunner.recorder import Recorder
-from agentrunner.redaction import Redactor, known_secrets, scrub
+from agentrunner.redaction import Redactor, known_secrets, mask_secret_fields, scrub
 from agentrunner.store import TraceStore
 from agentrunner.store.eventlog import stored_time
 from agentrunner.store.hashing import file_sha256
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message, ToolSpec
-from providers._usage import priced
+from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message, ToolSpec
 
 FINISH_PART = 1_000_000
 """Parts an import adds when it closes a finished file are numbered from here on its last
@@ -166,7 +166,8 @@ class SessionWriter:
 
     def _create(self, digest: str, parent_episode: str | None) -> str:
         """The session's episode, its ``episode.start`` naming the source (what the source
-        says about itself is recorded like any other text: recordable, known secrets out)."""
+        says about itself is recorded like any other text: recordable, known secrets out, and
+        values under secret-looking keys masked)."""
         s = self.source
         env: dict[str, Any] = {
             "kind": ENV_KIND,
@@ -188,7 +189,8 @@ class SessionWriter:
         if s.model:
             model["model"] = s.model
         redactor = Redactor(self.secrets)
-        env, model = scrub(env, redactor)[0], scrub(model, redactor)[0]
+        env = scrub(mask_secret_fields(env), redactor)[0]
+        model = scrub(model, redactor)[0]
         start = ev.EpisodeStart(
             task_id=s.title or f"{s.agent} {s.session_id}",
             seed=0,
@@ -336,16 +338,15 @@ class SessionWriter:
         self.rec.tool_call(call, *call.checked_arguments())
 
     def _priced(self, turn: AgentTurn) -> AgentTurn:
-        if turn.stop_reason is None:  # not "the stream broke": the source did not say
+        """The answer as recorded: a stop reason saying the source gave none (not "the
+        stream broke"), and a cost from genai-prices when the source recorded none."""
+        if turn.stop_reason is None:
             turn = turn.model_copy(update={"stop_reason": UNRECORDED})
-        usage = turn.usage
-        if usage.cost_usd is not None or not (usage.input_tokens or usage.output_tokens):
-            return turn
-        model = turn.model or self.source.model
-        provider = self.source.extra.get("price_provider")
-        if not model or not isinstance(provider, str):
-            return turn
-        return turn.model_copy(update={"usage": _price(usage, model, provider)})
+        hint = self.source.extra.get("price_provider")
+        usage = with_cost(
+            turn.usage, turn.model or self.source.model, hint if isinstance(hint, str) else None
+        )
+        return turn.model_copy(update={"usage": usage})
 
 
 def _first_time(emits: Sequence[tuple[int, int, Emit]], key: str) -> int | None:
@@ -361,10 +362,6 @@ def _continuation(recorded: str) -> tuple[str, int]:
     call is (``id+2``: the second; 0 for the call itself)."""
     base, plus, n = recorded.rpartition("+")
     return (base, int(n)) if plus and n.isdigit() else (recorded, 0)
-
-
-def _price(usage: AgentUsage, model: str, provider: str) -> AgentUsage:
-    return priced(usage, model, provider_id=provider)
 
 
 def _jsonable(record: Any) -> Any:

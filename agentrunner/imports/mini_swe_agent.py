@@ -6,7 +6,7 @@ Three shapes are read: ``trajectory_format: "mini-swe-agent-1"`` (v1: ``info`` a
 and ``role: "tool"`` messages, a final ``role: "exit"`` message) and the legacy bare list of
 messages. The records fed are the messages; ``info`` and the rest of the file go to
 :class:`Source` (``extra``: exit status, submission, model stats, config with secret-looking
-values masked, format, genai-prices ``price_provider`` when the model tells it).
+values masked by the importer, format, ``price_provider: openrouter`` for OpenRouter models).
 
 Mapping. A system message, and a user message that answers no tool call (the task, a format
 error, a limit notice), is :class:`Said`. Each assistant message is one model call: ``Ask``,
@@ -23,7 +23,7 @@ format error, and the next user message is then ``Said``).
 
 Usage is per call, from ``extra.response.usage`` (OpenAI chat shape) with the cost from
 ``extra.cost`` (v2) or the usage's ``cost`` (OpenRouter); a call without a known cost (none
-recorded, or 0) is priced from genai-prices' table by the provider its model name tells.
+recorded, or 0) is priced by the importer (:mod:`.pricing`).
 ``info.model_stats`` (v1 and v2 hold only the total cost and the number of calls, no tokens)
 stays in ``Source.extra``: nothing is spread over the calls. A v2 format error keeps the
 rejected answer in the error message's ``extra.model_response``; it is imported as the call it
@@ -34,19 +34,16 @@ did not resend. The ``exit`` message and any record that is not a chat message a
 The session id is the instance id (or a digest alone, for the legacy list) joined to a digest
 of the file's resolved path: every run of a benchmark names its instance the same way.
 
-The helpers at the end (whole-JSON reading, session ids, price providers, masking, times) are
-shared with :mod:`.swe_agent`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agentrunner.imports.chat import as_dict, bash_call, chat_usage, iso_time, openai_call
+from agentrunner.imports.files import file_tail, session_id, whole_json
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -60,8 +57,7 @@ from agentrunner.imports.items import (
     Unmapped,
     text_of,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart
-from providers._usage import from_openai_chat, priced
+from agentrunner.types import AgentToolCall, AgentTurn, OpaquePart
 
 NAME = "mini-swe-agent"
 AGENT = "mini-swe-agent"
@@ -109,9 +105,11 @@ class MiniSweAgentParser:
 
     def __init__(self, path: Path, data: Any) -> None:
         self.source = _source(path, data)
-        config = _dict(_dict(data.get("info") if isinstance(data, dict) else None).get("config"))
+        config = as_dict(
+            as_dict(data.get("info") if isinstance(data, dict) else None).get("config")
+        )
         self.model_type = str(config.get("model_type", ""))
-        regexes = [_dict(config.get(part)).get("action_regex") for part in ("agent", "model")]
+        regexes = [as_dict(config.get(part)).get("action_regex") for part in ("agent", "model")]
         configured = tuple(r for r in regexes if isinstance(r, str) and r)
         self.regexes = configured or ACTION_REGEXES
         self.begun = False
@@ -139,7 +137,7 @@ class MiniSweAgentParser:
         if not isinstance(record, dict) or not isinstance(record.get("role"), str):
             return [Unmapped(record, "not a chat message (it has no role)")]
         role = record["role"]
-        extra = _dict(record.get("extra"))
+        extra = as_dict(record.get("extra"))
         text = text_of(record.get("content"))
         ts = iso_time(extra.get("timestamp"))
         match role:
@@ -172,10 +170,10 @@ class MiniSweAgentParser:
     ) -> list[Item]:
         """One model call; ``acted`` False for an answer the run rejected (no actions)."""
         call = f"call-{index}"
-        response = _dict(extra.get("response"))
+        response = as_dict(extra.get("response"))
         choices = response.get("choices")
-        choice = _dict(choices[0]) if isinstance(choices, list) and choices else {}
-        said = _dict(choice.get("message"))
+        choice = as_dict(choices[0]) if isinstance(choices, list) and choices else {}
+        said = as_dict(choice.get("message"))
         text = text_of(record.get("content"))
         reasoning = next(
             (
@@ -203,7 +201,7 @@ class MiniSweAgentParser:
             message=text,
             reasoning=reasoning,
             tool_calls=calls,
-            usage=with_price(used, model, self.model_type),
+            usage=used,
             model=model,
             provider_request_id=response.get("id") if isinstance(response.get("id"), str) else None,
             stop_reason=choice.get("finish_reason") or None,
@@ -227,7 +225,7 @@ class MiniSweAgentParser:
             return tuple(openai_call(c, f"tool-{index}-{k}") for k, c in enumerate(made)), True
         actions = extra.get("actions")
         if isinstance(actions, list):
-            commands = [str(_dict(a).get("command", "")) for a in actions]
+            commands = [str(as_dict(a).get("command", "")) for a in actions]
         else:
             commands = []
             for regex in self.regexes:
@@ -241,9 +239,9 @@ class MiniSweAgentParser:
 
 def _source(path: Path, data: Any) -> Source:
     top = data if isinstance(data, dict) else {}
-    info = _dict(top.get("info"))
-    config = _dict(info.get("config"))
-    model_name = _dict(config.get("model")).get("model_name")
+    info = as_dict(top.get("info"))
+    config = as_dict(info.get("config"))
+    model_name = as_dict(config.get("model")).get("model_name")
     model = model_name if isinstance(model_name, str) and model_name else None
     instance = top.get("instance_id") if isinstance(top.get("instance_id"), str) else None
     extra: dict[str, Any] = {
@@ -251,11 +249,10 @@ def _source(path: Path, data: Any) -> Source:
         **{k: v for k, v in top.items() if k not in ("info", "messages", "trajectory_format")},
         **info,
     }
-    provider, _ = pricing(model, str(config.get("model_type", "")))
-    if provider:
-        extra["price_provider"] = provider
+    if "openrouter" in str(config.get("model_type", "")).lower():
+        extra["price_provider"] = "openrouter"  # OpenRouter's ids and prices
     version = info.get("mini_version")
-    cwd = _dict(config.get("environment")).get("cwd")
+    cwd = as_dict(config.get("environment")).get("cwd")
     return Source(
         format=NAME,
         path=str(path),
@@ -265,174 +262,5 @@ def _source(path: Path, data: Any) -> Source:
         model=model,
         cwd=cwd if isinstance(cwd, str) else None,
         title=instance,
-        extra=masked(extra),
+        extra=extra,
     )
-
-
-# -- shared with swe_agent
-
-
-def whole_json(path: Path) -> Any:
-    """A file written as one JSON value; a clear error when it is not (yet) complete."""
-    try:
-        return json.loads(path.read_bytes())
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{path}: the file is not complete JSON ({exc.msg} at char {exc.pos}); a trajectory"
-            " is saved whole, so import it once its writer has finished saving it"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: the file is not UTF-8 JSON ({exc.reason})") from None
-
-
-def file_tail(path: Path, size: int = 4096) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(max(path.stat().st_size - size, 0))
-            return f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def session_id(name: str | None, path: Path) -> str:
-    """``name@<12 hex of the file's resolved path>``, or the path's whole sha256 without a
-    name. The path is part of it because instance ids repeat: every run of a benchmark
-    writes ``django__django-16255``, and one id would make a second run look imported."""
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()
-    return f"{name}@{digest[:12]}" if name else digest
-
-
-def bash_call(call_id: str, command: str) -> AgentToolCall:
-    arguments = json.dumps({"command": command}, ensure_ascii=False)
-    return AgentToolCall(call_id=call_id, name="bash", arguments=arguments)
-
-
-def openai_call(call: Any, fallback_id: str) -> AgentToolCall:
-    """A tool call in OpenAI's chat shape (``{id, function: {name, arguments}}``)."""
-    call = _dict(call)
-    function = _dict(call.get("function"))
-    arguments = function.get("arguments", "{}")
-    return AgentToolCall(
-        call_id=str(call.get("id") or fallback_id),
-        name=str(function.get("name") or "unknown"),
-        arguments=arguments
-        if isinstance(arguments, str)
-        else json.dumps(arguments, ensure_ascii=False, sort_keys=True),
-    )
-
-
-def chat_usage(usage: Any, cost: Any) -> AgentUsage:
-    """One call's usage in the OpenAI chat shape, with the cost the source recorded (a zero
-    cost is taken as unknown: mini-swe-agent writes 0 when it could not price a call)."""
-    counted = from_openai_chat(usage) if isinstance(usage, dict) else AgentUsage()
-    if not _number(cost) and isinstance(usage, dict):
-        cost = usage.get("cost")
-    if not _number(cost) or cost == 0:
-        return counted
-    return counted.model_copy(
-        update={"cost_usd": float(cost), "price_source": "recorded in the trajectory"}
-    )
-
-
-_PROVIDER_PREFIXES = {
-    "anthropic": "anthropic",
-    "azure": "azure",
-    "bedrock": "aws",
-    "cerebras": "cerebras",
-    "cohere": "cohere",
-    "deepseek": "deepseek",
-    "fireworks_ai": "fireworks",
-    "gemini": "google",
-    "google": "google",
-    "groq": "groq",
-    "mistral": "mistral",
-    "moonshot": "moonshotai",
-    "openai": "openai",
-    "openrouter": "openrouter",
-    "perplexity": "perplexity",
-    "together_ai": "together",
-    "vertex_ai": "google",
-    "x-ai": "x-ai",
-    "xai": "x-ai",
-}
-_MODEL_FAMILIES = (
-    ("claude", "anthropic"),
-    ("gpt", "openai"),
-    ("chatgpt", "openai"),
-    ("o1", "openai"),
-    ("o3", "openai"),
-    ("o4", "openai"),
-    ("gemini", "google"),
-    ("deepseek", "deepseek"),
-    ("mistral", "mistral"),
-    ("codestral", "mistral"),
-    ("devstral", "mistral"),
-    ("grok", "x-ai"),
-)
-
-
-def pricing(model: str | None, model_type: str = "") -> tuple[str | None, str | None]:
-    """The genai-prices provider a model name (litellm style, ``provider/model``, or bare)
-    tells, and the name that provider lists it under; a model class naming OpenRouter means
-    OpenRouter's ids and prices."""
-    if "openrouter" in model_type.lower():
-        return "openrouter", model
-    if not model:
-        return None, model
-    head, slash, rest = model.partition("/")
-    if slash and head.lower() in _PROVIDER_PREFIXES:
-        return _PROVIDER_PREFIXES[head.lower()], rest
-    name = model.rsplit("/", 1)[-1]
-    for family, provider in _MODEL_FAMILIES:
-        low = name.lower()
-        if low.startswith(family) and (len(family) > 2 or low[2:3] in ("", "-")):
-            return provider, name
-    return None, model
-
-
-def with_price(usage: AgentUsage, model: str | None, model_type: str = "") -> AgentUsage:
-    """``usage`` priced from genai-prices' table when the source recorded no cost. Done here,
-    not left to the importer, because the importer prices the name as written and the table
-    does not list ``anthropic/claude-...``: the provider's prefix has to go first."""
-    if usage.cost_usd is not None or not (usage.input_tokens or usage.output_tokens):
-        return usage
-    provider, name = pricing(model, model_type)
-    return priced(usage, name, provider_id=provider) if provider and name else usage
-
-
-_SECRET_KEY = re.compile(
-    r"api[_-]?key|secret|passw(or)?d|authorization|(access|auth|refresh|session)[_-]?token", re.I
-)
-
-
-def masked(value: Any) -> Any:
-    """``value`` with every non-empty string under a secret-looking key replaced by a marker
-    (configs may carry API keys; ``episode.start`` must not)."""
-    if isinstance(value, dict):
-        return {
-            k: "[masked]"
-            if isinstance(k, str) and _SECRET_KEY.search(k) and isinstance(v, str) and v
-            else masked(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [masked(v) for v in value]
-    return value
-
-
-def iso_time(value: Any) -> str | None:
-    """A Unix time in seconds as ISO 8601 UTC (None when it is not one)."""
-    if not _number(value) or value <= 0:
-        return None
-    try:
-        return datetime.fromtimestamp(float(value), UTC).isoformat()
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}

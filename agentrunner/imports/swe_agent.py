@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentrunner.imports.chat import as_dict, bash_call, openai_call
+from agentrunner.imports.files import session_id, whole_json
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -53,15 +55,6 @@ from agentrunner.imports.items import (
     Source,
     Unmapped,
     text_of,
-)
-from agentrunner.imports.mini_swe_agent import (
-    bash_call,
-    masked,
-    openai_call,
-    pricing,
-    session_id,
-    whole_json,
-    with_price,
 )
 from agentrunner.types import AgentTurn, AgentUsage, OpaquePart
 
@@ -132,7 +125,7 @@ class SweAgentParser:
                         isinstance(e, dict) and e.get("tool_calls") for e in history
                     ),
                     last_answer=start + answers[-1] if answers else None,
-                    totals=_totals(run.get("info"), source.model),
+                    totals=_totals(run.get("info")),
                 )
             )
             start += len(history)
@@ -229,9 +222,9 @@ def _demo(entry: Any) -> bool:
     return isinstance(entry, dict) and bool(entry.get("is_demo"))
 
 
-def _totals(info: Any, model: str | None) -> AgentUsage:
-    """A finished run's totals as one usage (empty while the run goes on), priced from the
-    model when SWE-agent knew no cost."""
+def _totals(info: Any) -> AgentUsage:
+    """A finished run's totals as one usage (empty while the run goes on; the importer prices
+    it when SWE-agent knew no cost)."""
     info = info if isinstance(info, dict) else {}
     stats = info.get("model_stats")
     if not info.get("exit_status") or not isinstance(stats, dict):
@@ -244,14 +237,10 @@ def _totals(info: Any, model: str | None) -> AgentUsage:
         output_tokens=received if isinstance(received, int) else 0,
     )
     if not isinstance(cost, int | float) or cost == 0:
-        return with_price(usage, model)  # SWE-agent writes 0 for a cost it did not know
+        return usage  # SWE-agent writes 0 for a cost it did not know
     return usage.model_copy(
         update={"cost_usd": float(cost), "price_source": "SWE-agent model_stats (run totals)"}
     )
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _config(value: Any) -> dict[str, Any]:
@@ -265,9 +254,9 @@ def _config(value: Any) -> dict[str, Any]:
 
 
 def _source(path: Path, run: dict[str, Any], whole: Any, attempt: int | None) -> Source:
-    info = _dict(run.get("info"))
+    info = as_dict(run.get("info"))
     config = _config(run.get("replay_config"))
-    model = _dict(_dict(config.get("agent")).get("model")).get("name")
+    model = as_dict(as_dict(config.get("agent")).get("model")).get("name")
     problem = config.get("problem_statement")
     instance = problem.get("id") if isinstance(problem, dict) else None
     name = instance if isinstance(instance, str) and instance else path.name.removesuffix(".traj")
@@ -294,9 +283,6 @@ def _source(path: Path, run: dict[str, Any], whole: Any, attempt: int | None) ->
         name = f"{name}/attempt-{attempt}"
     if isinstance(whole, dict) and isinstance(whole.get("info"), dict):
         extra["retry_info"] = whole["info"]  # the RetryAgent's own info (reviews, totals)
-    provider, _ = pricing(model if isinstance(model, str) else None)
-    if provider:
-        extra["price_provider"] = provider
     version = info.get("swe_agent_version")
     return Source(
         format=NAME,
@@ -307,5 +293,5 @@ def _source(path: Path, run: dict[str, Any], whole: Any, attempt: int | None) ->
         model=model if isinstance(model, str) else None,
         cwd=cwd if isinstance(cwd, str) else None,
         title=name,
-        extra=masked(extra),
+        extra=extra,
     )

@@ -1,10 +1,19 @@
-"""Shared by the import tests: where the third-party sample traces are (skip when absent)."""
+"""Shared by the import tests: where the third-party sample traces are (skip when absent),
+and reading back what an import wrote."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+from types import ModuleType
+from typing import Any, cast
 
 import pytest
+
+from agentrunner import TraceStore
+from agentrunner.imports.importer import import_file
+from agentrunner.imports.items import Format
+from agentrunner.imports.registry import HEAD_BYTES
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "foreign-traces"
 
@@ -19,3 +28,22 @@ def needs(folder: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(
         not (FIXTURES / folder).is_dir(), reason=f"{FIXTURES / folder} is absent"
     )
+
+
+def payloads(store: TraceStore, episode: str, kind: str) -> list[dict[str, Any]]:
+    return [row.payload for row in store.iter_events(episode, kinds=[kind])]
+
+
+def kinds(store: TraceStore, episode: str) -> Counter[str]:
+    return Counter(row.kind for row in store.iter_events(episode))
+
+
+def head(path: Path) -> str:
+    """What format detection reads of a file."""
+    return path.read_bytes()[:HEAD_BYTES].decode("utf-8", errors="replace")
+
+
+def only_episode(store: TraceStore, path: Path, fmt: ModuleType) -> str:
+    """The one episode importing a one-session file makes."""
+    [report] = import_file(store, path, cast(Format, fmt))  # a format module is a Format
+    return report.episode_id

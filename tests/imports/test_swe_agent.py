@@ -14,8 +14,15 @@ import pytest
 from agentrunner import TraceStore
 from agentrunner.imports import swe_agent
 from agentrunner.imports.importer import import_file, positioned
-from agentrunner.imports.registry import HEAD_BYTES
-from tests.imports.conftest import FIXTURES, fixture_files, needs
+from tests.imports.conftest import (
+    FIXTURES,
+    fixture_files,
+    head,
+    kinds,
+    needs,
+    only_episode,
+    payloads,
+)
 
 SAMPLES = fixture_files("swe-agent", "*.traj")
 OTHERS = [
@@ -48,21 +55,8 @@ def finished(doc: dict[str, Any], stats: dict[str, Any] | None = None) -> dict[s
     return {**copy.deepcopy(doc), "info": info}
 
 
-def payloads(store: TraceStore, episode: str, kind: str) -> list[dict[str, Any]]:
-    return [row.payload for row in store.iter_events(episode) if row.kind == kind]
-
-
-def kinds(store: TraceStore, episode: str) -> Counter[str]:
-    return Counter(row.kind for row in store.iter_events(episode))
-
-
 def only(store: TraceStore, path: Path) -> str:
-    [report] = import_file(store, path, swe_agent)
-    return report.episode_id
-
-
-def head(path: Path) -> str:
-    return path.read_bytes()[:HEAD_BYTES].decode("utf-8", errors="replace")
+    return only_episode(store, path, swe_agent)
 
 
 def log(store: TraceStore, episode: str) -> list[tuple[str, dict[str, Any]]]:
@@ -200,8 +194,9 @@ def test_totals_without_a_cost_are_priced_from_the_model(store: TraceStore, tmp_
     doc["replay_config"] = json.dumps({"agent": {"model": {"name": "openai/gpt-4o"}}})
     episode = only(store, write(tmp_path, doc))
     summary = store.episode(episode)
-    assert summary.env["extra"]["price_provider"] == "openai"
     assert summary.cost_usd is not None and summary.cost_usd > 0
+    [used] = [u for u in payloads(store, episode, "usage") if u["cost_usd"]]
+    assert "openai/gpt-4o" in used["price_source"]
 
 
 @needs("swe-agent")
