@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.errors import EpisodeNotFoundError, UsageError
+from agentrunner.errors import EpisodeNotFoundError, StoreError, UsageError
 from agentrunner.events import (
     EpisodeEnd,
     EpisodeStart,
@@ -210,6 +210,29 @@ def test_an_episode_no_fork_depends_on_can_be_removed(backend: MakeStore) -> Non
     assert store.remove_episode(child) == 0
     assert store.remove_episode(root) == 1
     assert store.episode_ids() == []
+
+
+def test_an_imported_session_is_found_by_its_key_and_has_one_episode(backend: MakeStore) -> None:
+    store, other = backend(), backend()
+    env = {"kind": "import"}
+    ep = store.create_episode(task_id="t", seed=0, env=env, model={}, import_key="fmt:s1")
+    assert other.imported_episode("fmt:s1") == ep
+    assert other.imported_episode("fmt:s2") is None
+    with pytest.raises(StoreError, match="imported by another process"):
+        other.create_episode(task_id="t", seed=0, env=env, model={}, import_key="fmt:s1")
+    assert store.episode_ids() == [ep]
+    store.remove_episode(ep)
+    assert store.imported_episode("fmt:s1") is None
+
+
+def test_an_imported_session_without_a_writer_is_completed(backend: MakeStore) -> None:
+    store = backend()
+    ep = store.create_episode(task_id="t", seed=0, env={"kind": "import"}, model={})
+    store.writer(ep).append(0, _start())
+    summary = store.episode(ep)
+    assert (summary.status, summary.stop_reason) == (Status.COMPLETED, "imported")
+    with store.lease(ep):
+        assert store.episode(ep).status == Status.RUNNING  # being imported (or followed)
 
 
 def test_workspace_blobs_and_snapshots_round_trip(backend: MakeStore) -> None:

@@ -116,10 +116,9 @@ def _follow(store: TraceStore, args: argparse.Namespace) -> int:
                 if seen.get(path) == mark:
                     continue
                 seen[path] = mark
-                for report in import_paths(store, [path], fmt=args.format, live=True):
+                found = import_paths(store, [path], fmt=args.format, live=True, held=held)
+                for report in found:
                     for s in report.sessions:
-                        if s.episode_id not in held and store.claim_writer(s.episode_id):
-                            held.add(s.episode_id)
                         if s.events and not args.json:
                             console.print(
                                 f"{s.episode_id}  +{plural(s.events, 'event')}"

@@ -79,6 +79,10 @@ class _Call:
     held: list[Item] = field(default_factory=list)
     """Tool results that came while the call was open."""
 
+    @property
+    def tool_ids(self) -> set[str]:
+        return {c.call_id for c in self.tool_calls}
+
 
 class _Thread:
     """One conversation (the main session or a subagent's): its open call and tool names."""
@@ -174,12 +178,8 @@ class _Thread:
         if texts:  # the user spoke: the open call is over
             out.extend(self.close())
             out.append(Said("user", "\n".join(texts), ts))
-        for result in results:
-            if self.open is not None and result.call_id not in self.names:
-                out.append(result)
-            elif self.open is not None and any(
-                c.call_id == result.call_id for c in self.open.tool_calls
-            ):
+        for result in results:  # a result of the open call waits until the call is recorded
+            if self.open is not None and result.call_id in self.open.tool_ids:
                 self.open.held.append(result)
             else:
                 out.append(result)
@@ -197,13 +197,7 @@ def _conversational(record: Any) -> bool:
         isinstance(record, dict)
         and record.get("type") in CONVERSATION
         and isinstance(record.get("message"), dict)
-        and (
-            "content" in record["message"]
-            or (
-                record["message"].get("role") == "assistant"
-                and isinstance(record["message"].get("content"), list)
-            )
-        )
+        and "content" in record["message"]
     )
 
 

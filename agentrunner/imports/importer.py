@@ -19,6 +19,7 @@ from typing import Any
 from agentrunner import __version__
 from agentrunner import events as ev
 from agentrunner.envs import imported
+from agentrunner.errors import UsageError
 from agentrunner.history import NOT_CHUNKS
 from agentrunner.imports.items import (
     Answer,
@@ -137,6 +138,7 @@ class SessionWriter:
         digest: str,
         parent_episode: str | None,
         first_ts: int | None = None,
+        held: set[str],
     ) -> None:
         self.store = store
         self.source = source
@@ -147,7 +149,13 @@ class SessionWriter:
         existing = episode_of(store, source)
         self.created = existing is None
         if existing is None:
-            existing = self._create(digest, parent_episode)
+            existing = self._create(digest, parent_episode)  # created claimed
+        elif existing not in held and not store.claim_writer(existing):
+            raise UsageError(
+                f"episode {existing} ({source_key(source)}) is being written by another"
+                " process (another import, or `import --follow`); wait for it or stop it"
+            )
+        held.add(existing)
         self.episode_id = existing
         self.report = SessionReport(existing, source, self.created)
         self.done: tuple[int, ...] = (-1, -1, -1)
@@ -206,6 +214,7 @@ class SessionWriter:
             model=model,
             first_event=(0, start),
             import_key=source_key(s),
+            claim=True,
         )
 
     def _catch_up(self) -> None:
@@ -370,33 +379,45 @@ def _jsonable(record: Any) -> Any:
 
 
 def import_file(
-    store: TraceStore, path: Path, fmt: Format, *, live: bool = False
+    store: TraceStore,
+    path: Path,
+    fmt: Format,
+    *,
+    live: bool = False,
+    held: set[str] | None = None,
 ) -> list[SessionReport]:
     """Import (or continue importing) every session of one file; return what was done.
 
     With ``live``, the file is still being written: a last line without its newline waits,
-    and a model call still open at the end stays open (its next blocks may come).
+    and a model call still open at the end stays open (its next blocks may come). Each
+    session's episode is written under its writer lease; a caller that keeps importing
+    (``--follow``) passes ``held``, the episodes whose leases it keeps, else the leases are
+    released on return.
     """
     records = fmt.records(path, live=live)
     emits = positioned(records, fmt.parser(path), finish=not live)
     digest = file_sha256(path)
+    leases: set[str] = set() if held is None else held
     writers: dict[str, SessionWriter] = {}
-    for index, part, (key, item) in emits:
-        if isinstance(item, Begin):
-            if key in writers:
-                continue
-            parent = item.source.parent_session
-            parent_episode = writers[parent].episode_id if parent in writers else None
-            writers[key] = SessionWriter(
-                store,
-                item.source,
-                tools=infer_tools(emits, key),
-                digest=digest,
-                parent_episode=parent_episode,
-                first_ts=_first_time(emits, key),
-            )
-        writer = writers.get(key)
-        if writer is None:
-            raise ValueError(f"{fmt.NAME} parser emitted an item before its session began")
-        writer.write(index, part, item)
+    try:
+        for index, part, (key, item) in emits:
+            if isinstance(item, Begin) and key not in writers:
+                parent = writers.get(item.source.parent_session or "")
+                writers[key] = SessionWriter(
+                    store,
+                    item.source,
+                    tools=infer_tools(emits, key),
+                    digest=digest,
+                    parent_episode=parent.episode_id if parent is not None else None,
+                    first_ts=_first_time(emits, key),
+                    held=leases,
+                )
+            writer = writers.get(key)
+            if writer is None:
+                raise ValueError(f"{fmt.NAME} parser emitted an item before its session began")
+            writer.write(index, part, item)
+    finally:
+        if held is None:
+            for episode_id in leases:
+                store.release_writer(episode_id)
     return [w.report for w in writers.values()]

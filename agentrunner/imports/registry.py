@@ -70,10 +70,16 @@ def session_files(paths: Iterable[Path]) -> Iterator[Path]:
 
 
 def import_paths(
-    store: TraceStore, paths: Iterable[Path], *, fmt: str = "auto", live: bool = False
+    store: TraceStore,
+    paths: Iterable[Path],
+    *,
+    fmt: str = "auto",
+    live: bool = False,
+    held: set[str] | None = None,
 ) -> list[FileReport]:
     """Import every session found in ``paths``; a file of no known format is reported as
-    skipped (when it was found in a folder) or is an error (when it was named)."""
+    skipped (when it was found in a folder) or is an error (when it was named). ``held``: see
+    :func:`~agentrunner.imports.importer.import_file`."""
     if fmt != "auto" and fmt not in FORMATS:
         known = ", ".join(["auto", *FORMATS])
         raise UsageError(f"unknown format {fmt!r}; known: {known}", param="format")
@@ -91,7 +97,7 @@ def import_paths(
             reports.append(FileReport(path, None, skipped="no known format"))
             continue
         try:
-            sessions = import_file(store, path, _format(FORMATS[name]), live=live)
+            sessions = import_file(store, path, _format(FORMATS[name]), live=live, held=held)
         except (ValueError, OSError) as exc:  # not readable as its format (or not yet, live)
             if path in named and not live:
                 raise UsageError(f"{path}: cannot import as {name}: {exc}", param="path") from None

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from array import array
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from agentrunner.environment import SnapshotBackend
 from agentrunner.errors import StoreCorruptError
 from agentrunner.store.records import (
     BatchSummary,
@@ -36,15 +37,17 @@ class EventWriter(Protocol):
     next_seq: int
     attempt: int
     lost: str | None
+    clock: Callable[[], int]
 
     def append(self, turn: int, payload: BaseModel) -> int: ...
 
     def append_together(self, turn: int, payloads: Sequence[BaseModel]) -> list[int]: ...
 
 
-class StoreBackend(Protocol):
+class StoreBackend(SnapshotBackend, Protocol):
     """A trace store: the append-only log, content-addressed messages, tools and workspace
-    blobs, episodes and their lineage, writer leases, and the side tables."""
+    blobs (the :class:`~agentrunner.environment.SnapshotBackend` methods), episodes and their
+    lineage, writer leases, and the side tables."""
 
     path: Path
 
@@ -63,7 +66,10 @@ class StoreBackend(Protocol):
         claim: bool = False,
         batch_id: str | None = None,
         first_event: tuple[int, BaseModel] | None = None,
+        import_key: str | None = None,
     ) -> str: ...
+
+    def imported_episode(self, import_key: str) -> str | None: ...
 
     def writer(self, episode_id: str, *, attempt: int | None = None) -> EventWriter: ...
 
@@ -160,25 +166,6 @@ class StoreBackend(Protocol):
     def put_tools(self, tools: Sequence[ToolSpec]) -> str: ...
 
     def tools(self, tools_hash_: str) -> list[ToolSpec]: ...
-
-    # -- workspace snapshots
-    def missing_blobs(self, hashes: Collection[str]) -> set[str]: ...
-
-    def put_blobs(self, items: Iterable[tuple[str, Iterable[bytes]]]) -> int: ...
-
-    def read_blob(self, digest: str) -> bytes: ...
-
-    def put_snapshot(
-        self,
-        snapshot_id: str,
-        parent_id: str | None,
-        depth: int,
-        changes: str,
-        files: int,
-        size: int,
-    ) -> None: ...
-
-    def snapshot_changes(self, snapshot_id: str) -> list[str] | None: ...
 
     # -- the writer's lease, heartbeats and cancel requests
     def lease(

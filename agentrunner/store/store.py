@@ -253,10 +253,16 @@ class TraceStore:
                         (batch_id, task_id, seed, episode_id),
                     )
                 if import_key is not None:
-                    conn.execute(
-                        "INSERT INTO imports (source_key, episode_id) VALUES (?, ?)",
-                        (import_key, episode_id),
-                    )
+                    try:
+                        conn.execute(
+                            "INSERT INTO imports (source_key, episode_id) VALUES (?, ?)",
+                            (import_key, episode_id),
+                        )
+                    except sqlite3.IntegrityError:
+                        raise StoreError(
+                            f"{import_key} was imported by another process meanwhile;"
+                            " import again to continue it"
+                        ) from None
                 if claim:
                     control.write_lease(conn, episode_id)
                 if first_event is not None:

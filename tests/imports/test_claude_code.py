@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentrunner import TraceStore
+from agentrunner.errors import UsageError
 from agentrunner.events import ModelRequest
 from agentrunner.fork import fork_episode
 from agentrunner.imports import claude_code
@@ -204,10 +205,27 @@ def test_a_call_closed_at_the_end_of_a_file_that_grows_continues(tmp_path: Path,
 
 
 @needs("claude-code")
+def test_a_session_another_process_is_writing_is_refused_untouched(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    source = FIXTURES / "claude-code" / "tool_heavy.jsonl"
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    growing = tmp_path / f"{SESSION}.jsonl"
+    growing.write_text("".join(lines[:20]), encoding="utf-8")
+    (report,) = import_file(store, growing, claude_code)
+    assert store.episode(report.episode_id).status == "completed"  # the lease was released
+    growing.write_text("".join(lines), encoding="utf-8")
+    before = store.episode(report.episode_id).last_seq
+    refused = pytest.raises(UsageError, match="being written by another process")
+    with TraceStore(store.path) as other, other.lease(report.episode_id), refused:
+        import_file(store, growing, claude_code)
+    assert store.episode(report.episode_id).last_seq == before
+
+
+@needs("claude-code")
 def test_detect_names_claude_code_files_only() -> None:
     for path in sorted(FIXTURES.glob("*/*")):
-        expected = "claude-code" if path.parent.name == "claude-code" else None
-        assert (detect(path) == "claude-code") == (expected == "claude-code"), path
+        assert (detect(path) == "claude-code") == (path.parent.name == "claude-code"), path
 
 
 @needs("claude-code")
