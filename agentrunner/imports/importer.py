@@ -107,6 +107,21 @@ def positioned(records: Sequence[Any], parser: Any, *, finish: bool) -> list[tup
     return out
 
 
+def closed_items(
+    records: Sequence[Any], fmt: Format, path: Path, done: tuple[int, ...], key: str
+) -> list[Any]:
+    """The items of session ``key`` that an import which finished the file at ``done`` wrote
+    when closing it (its parser's ``finish``), if the file has grown since: the parser gives
+    some of them again later (a tool result held by a call it closed, records waiting for a
+    session's start), and those are not to be written twice. Parsers are deterministic, so
+    reading the file as it was then gives them back."""
+    last, part = done[0], done[1]
+    if part < FINISH_PART or last >= len(records) - 1:
+        return []
+    then = positioned(records[: last + 1], fmt.parser(path), finish=True)
+    return [item for _, p, (k, item) in then if k == key and p >= FINISH_PART]
+
+
 def infer_tools(emits: Sequence[tuple[int, int, Emit]], key: str) -> list[ToolSpec]:
     """Tools a session's calls show it had: names, and the argument names each was given."""
     seen: dict[str, set[str]] = {}
@@ -165,7 +180,9 @@ class SessionWriter:
         self.open_calls: dict[str, str] = {}  # the source's call id -> the call id recorded
         self.continued: Counter[str] = Counter()
         self.names: dict[str, str] = {}  # tool call id -> tool name
-        self.results: set[tuple[str, str]] = set()  # (tool call id, output) recorded
+        self.closed: list[Any] = []
+        """What the import that last finished this file wrote when closing it, and which the
+        file, grown since, now gives again further on: not written twice."""
         writer = store.writer(existing)
         if first_ts is not None:  # items before the first timed one take its time
             writer.clock = lambda: first_ts
@@ -230,9 +247,8 @@ class SessionWriter:
             match row.typed():
                 case ev.MessageEvent(message_hash=tip):
                     self.rec.tip = tip
-                case ev.ToolResult(message_hash=tip, call_id=call, observation=output):
+                case ev.ToolResult(message_hash=tip):
                     self.rec.tip = tip
-                    self.results.add((call, output))
                 case ev.ModelRequest(call_id=call):
                     self.open_calls[_continuation(call)[0]] = call
                 case ev.ModelResponse(call_id=call, message_hash=tip):
@@ -254,6 +270,9 @@ class SessionWriter:
         killed between two events of one item continues with the second.
         """
         if (index, part, MAX_SLOT) <= self.done:
+            return
+        if item in self.closed:  # written when an earlier import closed the file
+            self.closed.remove(item)
             return
         self._at, self._slot = (index, part), 0
         moment = stamp(getattr(item, "ts", None))
@@ -326,10 +345,7 @@ class SessionWriter:
                     if self._due():
                         self._tool_call(made)
             case Observed(call_id=call, name=name, output=output, error=error):
-                if (call, output) in self.results:  # held by a call closed early, seen again
-                    return
                 if self._due():
-                    self.results.add((call, output))
                     known = self.names.get(call) or name
                     self.rec.tool_result(
                         AgentToolCall(call_id=call, name=known), output, error=error
@@ -402,7 +418,8 @@ def import_file(
     try:
         for index, part, (key, item) in emits:
             if isinstance(item, Begin) and key not in writers:
-                parent = writers.get(item.source.parent_session or "")
+                above = item.source.parent_session  # a subagent's parent session, if any
+                parent = writers.get(above) if above is not None else None
                 writers[key] = SessionWriter(
                     store,
                     item.source,
@@ -412,6 +429,7 @@ def import_file(
                     first_ts=_first_time(emits, key),
                     held=leases,
                 )
+                writers[key].closed = closed_items(records, fmt, path, writers[key].done, key)
             writer = writers.get(key)
             if writer is None:
                 raise ValueError(f"{fmt.NAME} parser emitted an item before its session began")

@@ -12,7 +12,7 @@ import pytest
 
 from agentrunner import TraceStore
 from agentrunner.imports import codex
-from agentrunner.imports.importer import import_file
+from agentrunner.imports.importer import FINISH_PART, import_file
 from agentrunner.store.records import EventRow
 from agentrunner.types import AgentUsage, Message
 from providers._usage import priced
@@ -185,6 +185,37 @@ def test_a_growing_rollout_ends_as_the_whole_rollout_imported_at_once(
         f.write(lines[cut][len(half) :] + "".join(lines[cut + 1 :]))
     assert _import(store, growing) == episode
     assert _comparable(_events(store, episode)) == whole
+
+
+@needs("codex")
+@pytest.mark.parametrize(
+    ("path", "cut"),
+    [(p, cut) for p in SAMPLES for cut in (1, 5, 9, 20, 40)],
+    ids=lambda v: v.name[:30] if isinstance(v, Path) else str(v),
+)
+def test_a_rollout_imported_as_finished_then_grown_gains_nothing_twice(
+    store: TraceStore, tmp_path: Path, path: Path, cut: int
+) -> None:
+    """An import that took a rollout for finished wrote what its end closed (records held
+    for the session's start, a call closed early); when the file grows, none of it is
+    written again."""
+    whole_store = TraceStore(tmp_path / "whole.db")
+    whole = Counter(e.kind for e in _events(whole_store, _import(whole_store, path)))
+    whole_store.close()
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    growing = tmp_path / path.name
+    growing.write_text("".join(lines[:cut]), encoding="utf-8")
+    episode = _import(store, growing)
+    growing.write_text("".join(lines), encoding="utf-8")
+    assert _import(store, growing) == episode
+    events = _events(store, episode)
+    got = Counter(e.kind for e in events)
+    for kind in ("message", "model.chunk", "tool.call", "tool.result"):
+        assert got[kind] == whole[kind], kind
+    assert got["model.request"] - whole["model.request"] in (0, 1)  # a call closed early
+    # a UI copy whose item had not come yet was kept raw when the file was closed: kept
+    closing = [e for e in events if e.kind == "error" and e.payload["src"][1] >= FINISH_PART]
+    assert got["error"] - whole["error"] in range(len(closing) + 1)
 
 
 def _shape(m: Message) -> tuple[Any, ...]:
