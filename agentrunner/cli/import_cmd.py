@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from rich.console import Console
 from rich.markup import escape
 
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
@@ -107,33 +108,41 @@ def _follow(store: TraceStore, args: argparse.Namespace) -> int:
     console.print("following; Ctrl-C to stop")
     try:
         while True:
-            for path in session_files(args.paths):
-                try:
-                    stat = path.stat()
-                except OSError:
-                    continue
-                mark = (stat.st_size, stat.st_mtime_ns)
-                if seen.get(path) == mark:
-                    continue
-                seen[path] = mark
-                found = import_paths(store, [path], fmt=args.format, live=True, held=held)
-                for report in found:
-                    for s in report.sessions:
-                        if s.events and not args.json:
-                            console.print(
-                                f"{s.episode_id}  +{plural(s.events, 'event')}"
-                                f"  ({escape(str(path))})"
-                            )
-                        if s.events and args.json:
-                            print_json({**s.to_dict(), "path": str(path)})
+            for path in _changed(session_files(args.paths), seen):
+                for report in import_paths(store, [path], fmt=args.format, live=True, held=held):
+                    _show_growth(console, report, json_out=args.json)
             if time.monotonic() - beat >= HEARTBEAT_S:
                 for episode_id in held:
                     store.heartbeat(episode_id)
                 beat = time.monotonic()
             time.sleep(args.poll)
     except KeyboardInterrupt:
-        console.print(f"stopped following (pid {os.getpid()})")
+        console.print("stopped following")
         return 0
     finally:
         for episode_id in held:
             store.release_writer(episode_id)
+
+
+def _changed(paths: Iterable[Path], seen: dict[Path, tuple[int, int]]) -> Iterator[Path]:
+    """The files whose size or time changed since ``seen`` last noted them."""
+    for path in paths:
+        try:
+            stat = path.stat()
+        except OSError:  # gone meanwhile
+            continue
+        mark = (stat.st_size, stat.st_mtime_ns)
+        if seen.get(path) != mark:
+            seen[path] = mark
+            yield path
+
+
+def _show_growth(console: Console, report: FileReport, *, json_out: bool) -> None:
+    for s in report.sessions:
+        if not s.events:
+            continue
+        if json_out:
+            print_json({**s.to_dict(), "path": str(report.path)})
+        else:
+            where = escape(str(report.path))
+            console.print(f"{s.episode_id}  +{plural(s.events, 'event')}  ({where})")

@@ -1,0 +1,65 @@
+"""`agentrunner import` from the command line: summaries, JSON, clear errors, nothing half-done."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agentrunner import TraceStore
+from tests.imports.conftest import FIXTURES, needs
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_DB"}
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@needs("claude-code")
+def test_a_folder_imports_every_session_and_says_what_it_did(tmp_path: Path) -> None:
+    db = tmp_path / "traces.db"
+    first = cli("import", "--db", str(db), str(FIXTURES))
+    assert first.returncode == 0, first.stderr
+    assert "imported " in first.stderr and "skipped" in first.stderr  # the ATIF schema file
+    again = cli("import", "--db", str(db), "--json", str(FIXTURES / "claude-code"))
+    assert again.returncode == 0, again.stderr
+    files = json.loads(again.stdout)
+    sessions = [s for f in files for s in f["sessions"]]
+    assert sessions and all(s["events_added"] == 0 and not s["created"] for s in sessions)
+    listed = cli("ls", "--db", str(db), "--json")
+    assert "claude-code:" in listed.stdout
+
+
+def test_a_named_file_no_importer_knows_is_a_usage_error(tmp_path: Path) -> None:
+    db = tmp_path / "traces.db"
+    other = tmp_path / "notes.jsonl"
+    other.write_text('{"hello": "world"}\n', encoding="utf-8")
+    done = cli("import", "--db", str(db), str(other))
+    assert done.returncode == 2
+    assert "not a trace any importer knows" in done.stderr and "Traceback" not in done.stderr
+
+
+@needs("atif")
+def test_a_half_written_trajectory_is_refused_and_nothing_is_imported(tmp_path: Path) -> None:
+    db = tmp_path / "traces.db"
+    whole = (FIXTURES / "atif" / "harbor-atif2otel__trajectory_pass.json").read_bytes()
+    half = tmp_path / "trajectory.json"
+    half.write_bytes(whole[: len(whole) // 2])
+    done = cli("import", "--db", str(db), "--format", "atif", str(half))
+    assert done.returncode == 2
+    assert "not complete JSON" in done.stderr and "Traceback" not in done.stderr
+    with TraceStore(db) as store:
+        assert store.episode_ids() == []
+
+
+def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    done = cli("import", "--db", str(tmp_path / "t.db"), str(tmp_path / "nowhere"))
+    assert done.returncode == 2 and "no such file or folder" in done.stderr
