@@ -34,6 +34,9 @@ from agentrunner.events import ToolResult, Usage
 from agentrunner.export import Selection, atif_trajectory, export_rows, select_episodes
 from agentrunner.fanout import score_actions
 from agentrunner.fork import fork_episode
+from agentrunner.imports import atif
+from agentrunner.imports.importer import import_file
+from agentrunner.imports.registry import import_paths
 from agentrunner.resume import resume_episode
 from agentrunner.types import Message
 from agentrunner.verifiers import RuleVerifier, verify_episode
@@ -529,3 +532,75 @@ def test_cli_prints_a_single_episode_on_stdout(
 ) -> None:
     assert _export(made, made.ids["root"]) == 0
     assert json.loads(capsys.readouterr().out)["session_id"] == made.ids["root"]
+
+
+# ------------------------------------------------------------------ round trips and imports
+
+
+def _atif_content(doc: dict[str, Any]) -> Any:
+    """A trajectory without ``extra`` at any level: what ATIF itself says (agentrunner's own
+    bookkeeping under ``extra`` names episodes, seqs and the import, which a copy cannot
+    share)."""
+    if isinstance(doc, dict):
+        return {k: _atif_content(v) for k, v in doc.items() if k != "extra"}
+    if isinstance(doc, list):
+        return [_atif_content(v) for v in doc]
+    return doc
+
+
+def _reimported(store: TraceStore, doc: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / f"{doc['trajectory_id']}.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    (report,) = import_file(store, path, atif)
+    again = atif_trajectory(store, report.episode_id)
+    assert again is not None
+    return again
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_exported_trajectory_imported_and_exported_again_is_the_same(
+    docs: dict[str, dict[str, Any]], kind: str, tmp_path: Path
+) -> None:
+    with TraceStore(tmp_path / "copy.db") as store:
+        again = _reimported(store, docs[kind], tmp_path)
+    import sys
+
+    sys.path.insert(0, "/tmp")
+    from diff import walk
+
+    walk(_atif_content(docs[kind]), _atif_content(again))
+    assert _atif_content(again) == _atif_content(docs[kind])
+
+
+@needs_schema
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
+def test_harbors_samples_imported_export_valid_atif(sample: Path, tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        reports = import_file(store, sample, atif)
+        for report in reports:
+            doc = atif_trajectory(store, report.episode_id)
+            assert doc is not None
+            assert schema_errors(doc) == [] and rule_violations(doc) == []
+
+
+FOREIGN = sorted(
+    p
+    for folder in ("claude-code", "codex", "mini-swe-agent", "swe-agent")
+    for p in (ATIF.parent / folder).glob("*")
+    if p.is_file()
+)
+
+
+@needs_schema
+@pytest.mark.parametrize("path", FOREIGN, ids=lambda p: p.name[:40])
+def test_every_imported_session_exports_valid_atif_naming_its_agent(
+    path: Path, tmp_path: Path
+) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        (report,) = import_paths(store, [path])
+        assert report.sessions
+        for session in report.sessions:
+            doc = atif_trajectory(store, session.episode_id)
+            assert doc is not None
+            assert schema_errors(doc) == [] and rule_violations(doc) == []
+            assert doc["agent"]["name"] == session.source.agent

@@ -63,6 +63,7 @@ from agentrunner import __version__
 from agentrunner.errors import UsageError
 from agentrunner.events import (
     Cancel,
+    EpisodeStart,
     Error,
     MessageEvent,
     ModelRequest,
@@ -180,20 +181,38 @@ def _add_usage(
 # ------------------------------------------------------------------ steps
 
 
+def _marks(event: MessageEvent | ModelResponse | None) -> dict[str, Any]:
+    """What an imported trajectory said of a step that the log keeps only for ATIF to give
+    back (``source_marks``: ``is_copied_context``, ``llm_call_count``)."""
+    marks = (event.model_extra or {}).get("source_marks") if event is not None else None
+    return marks if isinstance(marks, dict) else {}
+
+
 def _said_step(said: _Said, message: Message) -> dict[str, Any]:
-    return {
+    step: dict[str, Any] = {
         "timestamp": said.row.ts,
         "source": "system" if said.event.role == "system" else "user",
         "message": message.content,
         "extra": {NS: {**_where(said.row), "reason": said.event.reason}},
     }
+    if _marks(said.event).get("is_copied_context") is True:
+        step["is_copied_context"] = True
+    return step
 
 
 def _answer_step(answer: _Answer, message: Message) -> dict[str, Any]:
     step: dict[str, Any] = {"timestamp": answer.row.ts, "source": "agent"}
     own: dict[str, Any] = _where(answer.row)
     responses = [c.response for c in answer.calls if c.response is not None]
-    if answer.edit is None:
+    marks = _marks(responses[-1] if responses else None)
+    count = marks.get("llm_call_count", len(answer.calls))
+    count = count if isinstance(count, int) and not isinstance(count, bool) else len(answer.calls)
+    if answer.edit is not None:
+        own["reason"] = answer.edit.reason
+    else:
+        own["stop_reason"] = responses[-1].stop_reason if responses else None
+        own["calls"] = [_call(c) for c in answer.calls]
+    if answer.edit is None and count > 0:  # agent-only fields: a step a model made
         request = answer.request
         name = responses[-1].model if responses else None
         if not name and request is not None:
@@ -203,13 +222,9 @@ def _answer_step(answer: _Answer, message: Message) -> dict[str, Any]:
         effort = request.params.get("reasoning_effort") if request is not None else None
         if isinstance(effort, str | int | float) and not isinstance(effort, bool):
             step["reasoning_effort"] = effort
-        own["stop_reason"] = responses[-1].stop_reason if responses else None
-        own["calls"] = [_call(c) for c in answer.calls]
-    else:
-        own["reason"] = answer.edit.reason
     step["message"] = message.content
     if message.reasoning:
-        if answer.calls:
+        if count > 0:
             step["reasoning_content"] = message.reasoning
         else:  # ATIF: a step no model made has no reasoning_content
             own["reasoning"] = message.reasoning
@@ -219,9 +234,11 @@ def _answer_step(answer: _Answer, message: Message) -> dict[str, Any]:
     if results:
         step["observation"] = {"results": results}
     metrics = _metrics([c.usage for c in answer.calls if c.usage is not None])
-    if metrics is not None:
+    if metrics is not None and count > 0:
         step["metrics"] = metrics
-    step["llm_call_count"] = len(answer.calls)
+    step["llm_call_count"] = count
+    if marks.get("is_copied_context") is True:
+        step["is_copied_context"] = True
     if message.refusal:
         own["refusal"] = message.refusal
     if message.opaque:
@@ -306,6 +323,32 @@ def _metrics(usages: list[Usage]) -> dict[str, Any] | None:
 # ------------------------------------------------------------------ trajectory
 
 
+def _atif_header(episode: EpisodeSummary) -> dict[str, Any]:
+    """What an imported ATIF trajectory's header said (its ids, notes), for an episode
+    imported from one (empty for any other, forks of one included)."""
+    env = episode.env
+    atif = env.get("kind") == "import" and env.get("format") == "atif"
+    header = env.get("extra") if atif and episode.parent_episode_id is None else None
+    return header if isinstance(header, dict) else {}
+
+
+def _identity(episode: EpisodeSummary, start: EpisodeStart | None) -> tuple[str, str, str, str]:
+    """The trajectory's session and trajectory ids and its agent's name and version: the
+    episode's own, or for an imported session the ones its source gave (so that an ATIF file
+    imported and exported again keeps its ids, and a Claude Code session says Claude Code)."""
+    own = (episode.episode_id, episode.episode_id)
+    env = episode.env
+    if env.get("kind") != "import" or episode.parent_episode_id is not None:
+        return (*own, AGENT_NAME, start.version if start else __version__)
+    source = _atif_header(episode)
+    if isinstance(source.get("session_id"), str):
+        tid = source.get("trajectory_id")
+        ids = (source["session_id"], tid if isinstance(tid, str) else episode.episode_id)
+    else:
+        ids = (str(env.get("session_id") or episode.episode_id), episode.episode_id)
+    return (*ids, str(env.get("agent") or AGENT_NAME), str(env.get("agent_version") or ""))
+
+
 def _tool_definitions(store: TraceStore, hashes: list[str]) -> list[dict[str, Any]]:
     """Every tool the episode's requests offered (the first definition of each name)."""
     tools: dict[str, ToolSpec] = {}
@@ -337,7 +380,8 @@ def _trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | 
     if not steps:
         return None
     start = read.history.start
-    agent: dict[str, Any] = {"name": AGENT_NAME, "version": start.version if start else __version__}
+    session_id, trajectory_id, name, version = _identity(episode, start)
+    agent: dict[str, Any] = {"name": name, "version": version}
     model_name = episode.model.get("model") or episode.model.get("spec")
     if isinstance(model_name, str) and model_name:
         agent["model_name"] = model_name
@@ -349,12 +393,15 @@ def _trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | 
     }
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "session_id": episode_id,
-        "trajectory_id": episode_id,
+        "session_id": session_id,
+        "trajectory_id": trajectory_id,
         "agent": agent,
         "steps": steps,
     }
     copied = sum(1 for s in steps if s.get("is_copied_context"))
+    notes = _atif_header(episode).get("notes")
+    if isinstance(notes, str):
+        doc["notes"] = notes
     if episode.parent_episode_id is not None:
         doc["notes"] = (
             f"A fork of episode {episode.parent_episode_id} at seq {episode.fork_seq}: its "

@@ -16,11 +16,13 @@ records are the steps, one each; the parser reads the header itself. A step beco
   enters the history as a message of the step's role (``user`` on agent steps).
 
 An agent step with ``llm_call_count: 0`` (a scripted action, no model) or ``is_copied_context``
-(context copied from an earlier trajectory, already paid for there) still needs a model call:
-the importer has no other way to put an assistant message into the history. It gets one with
-no chunks and zero usage (cost 0, copied metrics kept raw), marked by an opaque part of
-provider ``atif`` (``{"step_id", "llm_call_count"?, "is_copied_context"?}``) on the answer,
-which providers never send. ``llm_call_count`` above 1 (aggregated metrics) is marked the same.
+(context copied from an earlier trajectory) still needs a model call: the importer has no
+other way to put an assistant message into the history. It gets one with no chunks; a step of
+no model call has zero usage (cost 0), a copied one the metrics it carries. Both, and an
+``llm_call_count`` above 1 (aggregated metrics), are kept as the answer's marks
+(``source_marks`` on its ``model.response``; ``is_copied_context`` of a system or user step on
+its ``message``), which the ATIF export gives back, so a trajectory exported, imported and
+exported again is the same.
 
 Nothing is dropped: a step's fields that have no event of their own (``extra``,
 ``reasoning_effort``, tool calls' and results' ``extra``, ``subagent_trajectory_ref``,
@@ -56,7 +58,7 @@ from agentrunner.imports.items import (
     Unmapped,
     text_of,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart, ToolSpec
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, ToolSpec
 
 NAME = "atif"
 
@@ -221,7 +223,10 @@ class _Trajectory:
         others: list[Emit] = []
         if role in ("system", "user"):
             text = _content(left, "message")
-            items.append(Said(role, text, ts))
+            copied = left.pop("is_copied_context", None)
+            if not isinstance(copied, bool | None):
+                left["is_copied_context"] = copied
+            items.append(Said(role, text, ts, {"is_copied_context": True} if copied else {}))
             items += self._results(left, [], role, ts, others)
         elif role == "agent":
             items += self._agent(index, step, left, ts, others)
@@ -256,17 +261,13 @@ class _Trajectory:
         if copied:
             marks["is_copied_context"] = True
         free = AgentUsage(cost_usd=0.0, price_source="source")  # no model call of its own
-        usage = _usage(left) if called else free
-        opaque = (
-            OpaquePart(provider=NAME, type="step", data={"step_id": step.get("step_id")} | marks),
-        )
+        usage = _usage(left) if count != 0 else free
         turn = AgentTurn(
             reasoning=reasoning,
             message=text,
             tool_calls=calls,
             usage=usage,
             model=model or self.model,
-            opaque=opaque if marks else (),
         )
         items: list[Item] = [Ask(call, model, ts)]
         if called:
@@ -275,7 +276,7 @@ class _Trajectory:
             if text:
                 items.append(Piece(call, "text", text, ts=ts))
             items += [Piece(call, "tool_args", c.arguments, c.call_id, ts) for c in calls]
-        items.append(Answer(call, turn, ts))
+        items.append(Answer(call, turn, ts, marks=marks))
         self.names |= {c.call_id: c.name for c in calls}
         return items + self._results(left, [c.call_id for c in calls], "user", ts, others)
 

@@ -313,12 +313,18 @@ class SessionWriter:
         self.open_calls[source_call] = call
         return call
 
+    def _mark(self, marks: dict[str, Any]) -> None:
+        """Keep a source's marks on the event about to be written (``source_marks``)."""
+        if marks:
+            self.rec.tag["source_marks"] = marks
+
     def _item(self, item: Any) -> None:
         match item:
             case Begin():
                 pass
-            case Said(role=role, text=text):
+            case Said(role=role, text=text, marks=marks):
                 if self._due():
+                    self._mark(marks)
                     reason = "system" if role == "system" else "prompt"
                     self.rec.message(Message(role=role, content=text), reason)
             case Ask(call_id=call, model=model):
@@ -336,6 +342,7 @@ class SessionWriter:
                 if (*self._at, 2) > self.done:  # its response is not in the log yet
                     recorded = self._call(call, turn.model)
                     self._due()
+                    self._mark(item.marks)
                     turn = self._priced(turn)
                     self.rec.response(recorded, turn, latency or 0.0)
                     self.open_calls.pop(call, None)

@@ -64,6 +64,9 @@ class Said:
     role: Literal["system", "user"]
     text: str
     ts: str | None = None
+    marks: dict[str, Any] = field(default_factory=dict)
+    """What the source says of this record that the event log has no field for but its
+    format gives back on export (ATIF's ``is_copied_context``): kept as ``source_marks``."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ class Answer:
     turn: AgentTurn
     ts: str | None = None
     latency_s: float | None = None
+    marks: dict[str, Any] = field(default_factory=dict)
+    """As :attr:`Said.marks` (ATIF's ``llm_call_count``, ``is_copied_context``)."""
 
 
 @dataclass(frozen=True)

@@ -274,25 +274,27 @@ def test_a_step_without_a_model_call_is_marked_and_costs_nothing(
     episode = only(store, write(tmp_path, [TASK, scripted]))
     [response] = payloads(store, episode, "model.response")
     [usage] = payloads(store, episode, "usage")
-    assert response["opaque"] == [
-        {"provider": "atif", "type": "step", "data": {"step_id": 2, "llm_call_count": 0}}
-    ]
+    assert response["source_marks"] == {"llm_call_count": 0}
+    assert response["opaque"] == []
     assert (usage["input_tokens"], usage["output_tokens"], usage["cost_usd"]) == (0, 0, 0.0)
     assert kinds(store, episode)["model.chunk"] == 0
     assert [r["observation"] for r in payloads(store, episode, "tool.result")] == ["ok"]
 
 
-def test_copied_context_counts_no_tokens_and_keeps_its_metrics_raw(
+def test_copied_context_is_marked_and_keeps_the_metrics_it_carries(
     store: TraceStore, tmp_path: Path
 ) -> None:
     metrics = {"prompt_tokens": 100, "completion_tokens": 10, "cost_usd": 0.5}
     copied = agent_step(is_copied_context=True, metrics=metrics)
-    episode = only(store, write(tmp_path, [TASK, copied]))
+    copied_task = {**TASK, "is_copied_context": True}
+    episode = only(store, write(tmp_path, [copied_task, copied]))
     [response] = payloads(store, episode, "model.response")
     [usage] = payloads(store, episode, "usage")
-    assert response["opaque"][0]["data"] == {"step_id": 2, "is_copied_context": True}
-    assert (usage["input_tokens"], usage["cost_usd"]) == (0, 0.0)
-    assert kept_raw(store, episode) == [{"step_id": 2, "metrics": metrics}]
+    [message] = payloads(store, episode, "message")
+    assert response["source_marks"] == {"is_copied_context": True}
+    assert message["source_marks"] == {"is_copied_context": True}
+    assert (usage["input_tokens"], usage["output_tokens"], usage["cost_usd"]) == (100, 10, 0.5)
+    assert kept_raw(store, episode) == []
 
 
 def test_usage_takes_cache_writes_and_reasoning_from_the_metrics_extra(
