@@ -16,7 +16,9 @@ from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.types import Message
 
 FILE_TOOLS = ("write_file", "str_replace")  # workspace tools whose `path` argument is written
-COMMAND_TOOL = "bash"
+COMMAND_TOOLS = ("bash", "Bash", "shell", "exec_command")
+"""Shell tools whose ``command`` argument is a command: ours, and those of imported agents
+(Claude Code's ``Bash``, Codex's ``shell`` / ``exec_command``, whose command may be a list)."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,14 @@ class Trajectory:
         return out
 
     def commands(self) -> list[tuple[int, str]]:
-        """``(seq, command)`` of every ``bash`` call the environment ran."""
-        return [
-            (use.seq, str(use.parsed.get("command", "")))
-            for use in self.tool_uses
-            if use.name == COMMAND_TOOL and use.ran and use.parsed
-        ]
+        """``(seq, command)`` of every shell command the environment ran."""
+        out = []
+        for use in self.tool_uses:
+            if use.name in COMMAND_TOOLS and use.ran and use.parsed:
+                command = use.parsed.get("command", "")
+                words = command if isinstance(command, list) else [command]
+                out.append((use.seq, " ".join(str(w) for w in words)))
+        return out
 
 
 def load_trajectory(store: TraceStore, episode_id: str) -> Trajectory:
@@ -72,6 +76,8 @@ def load_trajectory(store: TraceStore, episode_id: str) -> Trajectory:
     through the one fold of the log: every tool call, judged per assistant message."""
     episode = store.episode(episode_id)
     history = fold(store.iter_events(episode.episode_id, kinds=NOT_CHUNKS))
+    # an imported session's tools ran in its agent's environment, not in one of ours
+    imported = episode.env.get("kind") == "import"
     uses = [
         ToolUse(
             seq=use.seq,
@@ -80,7 +86,7 @@ def load_trajectory(store: TraceStore, episode_id: str) -> Trajectory:
             name=use.call.name,
             arguments=use.call.arguments,
             parsed=use.call.parsed,
-            ran=use.ran,
+            ran=use.ran or (imported and use.result is not None),
             error=use.result.error if use.result is not None else None,
             observation=use.result.observation if use.result is not None else None,
         )

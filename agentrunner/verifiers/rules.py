@@ -8,7 +8,7 @@ stored with every result::
     tool:NAME:KEY~REGEX         ... with argument KEY matching REGEX (re.search)
     tool:NAME:KEY=VALUE         ... with argument KEY equal to VALUE (repeat :KEY... to add)
     file:GLOB                   a write_file / str_replace call wrote a path matching GLOB
-    command:REGEX               the environment ran a bash command matching REGEX
+    command:REGEX               a shell command that ran matched REGEX (imported agents' too)
     reward>=X                   the episode's total reward (also >, <=, <, ==, !=)
     turns<=N                    the number of model turns (same comparisons)
     stop:REASON[,REASON...]     the episode ended with one of these stop reasons
@@ -113,7 +113,8 @@ class FileTouched:
 
 @dataclass(frozen=True)
 class CommandRun:
-    """The environment ran a ``bash`` command matching ``pattern`` (re.search)."""
+    """A shell command that ran (``bash``, or an imported agent's shell tool) matched
+    ``pattern`` (re.search)."""
 
     pattern: str
 
