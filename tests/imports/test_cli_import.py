@@ -63,3 +63,16 @@ def test_a_half_written_trajectory_is_refused_and_nothing_is_imported(tmp_path: 
 def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
     done = cli("import", "--db", str(tmp_path / "t.db"), str(tmp_path / "nowhere"))
     assert done.returncode == 2 and "no such file or folder" in done.stderr
+
+
+@needs("claude-code")
+def test_resume_and_replay_of_an_imported_session_say_why_they_cannot_run(tmp_path: Path) -> None:
+    db = tmp_path / "traces.db"
+    cli("import", "--db", str(db), str(FIXTURES / "claude-code" / "short.jsonl"))
+    with TraceStore(db) as store:
+        (episode,) = store.episode_ids()
+    for command in ("resume", "replay"):
+        done = cli(command, "--db", str(db), episode)
+        assert done.returncode == 2, done.stderr
+        assert "no environment to run its tools in" in done.stderr
+        assert "Traceback" not in done.stderr
