@@ -374,10 +374,11 @@ def test_a_full_disk_is_a_clear_error_and_the_episode_resumes_after(
     ballast = small_mount / "ballast"
     run = Run("run", "--db", str(db), "--json", stderr=tmp_path / "err.txt", pace="0.01")
     wait_for_events(db, 150, run)
-    with ballast.open("wb") as fh, pytest.raises(OSError):
+    # unbuffered: a buffered file would keep the bytes the full disk refused and raise again
+    # when closed, outside pytest.raises
+    with ballast.open("wb", buffering=0) as fh, pytest.raises(OSError):
         while True:
             fh.write(b"\0" * 65536)
-            fh.flush()
     code, _, err = run.finish()
     assert code == 1 and "Traceback" not in err, err
     assert "full" in err
