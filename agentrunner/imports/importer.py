@@ -29,6 +29,7 @@ from agentrunner.imports.items import (
     Failure,
     Format,
     Observed,
+    Parser,
     Piece,
     Said,
     Source,
@@ -51,8 +52,6 @@ UNRECORDED = "unrecorded"
 
 MAX_SLOT = 1 << 30
 """Above any slot an item's events take (see :meth:`SessionWriter.write`)."""
-
-ENV_KIND = imported.KIND
 
 
 @dataclass
@@ -94,7 +93,9 @@ def stamp(ts: str | None) -> int | None:
     return (stored_time(ts) or None) if ts else None
 
 
-def positioned(records: Sequence[Any], parser: Any, *, finish: bool) -> list[tuple[int, int, Emit]]:
+def positioned(
+    records: Sequence[Any], parser: Parser, *, finish: bool
+) -> list[tuple[int, int, Emit]]:
     """Every item of the file with its place: (record index, part within that record)."""
     out: list[tuple[int, int, Emit]] = []
     for index, record in enumerate(records):
@@ -195,7 +196,7 @@ class SessionWriter:
         values under secret-looking keys masked)."""
         s = self.source
         env: dict[str, Any] = {
-            "kind": ENV_KIND,
+            "kind": imported.KIND,
             "format": s.format,
             "path": s.path,
             "session_id": s.session_id,
