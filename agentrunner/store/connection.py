@@ -6,6 +6,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -110,6 +112,21 @@ class Connections:
         self._local = threading.local()
 
 
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, its lock taken at once (``BEGIN IMMEDIATE``): committed when the
+    block ends, rolled back when it raises (if SQLite has not already rolled it back, as it
+    does on a full disk)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
     """Refuse a newer-schema store; apply pending migrations under an exclusive write lock."""
     db = Database(conn, execute_plugins=False)
@@ -117,18 +134,12 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         _refuse_newer(db, path)
         if not migrations.pending(db):
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             # Re-read under the lock: another process may have migrated meanwhile.
             applied = _refuse_newer(db, path)
             if migrations.pending(db):
                 _check_foreign_tables(db, path, applied)
                 migrations.apply(db)  # savepoints nest inside this transaction
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # SQLite may have rolled back already (disk full)
-                conn.execute("ROLLBACK")
-            raise
     except sqlite3.OperationalError as exc:
         raise StoreError(f"{path}: cannot update the store's schema: {exc}") from None
     except sqlite3.DatabaseError as exc:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrunner.store.connection import immediate
+
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_S = 15.0
 HOST = socket.gethostname()
@@ -95,18 +97,10 @@ def write_lease(conn: sqlite3.Connection, episode_id: str) -> None:
 def claim(conn: sqlite3.Connection, episode_id: str) -> bool:
     """Become the episode's writer unless a live one holds it (another process, or another
     run in this one: one writer per episode). Clears old cancel requests."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        lease = read_lease(conn, episode_id)
-        if lease.alive():
-            conn.execute("ROLLBACK")
-            return False
+    with immediate(conn):
+        if read_lease(conn, episode_id).alive():
+            return False  # nothing written: the commit ends the read
         write_lease(conn, episode_id)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
     return True
 
 

@@ -23,7 +23,7 @@ from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
 from agentrunner.store import blobs, control, eventlog, lookups, search, verifications
 from agentrunner.store import summaries as _summaries
-from agentrunner.store.connection import Synchronous, open_connections
+from agentrunner.store.connection import Synchronous, immediate, open_connections
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.records import (
@@ -227,62 +227,55 @@ class TraceStore:
         ``import_key`` names the foreign session it was imported from (one episode each)."""
         episode_id = str(ULID())
         conn = self._conn
-        with interrupts.critical:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                key = conn.execute("SELECT coalesce(max(key), 0) + 1 FROM episodes").fetchone()[0]
+        with interrupts.critical, immediate(conn):
+            key = conn.execute("SELECT coalesce(max(key), 0) + 1 FROM episodes").fetchone()[0]
+            conn.execute(
+                "INSERT INTO episodes (id, key, parent_episode_id, fork_seq, task_id, seed,"
+                " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    episode_id,
+                    key,
+                    parent_episode_id,
+                    fork_seq,
+                    task_id,
+                    seed,
+                    utc_now(),
+                    json.dumps(env, sort_keys=True),
+                    json.dumps(model, sort_keys=True),
+                ),
+            )
+            if batch_id is not None:
                 conn.execute(
-                    "INSERT INTO episodes (id, key, parent_episode_id, fork_seq, task_id, seed,"
-                    " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO batch_members (batch_id, task_id, seed, episode_id)"
+                    " VALUES (?, ?, ?, ?)",
+                    (batch_id, task_id, seed, episode_id),
+                )
+            if import_key is not None:
+                try:
+                    conn.execute(
+                        "INSERT INTO imports (source_key, episode_id) VALUES (?, ?)",
+                        (import_key, episode_id),
+                    )
+                except sqlite3.IntegrityError:
+                    raise StoreError(
+                        f"{import_key} was imported by another process meanwhile;"
+                        " import again to continue it"
+                    ) from None
+            if claim:
+                control.write_lease(conn, episode_id)
+            if first_event is not None:
+                turn, payload = first_event
+                conn.execute(
+                    eventlog.INSERT,
                     (
-                        episode_id,
-                        key,
-                        parent_episode_id,
-                        fork_seq,
-                        task_id,
-                        seed,
-                        utc_now(),
-                        json.dumps(env, sort_keys=True),
-                        json.dumps(model, sort_keys=True),
+                        eventlog.row_id(key, (fork_seq or 0) + 1),
+                        1,
+                        turn,
+                        KIND_CODE[payload.kind],  # type: ignore[attr-defined]
+                        now_us(),
+                        payload.model_dump_json(exclude={"kind"}),
                     ),
                 )
-                if batch_id is not None:
-                    conn.execute(
-                        "INSERT INTO batch_members (batch_id, task_id, seed, episode_id)"
-                        " VALUES (?, ?, ?, ?)",
-                        (batch_id, task_id, seed, episode_id),
-                    )
-                if import_key is not None:
-                    try:
-                        conn.execute(
-                            "INSERT INTO imports (source_key, episode_id) VALUES (?, ?)",
-                            (import_key, episode_id),
-                        )
-                    except sqlite3.IntegrityError:
-                        raise StoreError(
-                            f"{import_key} was imported by another process meanwhile;"
-                            " import again to continue it"
-                        ) from None
-                if claim:
-                    control.write_lease(conn, episode_id)
-                if first_event is not None:
-                    turn, payload = first_event
-                    conn.execute(
-                        eventlog.INSERT,
-                        (
-                            eventlog.row_id(key, (fork_seq or 0) + 1),
-                            1,
-                            turn,
-                            KIND_CODE[payload.kind],  # type: ignore[attr-defined]
-                            now_us(),
-                            payload.model_dump_json(exclude={"kind"}),
-                        ),
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
-                    conn.execute("ROLLBACK")
-                raise
         return episode_id
 
     def imported_episode(self, import_key: str) -> str | None:
@@ -529,50 +522,36 @@ class TraceStore:
         ``(episode_id, events removed)`` in the order they were removed."""
         root = self.resolve(id_or_prefix)
         conn = self._conn
-        with interrupts.critical:
-            conn.execute("BEGIN IMMEDIATE")  # no fork can be added to the tree meanwhile
-            try:
-                ids = [
-                    r[0]
-                    for r in conn.execute(
-                        "WITH RECURSIVE t(id, depth) AS (SELECT ?, 0 UNION ALL"
-                        " SELECT e.id, t.depth + 1 FROM episodes e"
-                        " JOIN t ON e.parent_episode_id = t.id)"
-                        " SELECT id FROM t ORDER BY depth DESC, id DESC",
-                        (root,),
-                    )
-                ]
-                marks = ", ".join("?" for _ in ids)
-                running = [
-                    e
-                    for e in summaries(self, f"WHERE e.id IN ({marks})", tuple(ids))
-                    if e.status == "running"
-                ]
-                if running:
-                    raise UsageError(
-                        f"{len(running)} episode(s) of the tree of {root} are running ("
-                        + ", ".join(f"{e.episode_id} pid {e.writer_pid}" for e in running[:3])
-                        + "); cancel them or wait, then remove the tree"
-                    )
-                removed = [(episode_id, self._delete_rows(episode_id)) for episode_id in ids]
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
-                    conn.execute("ROLLBACK")
-                raise
+        with interrupts.critical, immediate(conn):  # no fork can join the tree meanwhile
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "WITH RECURSIVE t(id, depth) AS (SELECT ?, 0 UNION ALL"
+                    " SELECT e.id, t.depth + 1 FROM episodes e"
+                    " JOIN t ON e.parent_episode_id = t.id)"
+                    " SELECT id FROM t ORDER BY depth DESC, id DESC",
+                    (root,),
+                )
+            ]
+            marks = ", ".join("?" for _ in ids)
+            running = [
+                e
+                for e in summaries(self, f"WHERE e.id IN ({marks})", tuple(ids))
+                if e.status == "running"
+            ]
+            if running:
+                raise UsageError(
+                    f"{len(running)} episode(s) of the tree of {root} are running ("
+                    + ", ".join(f"{e.episode_id} pid {e.writer_pid}" for e in running[:3])
+                    + "); cancel them or wait, then remove the tree"
+                )
+            removed = [(episode_id, self._delete_rows(episode_id)) for episode_id in ids]
         return removed
 
     def _delete_episode(self, episode_id: str) -> int:
         conn = self._conn
-        with interrupts.critical:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                removed = self._delete_rows(episode_id)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
-                    conn.execute("ROLLBACK")
-                raise
+        with interrupts.critical, immediate(conn):
+            removed = self._delete_rows(episode_id)
         return removed
 
     def _delete_rows(self, episode_id: str) -> int:
