@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 from agentrunner import TraceStore
 from agentrunner.cli.main import command_names, main
@@ -21,14 +22,7 @@ COMMANDS = command_names()
 def _cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-    )
+    return run_cli(*args, env=env, timeout=timeout)
 
 
 def _last_json(stdout: str) -> object:

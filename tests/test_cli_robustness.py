@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_cli
 
 from agentrunner import TraceStore
 
@@ -21,16 +22,7 @@ AGENTRUNNER = Path(sys.executable).parent / "agentrunner"
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0"}
-    env.pop("AGENTRUNNER_DB", None)
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def last_json(text: str) -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_cli
 
 from agentrunner import TraceStore
 
@@ -28,15 +29,7 @@ AS_ROOT = os.geteuid() == 0
 def cli(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_cli(*args, env=env, cwd=cwd)
 
 
 class Run:

@@ -5,13 +5,12 @@ its change comes out with ``diff``, applies to a fresh clone, and the tests then
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from thirdparty_repo import (
     BUGGY,
     FIXED,
@@ -30,15 +29,7 @@ SANDBOX = "bwrap" if bwrap_problem() is None else "process"
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0"}
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def last_json(proc: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]

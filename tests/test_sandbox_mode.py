@@ -4,12 +4,11 @@ a clear error when bwrap is asked for and cannot run (also when resuming a bwrap
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.jail import PROCESS_MODE_WARNING, SandboxConfig, bwrap_problem
@@ -21,16 +20,7 @@ needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"{bwrap_pr
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0", **(env or {})}
-    full.pop("AGENTRUNNER_SANDBOX", None)
-    full.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=300,
-    )
+    return run_cli(*args, env={"AGENTRUNNER_SANDBOX": None, **(env or {})})
 
 
 def sandbox_of(db: Path) -> dict:  # type: ignore[type-arg]

@@ -5,13 +5,12 @@ the episode and seq, while the other episodes stay readable."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from rawstore import insert_event, next_seq
 
 from agentrunner import TraceStore, run_agent_episode
@@ -21,14 +20,7 @@ from providers.scripted import ScriptedModel
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0"}
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_cli(*args, timeout=120)
 
 
 @pytest.fixture

@@ -5,13 +5,12 @@ still writing to it is refused with a clear message, and nothing is damaged."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from sqlite_utils import Database
 
 from agentrunner import TraceStore, run_agent_episode
@@ -31,14 +30,7 @@ COPIED_TABLES = ("messages", "tools", "blobs", "snapshots", "verifications", "co
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0"}
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_cli(*args)
 
 
 def _old_store(path: Path) -> None:

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_process import run_cli
 
 from agentrunner import TraceStore
 from tests.imports.conftest import FIXTURES, needs
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_DB"}
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_cli(*args)
 
 
 @needs("claude-code")
