@@ -96,7 +96,8 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
     else:  # no own events yet: a fresh episode or a fork before its first append
         last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
     end: EpisodeEnd | None = None
-    imported = parent is None and json.loads(env).get("kind") == "import"
+    env_spec = json.loads(env)
+    imported = parent is None and env_spec.get("kind") == "import"
     if last_kind == "episode.end":
         end = EpisodeEnd.model_validate_json(
             store._conn.execute(
@@ -136,7 +137,7 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         task_id=task_id,
         seed=seed,
         created_at=created,
-        env=json.loads(env),
+        env=env_spec,
         model=json.loads(model),
         status=status,
         stop_reason=end.stop_reason if end is not None else stopped,
