@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -12,7 +11,7 @@ from rich.markup import escape
 
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
 from agentrunner.formatting import plural
-from agentrunner.imports.registry import FORMATS, FileReport, import_paths, session_files
+from agentrunner.imports.registry import FORMATS, FileReport, Follower, import_paths
 from agentrunner.store import TraceStore
 
 FOLLOW_POLL_S = 0.5
@@ -102,39 +101,22 @@ def _follow(store: TraceStore, args: argparse.Namespace) -> int:
     """Import, then look for new records every ``--poll`` seconds; the episodes being
     followed are held (their status is ``running``) until Ctrl-C or SIGTERM."""
     console = stderr_console()
-    held: set[str] = set()
-    seen: dict[Path, tuple[int, int]] = {}
+    follower = Follower(store, fmt=args.format)
     beat = 0.0
     console.print("following; Ctrl-C to stop")
     try:
         while True:
-            for path in _changed(session_files(args.paths), seen):
-                for report in import_paths(store, [path], fmt=args.format, live=True, held=held):
-                    _show_growth(console, report, json_out=args.json)
+            for report in follower.look(args.paths):
+                _show_growth(console, report, json_out=args.json)
             if time.monotonic() - beat >= HEARTBEAT_S:
-                for episode_id in held:
-                    store.heartbeat(episode_id)
+                follower.heartbeat()
                 beat = time.monotonic()
             time.sleep(args.poll)
     except KeyboardInterrupt:
         console.print("stopped following")
         return 0
     finally:
-        for episode_id in held:
-            store.release_writer(episode_id)
-
-
-def _changed(paths: Iterable[Path], seen: dict[Path, tuple[int, int]]) -> Iterator[Path]:
-    """The files whose size or time changed since ``seen`` last noted them."""
-    for path in paths:
-        try:
-            stat = path.stat()
-        except OSError:  # gone meanwhile
-            continue
-        mark = (stat.st_size, stat.st_mtime_ns)
-        if seen.get(path) != mark:
-            seen[path] = mark
-            yield path
+        follower.close()
 
 
 def _show_growth(console: Console, report: FileReport, *, json_out: bool) -> None:

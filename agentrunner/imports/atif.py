@@ -61,6 +61,7 @@ from agentrunner.imports.items import (
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, ToolSpec
 
 NAME = "atif"
+APPENDS = False
 
 _VERSION = re.compile(r'"schema_version"\s*:\s*"ATIF-')
 _HEADER = {"schema_version", "session_id", "trajectory_id", "agent", "steps", "notes"}

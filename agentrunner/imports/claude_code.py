@@ -47,6 +47,7 @@ from agentrunner.types import AgentToolCall, AgentTurn, OpaquePart
 from providers._usage import from_anthropic
 
 NAME = "claude-code"
+APPENDS = True
 AGENT = "claude-code"
 CONVERSATION = ("user", "assistant")
 
@@ -232,6 +233,8 @@ class Parser:
         return [(key, Begin(source, ts))]
 
     def feed(self, index: int, record: Any) -> list[Emit]:
+        if index == 0:
+            self.header["session_id"] = _session_id(self.path, record)
         out = self._begin("", _ts(record))
         if isinstance(record, BadLine):
             return [*out, ("", Unmapped(record.text, f"not JSON: {record.problem}"))]
@@ -284,16 +287,24 @@ def _ts(record: Any) -> str | None:
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
+def _session_id(path: Path, first: Any) -> str:
+    """Claude Code names a session's file by its id; a file named otherwise (a copy) is the
+    session its first line names, else its name. Only the first line counts, so that a file
+    read as it grows and read whole agree."""
+    if _UUID.fullmatch(path.stem) is None and isinstance(first, dict):
+        named = first.get("sessionId")
+        if isinstance(named, str) and named:
+            return named
+    return path.stem
+
+
 def _header(path: Path) -> dict[str, Any]:
-    """What the session's records say about it (its id, version, cwd, model, title)."""
+    """What the session's records say about it (version, cwd, model, title; its id comes
+    from the name or the first line: :func:`_session_id`)."""
     header: dict[str, Any] = {"session_id": path.stem}
-    found_id = _UUID.fullmatch(path.stem) is not None  # Claude Code names files by session
     for record in jsonl_records(path, live=True):
         if not isinstance(record, dict):
             continue
-        if not found_id and isinstance(record.get("sessionId"), str):
-            header["session_id"] = record["sessionId"]
-            found_id = True
         for key, name in (("version", "version"), ("cwd", "cwd"), ("gitBranch", "git_branch")):
             if name not in header and isinstance(record.get(key), str):
                 header[name] = record[key]

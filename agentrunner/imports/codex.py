@@ -76,6 +76,7 @@ from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
 from providers._openai_messages import layout_parts
 
 NAME = "codex"
+APPENDS = True
 PROVIDER = "openai"
 LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
 _LINE_START = re.compile(

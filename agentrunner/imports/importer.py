@@ -34,6 +34,7 @@ from agentrunner.imports.items import (
     Said,
     Source,
     Unmapped,
+    jsonl_appended,
 )
 from agentrunner.imports.pricing import with_cost
 from agentrunner.recorder import Recorder
@@ -94,15 +95,16 @@ def stamp(ts: str | None) -> int | None:
 
 
 def positioned(
-    records: Sequence[Any], parser: Parser, *, finish: bool
+    records: Sequence[Any], parser: Parser, *, finish: bool, start: int = 0
 ) -> list[tuple[int, int, Emit]]:
-    """Every item of the file with its place: (record index, part within that record)."""
+    """Every item of the records with its place: (record index, part within that record);
+    ``start`` is the index of the first (records already fed to ``parser`` come before)."""
     out: list[tuple[int, int, Emit]] = []
-    for index, record in enumerate(records):
+    for index, record in enumerate(records, start):
         for part, emit in enumerate(parser.feed(index, record)):
             out.append((index, part, emit))
     if finish:
-        last = max(len(records) - 1, 0)
+        last = max(start + len(records) - 1, 0)
         for part, emit in enumerate(parser.finish()):
             out.append((last, FINISH_PART + part, emit))
     return out
@@ -418,32 +420,74 @@ def import_file(
     (``--follow``) passes ``held``, the episodes whose leases it keeps, else the leases are
     released on return.
     """
-    records = fmt.records(path, live=live)
-    emits = positioned(records, fmt.parser(path), finish=not live)
-    digest = file_sha256(path)
-    leases: set[str] = set() if held is None else held
-    writers: dict[str, SessionWriter] = {}
-    try:
-        for index, part, (key, item) in emits:
-            if isinstance(item, Begin) and key not in writers:
-                above = item.source.parent_session  # a subagent's parent session, if any
-                parent = writers.get(above) if above is not None else None
-                writers[key] = SessionWriter(
-                    store,
-                    item.source,
-                    tools=infer_tools(emits, key),
-                    digest=digest,
-                    parent_episode=parent.episode_id if parent is not None else None,
-                    first_ts=_first_time(emits, key),
-                    held=leases,
-                )
-                writers[key].closed = closed_items(records, fmt, path, writers[key].done, key)
-            writer = writers.get(key)
-            if writer is None:
-                raise ValueError(f"{fmt.NAME} parser emitted an item before its session began")
-            writer.write(index, part, item)
-    finally:
-        if held is None:
-            for episode_id in leases:
-                store.release_writer(episode_id)
-    return [w.report for w in writers.values()]
+    return FileImport(store, path, fmt, held=held).whole(live=live)
+
+
+class FileImport:
+    """One file's import: its parser and its sessions' writers. A live import of a file that
+    only grows by lines (``fmt.APPENDS``) keeps them between looks and feeds the parser only
+    the lines appended since (:meth:`appended`); the positions are those a whole import gives."""
+
+    def __init__(
+        self, store: TraceStore, path: Path, fmt: Format, *, held: set[str] | None = None
+    ) -> None:
+        self.store, self.path, self.fmt = store, path, fmt
+        self.own_leases = held is None
+        self.leases: set[str] = set() if held is None else held
+        self.parser = fmt.parser(path)
+        self.writers: dict[str, SessionWriter] = {}
+        self.fed = 0  # records given to the parser
+        self.offset = 0  # bytes read (appending formats)
+        self.digest = file_sha256(path)
+
+    def whole(self, *, live: bool) -> list[SessionReport]:
+        """Read the whole file and import what the store does not have yet."""
+        records = self.fmt.records(self.path, live=live)
+        return self._feed(records, finish=not live, whole=records)
+
+    def appended(self) -> list[SessionReport]:
+        """Import the whole lines appended since the last look (the first look reads all)."""
+        first = self.fed == 0
+        records, self.offset = jsonl_appended(self.path, self.offset)
+        return self._feed(records, finish=False, whole=records if first else None)
+
+    def _feed(
+        self, records: Sequence[Any], *, finish: bool, whole: Sequence[Any] | None
+    ) -> list[SessionReport]:
+        emits = positioned(records, self.parser, finish=finish, start=self.fed)
+        self.fed += len(records)
+        for writer in self.writers.values():  # what this look adds
+            writer.report = SessionReport(writer.episode_id, writer.source, created=False)
+        try:
+            for index, part, (key, item) in emits:
+                if isinstance(item, Begin) and key not in self.writers:
+                    new = self._session(item.source, key, emits)
+                    if whole is not None:
+                        new.closed = closed_items(whole, self.fmt, self.path, new.done, key)
+                current = self.writers.get(key)
+                if current is None:
+                    raise ValueError(f"{self.fmt.NAME}: an item came before its session began")
+                current.write(index, part, item)
+        finally:
+            if self.own_leases:
+                for episode_id in self.leases:
+                    self.store.release_writer(episode_id)
+                self.leases.clear()
+        return [w.report for w in self.writers.values()]
+
+    def _session(
+        self, source: Source, key: str, emits: Sequence[tuple[int, int, Emit]]
+    ) -> SessionWriter:
+        above = source.parent_session  # a subagent's parent session, if any
+        parent = self.writers.get(above) if above is not None else None
+        writer = SessionWriter(
+            self.store,
+            source,
+            tools=infer_tools(emits, key),
+            digest=self.digest,
+            parent_episode=parent.episode_id if parent is not None else None,
+            first_ts=_first_time(emits, key),
+            held=self.leases,
+        )
+        self.writers[key] = writer
+        return writer

@@ -136,6 +136,9 @@ class Format(Protocol):
     """A format module's interface."""
 
     NAME: str
+    APPENDS: bool
+    """The format's files only grow by whole lines (JSONL): a live import reads only what was
+    appended since it last looked. Otherwise a file is rewritten whole and read again."""
 
     def sniff(self, path: Path, head: str) -> bool: ...
 
@@ -156,10 +159,22 @@ def jsonl_records(path: Path, *, live: bool) -> list[Any]:
     """A JSONL file's records, one per non-blank line (a line that is not JSON is a
     :class:`BadLine`). With ``live``, a last line without its newline is left for later: the
     writer may be in the middle of it."""
-    data = path.read_bytes()
-    if live and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n")
-        data = data[: cut + 1] if cut >= 0 else b""
+    with path.open("rb") as f:
+        data = f.read()
+    return _jsonl(data if not live else data[: data.rfind(b"\n") + 1])
+
+
+def jsonl_appended(path: Path, offset: int) -> tuple[list[Any], int]:
+    """The records of the whole lines written after byte ``offset``, and the offset after
+    them (a last line without its newline waits: the writer may be in the middle of it)."""
+    with path.open("rb") as f:
+        f.seek(offset)
+        data = f.read()
+    whole = data[: data.rfind(b"\n") + 1]
+    return _jsonl(whole), offset + len(whole)
+
+
+def _jsonl(data: bytes) -> list[Any]:
     out: list[Any] = []
     for raw in data.split(b"\n"):
         text = raw.decode("utf-8", errors="replace").strip()

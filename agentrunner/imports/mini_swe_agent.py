@@ -60,6 +60,7 @@ from agentrunner.imports.items import (
 from agentrunner.types import AgentToolCall, AgentTurn, OpaquePart
 
 NAME = "mini-swe-agent"
+APPENDS = False
 AGENT = "mini-swe-agent"
 ACTION_REGEXES = (
     r"```bash\s*\n(.*?)\n```",

@@ -15,7 +15,7 @@ from typing import cast
 
 from agentrunner.errors import UsageError
 from agentrunner.imports import atif, claude_code, codex, mini_swe_agent, swe_agent
-from agentrunner.imports.importer import SessionReport, import_file
+from agentrunner.imports.importer import FileImport, SessionReport, import_file
 from agentrunner.imports.items import Format
 from agentrunner.store import TraceStore
 
@@ -105,3 +105,56 @@ def import_paths(
             continue
         reports.append(FileReport(path, name, sessions))
     return reports
+
+
+class Follower:
+    """Keeps importing files as they grow (``import --follow``): a file that grows by lines
+    (JSONL) is read from where the last look stopped, with the same parser; another is read
+    again whole when it changes. The followed episodes' leases are held until :meth:`close`."""
+
+    def __init__(self, store: TraceStore, *, fmt: str = "auto") -> None:
+        self.store = store
+        self.fmt = fmt
+        self.held: set[str] = set()
+        self.files: dict[Path, FileImport] = {}
+        self.seen: dict[Path, tuple[int, int]] = {}
+
+    def look(self, paths: Iterable[Path]) -> list[FileReport]:
+        """Import what the files under ``paths`` gained since the last look."""
+        reports = []
+        for path in session_files(paths):
+            try:
+                stat = path.stat()
+            except OSError:  # gone meanwhile
+                continue
+            mark = (stat.st_size, stat.st_mtime_ns)
+            if self.seen.get(path) == mark:
+                continue
+            self.seen[path] = mark
+            name = self.fmt if self.fmt != "auto" else detect(path)
+            if name is None:
+                continue  # not (yet) a trace: looked at again when it changes
+            try:
+                sessions = self._import(path, _format(FORMATS[name]), stat.st_size)
+            except (ValueError, OSError) as exc:  # a whole-JSON file being rewritten
+                reports.append(FileReport(path, name, skipped=f"cannot import yet: {exc}"))
+                continue
+            reports.append(FileReport(path, name, sessions))
+        return reports
+
+    def _import(self, path: Path, fmt: Format, size: int) -> list[SessionReport]:
+        if not fmt.APPENDS:
+            return import_file(self.store, path, fmt, live=True, held=self.held)
+        known = self.files.get(path)
+        if known is None or size < known.offset:  # new, or rewritten shorter: start again
+            known = self.files[path] = FileImport(self.store, path, fmt, held=self.held)
+        return known.appended()
+
+    def heartbeat(self) -> None:
+        for episode_id in self.held:
+            self.store.heartbeat(episode_id)
+
+    def close(self) -> None:
+        for episode_id in self.held:
+            self.store.release_writer(episode_id)
+        self.held.clear()

@@ -59,6 +59,7 @@ from agentrunner.imports.items import (
 from agentrunner.types import AgentTurn, AgentUsage, OpaquePart
 
 NAME = "swe-agent"
+APPENDS = False
 AGENT = "swe-agent"
 _SHAPE = re.compile(r'\{\s*"(trajectory|history|environment|attempts)"\s*:')
 _ENTRY_MARKS = ('"message_type"', '"tool_call_ids"', '"execution_time"', '"is_demo"', '"thought"')

@@ -272,7 +272,8 @@ def test_follow_imports_a_growing_session_once_through_a_sigkill(tmp_path: Path)
     session.parent.mkdir()
     session.write_text("", encoding="utf-8")
     db = tmp_path / "traces.db"
-    reference = tmp_path / "reference.jsonl"
+    reference = tmp_path / "reference" / session.name  # the same name: the same session id
+    reference.parent.mkdir()
 
     def expected_events(upto: int) -> int:
         reference.write_text("".join(lines[:upto]), encoding="utf-8")
