@@ -22,6 +22,9 @@ async def _open_live(app: AgentRunnerApp, pilot) -> TraceScreen:  # type: ignore
     screen = app.screen
     assert isinstance(screen, TraceScreen)
     await wait_for(pilot, lambda: screen.episode_id is not None)
+    # the first summary of a running episode moves the cursor to its tail: wait for it, so
+    # that it cannot land after a key the test presses
+    await wait_for(pilot, lambda: screen.summary is not None)
     return screen
 
 
