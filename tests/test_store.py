@@ -301,3 +301,27 @@ def test_the_chunk_hot_path_writes_exactly_what_the_typed_event_would(
     )
     assert row.payload_json == expected.model_dump_json(exclude={"kind"})
     assert row.typed() == expected
+
+
+def test_opening_a_store_again_keeps_the_locks_this_process_holds(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock this process holds on it, so
+    opening a second store on the file must not open the file itself: another process could
+    then take the database from under the first connection (here: switch it out of WAL)."""
+    db = tmp_path / "t.db"
+    with TraceStore(db) as first:
+        first.episode_ids()  # a live connection: it holds its shared lock on the file
+        with TraceStore(db) as second:
+            second.episode_ids()
+            other = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0);"
+                    " print(c.execute('PRAGMA journal_mode=DELETE').fetchone()[0])",
+                    str(db),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert "delete" not in other.stdout.lower(), other

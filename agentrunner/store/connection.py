@@ -18,7 +18,6 @@ from agentrunner.store.schema import KNOWN_MIGRATIONS, MIGRATION_SET, migrations
 
 Synchronous = Literal["NORMAL", "FULL"]
 BUSY_TIMEOUT_S = 30.0
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _check_file(path: Path, *, create: bool) -> None:
@@ -36,10 +35,8 @@ def _check_file(path: Path, *, create: bool) -> None:
         if create:
             return
         raise StoreError(f"{path} is an empty file, not a trace store; give another --db")
-    with path.open("rb") as fh:
-        head = fh.read(16)
-    if head != _SQLITE_MAGIC:
-        raise StoreCorruptError(f"{path} is not a SQLite database (is it the right --db path?)")
+    # The header is read by SQLite, not here: closing a descriptor of the file would drop the
+    # POSIX locks this process's open connections to it hold (SQLite's "how to corrupt", 2.2).
 
 
 def _switch_to_wal(conn: sqlite3.Connection) -> str:
@@ -101,6 +98,10 @@ class Connections:
                 ) from None
             raise StoreError(f"{self.path}: cannot open trace store: {exc}") from None
         except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):
+                raise StoreCorruptError(
+                    f"{self.path} is not a SQLite database (is it the right --db path?)"
+                ) from None
             raise StoreCorruptError(f"{self.path}: cannot open trace store: {exc}") from None
         return conn
 
