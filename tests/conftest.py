@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pg
 import pytest
+from pg import PostgresServer
 
 from agentrunner import TraceStore
 from agentrunner.envs.workspace import WorkspaceEnv
@@ -17,6 +19,23 @@ from providers.scripted import ScriptedModel
 @pytest.fixture(autouse=True)
 def _no_pacing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTRUNNER_SCRIPTED_PACE", "0")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """A real Postgres server for the session (skipped, with the reason, where none can run)."""
+    reason = pg.why_not()
+    if reason is not None:
+        pytest.skip(f"no Postgres server: {reason}")
+    server = PostgresServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PostgresServer) -> str:
+    """A ``postgresql://`` URL of an empty store of this test's own (a fresh schema)."""
+    return pg_server.schema_url()
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The store's contract, for every backend: what ``agentrunner`` relies on from a trace store.
 
-Each test takes the ``backend`` fixture, parametrized by backend name (SQLite today); a new
-backend (Postgres) adds its name and a way to make an empty store, and must pass all of it.
+Each test takes the ``backend`` fixture, parametrized by backend name: a SQLite file in a temp
+dir, and a real Postgres server the tests start (``tests/pg.py``; a schema per test).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from agentrunner.store.protocol import StoreBackend
 from agentrunner.types import Message, ToolSpec
 
 MakeStore = Callable[[], StoreBackend]
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -35,9 +35,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStor
     """A maker of stores of one backend, all on the same data (two makes: two 'processes'
     sharing a store, as far as one test process can)."""
     opened: list[TraceStore] = []
+    location = str(tmp_path / "contract.db")
+    if request.param == "postgres":
+        location = request.getfixturevalue("pg_url")
 
     def make() -> StoreBackend:
-        store = TraceStore(tmp_path / "contract.db")
+        store = TraceStore(location)
         opened.append(store)
         return store
 

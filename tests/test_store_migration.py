@@ -64,11 +64,12 @@ def _copy_into_old(source: Path, dest: Path) -> None:
         dst.execute("INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
     for row in src.execute("SELECT * FROM events ORDER BY episode_id, seq"):
         dst.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", row)
-    for table in COPIED_TABLES:
-        rows = src.execute(f"SELECT * FROM {table}").fetchall()
+    for table in COPIED_TABLES:  # the columns the previous layout has
+        columns = ", ".join(r[1] for r in dst.execute(f"PRAGMA table_info({table})"))
+        rows = src.execute(f"SELECT {columns} FROM {table}").fetchall()
         if rows:
             marks = ", ".join("?" for _ in rows[0])
-            dst.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+            dst.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
     dst.execute("COMMIT")
     src.close()
     dst.close()

@@ -9,10 +9,10 @@ back to the nearest snapshot without a parent.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Iterable
 
 from agentrunner.errors import StoreError
+from agentrunner.store.dialect import Conn, Dialect
 
 PART_SIZE = 8 << 20
 _TXN_BYTES = 64 << 20
@@ -20,7 +20,7 @@ _TXN_BYTES = 64 << 20
 _LOOKUP_BATCH = 500
 
 
-def missing_blobs(conn: sqlite3.Connection, hashes: Collection[str]) -> set[str]:
+def missing_blobs(conn: Conn, hashes: Collection[str]) -> set[str]:
     """Those of ``hashes`` the store does not hold yet."""
     wanted = sorted(set(hashes))
     have: set[str] = set()
@@ -34,26 +34,24 @@ def missing_blobs(conn: sqlite3.Connection, hashes: Collection[str]) -> set[str]
     return set(wanted) - have
 
 
-def put_blobs(conn: sqlite3.Connection, blobs: Iterable[tuple[str, Iterable[bytes]]]) -> int:
+def put_blobs(conn: Conn, sql: Dialect, blobs: Iterable[tuple[str, Iterable[bytes]]]) -> int:
     """Store each ``(sha256, parts)`` not already present; return the bytes written.
 
     A blob's parts go in one transaction; several small blobs share one.
     """
     written = 0
     pending = 0
-    conn.execute("BEGIN IMMEDIATE")
+    insert = sql.keep_existing("INSERT INTO blobs (hash, part, data) VALUES (?, ?, ?)")
+    conn.execute(sql.begin_write)
     try:
         for digest, parts in blobs:
             for index, data in enumerate(parts):
-                conn.execute(
-                    "INSERT OR IGNORE INTO blobs (hash, part, data) VALUES (?, ?, ?)",
-                    (digest, index, data),
-                )
+                conn.execute(insert, (digest, index, data))
                 written += len(data)
                 pending += len(data)
             if pending >= _TXN_BYTES:
                 conn.execute("COMMIT")
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(sql.begin_write)
                 pending = 0
         conn.execute("COMMIT")
     except BaseException:
@@ -63,7 +61,7 @@ def put_blobs(conn: sqlite3.Connection, blobs: Iterable[tuple[str, Iterable[byte
     return written
 
 
-def read_blob(conn: sqlite3.Connection, digest: str) -> bytes:
+def read_blob(conn: Conn, digest: str) -> bytes:
     """A blob's bytes (StoreError when it is missing)."""
     rows = conn.execute("SELECT data FROM blobs WHERE hash = ? ORDER BY part", (digest,)).fetchall()
     if not rows:
@@ -72,7 +70,8 @@ def read_blob(conn: sqlite3.Connection, digest: str) -> bytes:
 
 
 def put_snapshot(
-    conn: sqlite3.Connection,
+    conn: Conn,
+    sql: Dialect,
     snapshot_id: str,
     parent_id: str | None,
     depth: int,
@@ -83,13 +82,15 @@ def put_snapshot(
 ) -> None:
     """Record a snapshot once (equal ids hold equal changes on equal parents)."""
     conn.execute(
-        "INSERT OR IGNORE INTO snapshots (id, parent_id, depth, created_at, files, bytes, changes)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        sql.keep_existing(
+            "INSERT INTO snapshots (id, parent_id, depth, created_at, files, bytes, changes)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        ),
         (snapshot_id, parent_id, depth, created_at, files, size, changes),
     )
 
 
-def snapshot_changes(conn: sqlite3.Connection, snapshot_id: str) -> list[str] | None:
+def snapshot_changes(conn: Conn, snapshot_id: str) -> list[str] | None:
     """The changes (JSON) from the snapshot's base to it, oldest first; None when unknown."""
     rows = conn.execute(
         "WITH RECURSIVE chain(id, parent_id, depth, changes) AS ("

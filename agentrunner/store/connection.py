@@ -14,6 +14,7 @@ from typing import Literal
 from sqlite_utils import Database
 
 from agentrunner.errors import StoreCorruptError, StoreError, StoreSchemaError
+from agentrunner.store.dialect import Conn
 from agentrunner.store.schema import KNOWN_MIGRATIONS, MIGRATION_SET, migrations
 
 Synchronous = Literal["NORMAL", "FULL"]
@@ -114,7 +115,7 @@ class Connections:
 
 
 @contextmanager
-def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+def immediate(conn: Conn) -> Iterator[None]:
     """One write transaction, its lock taken at once (``BEGIN IMMEDIATE``): committed when the
     block ends, rolled back when it raises (if SQLite has not already rolled it back, as it
     does on a full disk)."""

@@ -2,7 +2,13 @@
 
 These are the only rows updated in place. An episode's status is derived from its log plus
 this table: an episode without an ``episode.end`` whose writer process is gone (or whose
-heartbeat is stale, for a writer on another host) is ``interrupted``.
+heartbeat is older than :data:`HEARTBEAT_STALE_S`, for a writer on another host) is
+``interrupted``.
+
+A lease carries an attempt token, new at each claim: heartbeats and releases name it, and
+every event a leased writer appends is inserted only while the control row still holds its
+token (see ``EpisodeWriter``). A writer whose lease was taken over (its machine went silent
+and another resumed the episode) therefore fails at its next append and writes nothing more.
 """
 
 from __future__ import annotations
@@ -10,13 +16,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrunner.store.connection import immediate
+from agentrunner.errors import StoreError
+from agentrunner.store.dialect import Conn
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_S = 15.0
@@ -71,7 +78,7 @@ class Lease:
         return (now or time.time()) - beat < HEARTBEAT_STALE_S
 
 
-def read_lease(conn: sqlite3.Connection, episode_id: str) -> Lease:
+def read_lease(conn: Conn, episode_id: str) -> Lease:
     row = conn.execute(
         "SELECT writer_pid, writer_host, writer_started, heartbeat_at FROM control"
         " WHERE episode_id = ?",
@@ -80,53 +87,68 @@ def read_lease(conn: sqlite3.Connection, episode_id: str) -> Lease:
     return Lease(*row) if row else Lease(None, None, None, None)
 
 
-def write_lease(conn: sqlite3.Connection, episode_id: str) -> None:
-    """Make this process the episode's writer (inside the caller's transaction)."""
+def write_lease(conn: Conn, episode_id: str) -> str:
+    """Make this process the episode's writer (inside the caller's transaction); return the
+    lease's new attempt token."""
     pid = os.getpid()
+    token = uuid.uuid4().hex
     conn.execute(
         "INSERT INTO control (episode_id, writer_pid, writer_host, writer_started,"
-        " heartbeat_at, cancel_requested_at, cancel_reason) VALUES (?, ?, ?, ?, ?, NULL, NULL)"
+        " heartbeat_at, cancel_requested_at, cancel_reason, lease_token)"
+        " VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)"
         " ON CONFLICT(episode_id) DO UPDATE SET writer_pid = excluded.writer_pid,"
         " writer_host = excluded.writer_host, writer_started = excluded.writer_started,"
         " heartbeat_at = excluded.heartbeat_at, cancel_requested_at = NULL,"
-        " cancel_reason = NULL",
-        (episode_id, pid, HOST, process_start_token(pid), time.time()),
+        " cancel_reason = NULL, lease_token = excluded.lease_token",
+        (episode_id, pid, HOST, process_start_token(pid), time.time(), token),
+    )
+    return token
+
+
+def lease_lost(episode_id: str, conn: Conn) -> StoreError:
+    """The error a writer whose lease is gone stops with, naming who holds it now."""
+    lease = read_lease(conn, episode_id)
+    holder = f"pid {lease.pid} on {lease.host}" if lease.pid is not None else "nobody (released)"
+    return LeaseLostError(
+        f"episode {episode_id}: this run's writer lease was taken over (now held by {holder});"
+        " it stops here and writes nothing more"
     )
 
 
-def claim(conn: sqlite3.Connection, episode_id: str) -> bool:
-    """Become the episode's writer unless a live one holds it (another process, or another
-    run in this one: one writer per episode). Clears old cancel requests."""
-    with immediate(conn):
-        if read_lease(conn, episode_id).alive():
-            return False  # nothing written: the commit ends the read
-        write_lease(conn, episode_id)
-    return True
+class LeaseLostError(StoreError):
+    """Another writer holds the episode now; this one must stop."""
 
 
 def heartbeat(
-    conn: sqlite3.Connection,
+    conn: Conn,
     episode_id: str,
+    token: str | None,
     checkpoint: tuple[int, dict[str, Any]] | None = None,
 ) -> str | None:
-    """Refresh the heartbeat (and the totals checkpoint: totals as of a seq); return the
-    pending cancel reason, if any."""
+    """Refresh the heartbeat (and the totals checkpoint: totals as of a seq) of the lease
+    holding ``token`` (None: this process's); return the pending cancel reason, if any.
+    Raises :class:`LeaseLostError` when the lease is no longer this writer's."""
+    holder, who = (
+        ("lease_token = ?", token) if token is not None else ("writer_pid = ?", os.getpid())
+    )
     if checkpoint is None:
-        conn.execute(
-            "UPDATE control SET heartbeat_at = ? WHERE episode_id = ? AND writer_pid = ?",
-            (time.time(), episode_id, os.getpid()),
+        cur = conn.execute(
+            f"UPDATE control SET heartbeat_at = ? WHERE episode_id = ? AND {holder}",
+            (time.time(), episode_id, who),
         )
     else:
         seq, totals = checkpoint
-        conn.execute(
+        cur = conn.execute(
             "UPDATE control SET heartbeat_at = ?, totals = ?, totals_seq = ?"
-            " WHERE episode_id = ? AND writer_pid = ?",
-            (time.time(), json.dumps(totals), seq, episode_id, os.getpid()),
+            f" WHERE episode_id = ? AND {holder}",
+            (time.time(), json.dumps(totals), seq, episode_id, who),
         )
+    if token is not None and cur.rowcount == 0:
+        raise lease_lost(episode_id, conn)
     return cancel_reason(conn, episode_id)
 
 
-def read_checkpoint(conn: sqlite3.Connection, episode_id: str) -> tuple[int, dict[str, Any]] | None:
+def read_checkpoint(conn: Conn, episode_id: str) -> tuple[int, dict[str, Any]] | None:
     """The writer's last totals checkpoint: (seq, totals), if it wrote one."""
     row = conn.execute(
         "SELECT totals_seq, totals FROM control WHERE episode_id = ?", (episode_id,)
@@ -136,23 +158,27 @@ def read_checkpoint(conn: sqlite3.Connection, episode_id: str) -> tuple[int, dic
     return int(row[0]), json.loads(row[1])
 
 
-def release(conn: sqlite3.Connection, episode_id: str) -> None:
+def release(conn: Conn, episode_id: str, token: str | None) -> None:
+    """Give the lease holding ``token`` (None: this process's) up; a lease taken over since
+    stays with its new holder."""
+    holder, who = (
+        ("lease_token = ?", token) if token is not None else ("writer_pid = ?", os.getpid())
+    )
     conn.execute(
-        "UPDATE control SET writer_pid = NULL, heartbeat_at = ? WHERE episode_id = ?"
-        " AND writer_pid = ?",
-        (time.time(), episode_id, os.getpid()),
+        "UPDATE control SET writer_pid = NULL, lease_token = NULL, heartbeat_at = ?"
+        f" WHERE episode_id = ? AND {holder}",
+        (time.time(), episode_id, who),
     )
 
 
-def request_cancel(conn: sqlite3.Connection, episode_id: str, reason: str) -> None:
+def request_cancel(conn: Conn, episode_id: str, reason: str, at: str) -> None:
     conn.execute(
-        "UPDATE control SET cancel_requested_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),"
-        " cancel_reason = ? WHERE episode_id = ?",
-        (reason, episode_id),
+        "UPDATE control SET cancel_requested_at = ?, cancel_reason = ? WHERE episode_id = ?",
+        (at, reason, episode_id),
     )
 
 
-def cancel_reason(conn: sqlite3.Connection, episode_id: str) -> str | None:
+def cancel_reason(conn: Conn, episode_id: str) -> str | None:
     row = conn.execute(
         "SELECT cancel_requested_at, cancel_reason FROM control WHERE episode_id = ?",
         (episode_id,),

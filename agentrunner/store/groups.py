@@ -19,7 +19,9 @@ def ensure_batch(store: TraceStore, batch_id: str, config: dict[str, Any]) -> bo
     """Record a batch once; return True when it is new."""
     with interrupts.critical:
         cur = store._conn.execute(
-            "INSERT OR IGNORE INTO batches (id, created_at, config) VALUES (?, ?, ?)",
+            store.sql.keep_existing(
+                "INSERT INTO batches (id, created_at, config) VALUES (?, ?, ?)"
+            ),
             (batch_id, iso(now_us()), json.dumps(config, sort_keys=True)),
         )
     return cur.rowcount == 1

@@ -31,7 +31,7 @@ def read_snapshot(store: TraceStore) -> Iterator[None]:
     """Reads inside see one state of the store (a read transaction on this thread's
     connection): a layout read in parts cannot mix two states of a live episode."""
     conn = store._conn
-    conn.execute("BEGIN")
+    conn.execute(store.sql.begin_read)
     try:
         yield
     finally:

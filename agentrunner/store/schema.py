@@ -331,3 +331,9 @@ def m007_imports(db: Database) -> None:
         "CREATE TABLE imports (source_key TEXT PRIMARY KEY,"
         " episode_id TEXT NOT NULL UNIQUE REFERENCES episodes(id))"
     )
+
+
+@_migration
+def m008_lease_tokens(db: Database) -> None:
+    """Writer leases carry an attempt token that fences the writer's appends."""
+    db.execute("ALTER TABLE control ADD COLUMN lease_token TEXT")

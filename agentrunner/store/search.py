@@ -10,16 +10,16 @@ first chunk, the row that shows it (a folded run).
 
 Reads ``event_log`` by primary-key range, one segment of the fork lineage at a time;
 requests and responses are found through the partial kind index. Matching is
-case-insensitive for ASCII (SQLite's ``LIKE``).
+case-insensitive (for ASCII at least: SQLite's ``LIKE``, Postgres' ``ILIKE``).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Sequence
 
 from agentrunner.store import eventlog
+from agentrunner.store.dialect import Conn, Dialect
 from agentrunner.store.records import Segment
 
 _MAX = 2**62
@@ -60,8 +60,10 @@ def _seq(row_id: int) -> int:
 class _Finder:
     """One search (one term) on one connection."""
 
-    def __init__(self, conn: sqlite3.Connection, term: str) -> None:
+    def __init__(self, conn: Conn, sql: Dialect, term: str) -> None:
         self.conn = conn
+        self.sql = sql
+        self.like = sql.like
         self.term = term
         self.pattern = _like(term)
         self.kinds = _kinds_named(term)
@@ -70,9 +72,9 @@ class _Finder:
         by_kind = f"kind IN ({', '.join(map(str, self.kinds))}) OR " if self.kinds else ""
         row = self.conn.execute(
             f"SELECT id FROM event_log WHERE id BETWEEN ? AND ? AND ({by_kind}"
-            f" payload LIKE ? ESCAPE '{_ESC}' OR (kind = {_MESSAGE} AND"
-            " json_extract(payload, '$.message_hash') IN"
-            f" (SELECT hash FROM messages WHERE message LIKE ? ESCAPE '{_ESC}')))"
+            f" payload {self.like} ? ESCAPE '{_ESC}' OR (kind = {_MESSAGE} AND"
+            f" {self.sql.text('payload', 'message_hash')} IN"
+            f" (SELECT hash FROM messages WHERE message {self.like} ? ESCAPE '{_ESC}')))"
             f" ORDER BY id {'ASC' if asc else 'DESC'} LIMIT 1",
             (*_ids(seg, lo, hi), self.pattern, self.pattern),
         ).fetchone()
@@ -92,8 +94,8 @@ class _Finder:
             "SELECT r.id, (SELECT max(q.id) FROM event_log q WHERE q.kind = ?"
             f" AND q.{_INDEXED} AND q.id BETWEEN ? AND r.id - 1) FROM event_log r"
             f" WHERE r.kind = ? AND r.{_INDEXED} AND r.id BETWEEN ? AND ?"
-            " AND json_extract(r.payload, '$.message_hash') IN"
-            f" (SELECT hash FROM messages WHERE message LIKE ? ESCAPE '{_ESC}')"
+            f" AND {self.sql.text('r.payload', 'message_hash')} IN"
+            f" (SELECT hash FROM messages WHERE message {self.like} ? ESCAPE '{_ESC}')"
             f" ORDER BY r.id {'ASC' if asc else 'DESC'}",
             (_REQUEST, first, _RESPONSE, *_ids(seg, lo, hi), self.pattern),
         ).fetchall()
@@ -110,12 +112,13 @@ class _Finder:
         last = eventlog.row_id(seg.key, eventlog.SEQ_MASK)
         calls = self.conn.execute(
             "SELECT id, call_id, next_request FROM (SELECT r.id AS id,"
-            " json_extract(r.payload, '$.call_id') AS call_id,"
+            f" {self.sql.text('r.payload', 'call_id')} AS call_id,"
             f" (SELECT min(n.id) FROM event_log n WHERE n.kind = ? AND n.{_INDEXED}"
             "  AND n.id BETWEEN r.id + 1 AND ?) AS next_request,"
             f" (SELECT min(n.id) FROM event_log n WHERE n.kind = ? AND n.{_INDEXED}"
             "  AND n.id BETWEEN r.id + 1 AND ?) AS response"
             f" FROM event_log r WHERE r.kind = ? AND r.{_INDEXED} AND r.id BETWEEN ? AND ?)"
+            " AS calls"
             " WHERE response IS NULL OR response > next_request"
             f" ORDER BY id {'ASC' if asc else 'DESC'}",
             (_REQUEST, last, _RESPONSE, last, _REQUEST, *_ids(seg, lo, hi)),
@@ -127,9 +130,9 @@ class _Finder:
             end = min(next_request or _MAX, seg.end or _MAX)
             texts: dict[str, list[str]] = {}
             for channel, text in self.conn.execute(
-                "SELECT json_extract(payload, '$.channel'), json_extract(payload, '$.text')"
+                f"SELECT {self.sql.text('payload', 'channel')}, {self.sql.text('payload', 'text')}"
                 f" FROM event_log WHERE id BETWEEN ? AND ? AND kind = {eventlog.CHUNK}"
-                " AND json_extract(payload, '$.call_id') = ? ORDER BY id",
+                f" AND {self.sql.text('payload', 'call_id')} = ? ORDER BY id",
                 (*_ids(seg, request + 1, end - 1), call_id),
             ):
                 texts.setdefault(str(channel), []).append(str(text or ""))
@@ -153,11 +156,11 @@ def _nearest(found: Iterator[int], seq: int, forward: bool) -> int | None:
 
 
 def find(
-    conn: sqlite3.Connection, segments: Sequence[Segment], term: str, seq: int, forward: bool
+    conn: Conn, sql: Dialect, segments: Sequence[Segment], term: str, seq: int, forward: bool
 ) -> int | None:
     """The nearest match after (or before) ``seq``: an event, or the first chunk of a stream
     whose assembled text contains ``term``."""
-    finder = _Finder(conn, term)
+    finder = _Finder(conn, sql, term)
     for seg in segments if forward else list(reversed(segments)):
         if forward:
             lo, hi = _bounds(seg, seq + 1, _MAX)

@@ -24,6 +24,7 @@ from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreErr
 from agentrunner.store import blobs, control, eventlog, lookups, search, verifications
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.connection import Synchronous, immediate, open_connections
+from agentrunner.store.dialect import SQLITE, Conn, Dialect, Pool
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.records import (
@@ -44,6 +45,16 @@ _INSERT = eventlog.INSERT
 _NO_KIND = {"kind"}
 
 
+def _fenced_insert(sql: Dialect) -> str:
+    """The insert of a leased writer: it adds the row only while the control row still holds
+    the writer's token (Postgres: locking that row against a takeover until the commit)."""
+    return (
+        "INSERT INTO event_log (id, attempt, turn, kind, ts, payload) SELECT ?, ?, ?, ?, ?, ?"
+        f" WHERE EXISTS (SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?"
+        f"{sql.share_lock})"
+    )
+
+
 def default_db_path() -> Path:
     return Path(os.environ.get("AGENTRUNNER_DB") or DEFAULT_DB)
 
@@ -57,9 +68,22 @@ class EpisodeWriter:
     """Appends events for one episode: dense seqs, one commit per event."""
 
     def __init__(
-        self, conn: sqlite3.Connection, episode_id: str, key: int, next_seq: int, attempt: int
+        self,
+        conn: Conn,
+        episode_id: str,
+        key: int,
+        next_seq: int,
+        attempt: int,
+        *,
+        token: str | None = None,
+        sql: Dialect = SQLITE,
     ):
         self._conn = conn
+        self._token = token
+        self._fence = (episode_id, token)
+        self._insert = _INSERT if token is None else _fenced_insert(sql)
+        self._lock = sql.share_lock
+        self._begin = sql.begin_write
         self.episode_id = episode_id
         self._base = eventlog.row_id(key, 0)
         self.next_seq = next_seq
@@ -86,17 +110,10 @@ class EpisodeWriter:
         if self.lost is not None:
             raise StoreError(self.lost)
         seq = self.next_seq
+        row = (self._base | seq, self.attempt, turn, KIND_CODE[kind], self.clock(), body)
         try:
-            self._conn.execute(
-                _INSERT,
-                (
-                    self._base | seq,
-                    self.attempt,
-                    turn,
-                    KIND_CODE[kind],
-                    self.clock(),
-                    body,
-                ),
+            cur = self._conn.execute(
+                self._insert, row if self._token is None else row + self._fence
             )
         except sqlite3.IntegrityError as exc:
             raise StoreError(
@@ -105,8 +122,15 @@ class EpisodeWriter:
             ) from None
         except sqlite3.OperationalError as exc:
             raise StoreError(f"cannot record {kind} of {self.episode_id}: {exc}") from None
+        if cur.rowcount == 0:  # the fence: the control row holds another writer's token
+            self._lose()
         self.next_seq = seq + 1
         return seq
+
+    def _lose(self) -> None:
+        error = control.lease_lost(self.episode_id, self._conn)
+        self.lost = str(error)
+        raise error
 
     def append_together(self, turn: int, payloads: Sequence[BaseModel]) -> list[int]:
         """Commit events that belong together (a response and its usage) in one transaction:
@@ -124,12 +148,19 @@ class EpisodeWriter:
             seq += 1
         with interrupts.critical:
             try:
-                if len(rows) == 1:
-                    self._conn.execute(eventlog.INSERT, rows[0])
-                else:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    self._conn.executemany(eventlog.INSERT, rows)
-                    self._conn.execute("COMMIT")
+                self._conn.execute(self._begin)
+                if (
+                    self._token is not None
+                    and not self._conn.execute(
+                        "SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?"
+                        + self._lock,
+                        self._fence,
+                    ).fetchone()
+                ):
+                    self._rollback()
+                    self._lose()
+                self._conn.executemany(eventlog.INSERT, rows)
+                self._conn.execute("COMMIT")
             except sqlite3.IntegrityError as exc:
                 self._rollback()
                 raise StoreError(
@@ -149,8 +180,31 @@ class EpisodeWriter:
                 self._conn.execute("ROLLBACK")
 
 
+_BACKENDS: list[tuple[Callable[[Any], bool], type[TraceStore]]] = []
+
+
+def register_backend(matches: Callable[[Any], bool], backend: type[TraceStore]) -> None:
+    """Let ``TraceStore(location)`` open ``backend`` for the locations ``matches`` accepts
+    (how ``postgresql://`` URLs reach the Postgres store)."""
+    _BACKENDS.append((matches, backend))
+
+
 class TraceStore:
-    """A trace store file. Safe to share between threads; many processes may open one file."""
+    """A trace store file. Safe to share between threads; many processes may open one file.
+
+    ``TraceStore("postgresql://...")`` opens the Postgres store instead (a subclass with
+    the same methods, see :mod:`agentrunner.store.postgres`)."""
+
+    def __new__(cls, path: str | Path | None = None, **kwargs: Any) -> TraceStore:
+        if cls is TraceStore:
+            location = path if path is not None else os.environ.get("AGENTRUNNER_DB")
+            for matches, backend in _BACKENDS:
+                if matches(location):
+                    return super().__new__(backend)
+        return super().__new__(cls)
+
+    sql: Dialect = SQLITE
+    """How this store's database spells what SQLite and Postgres spell differently."""
 
     def __init__(
         self,
@@ -163,8 +217,22 @@ class TraceStore:
         ``traces/traces.db``). Without ``create`` a missing, empty or foreign file is an
         error and nothing is written."""
         self.path = Path(path) if path is not None else default_db_path()
-        self._conns = open_connections(self.path, synchronous, create=create)
+        self._leases: dict[str, str] = {}
+        """The attempt tokens of the leases this store holds, by episode."""
+        self._conns: Pool = open_connections(self.path, synchronous, create=create)
         self._identity = self._file_identity()
+
+    @property
+    def location(self) -> str:
+        """What opens this store again (``TraceStore(store.location)``), in another thread,
+        process or machine: the file's path, or the database's URL. Never print it (a URL
+        may hold a password); :attr:`where` is for messages."""
+        return str(self.path)
+
+    @property
+    def where(self) -> str:
+        """The store's name for messages: its path, or its URL without credentials."""
+        return str(self.path)
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
@@ -186,11 +254,11 @@ class TraceStore:
         )
 
     @property
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Conn:
         """This thread's connection (store-internal: only ``agentrunner/store/`` holds SQL)."""
         return self._conns.get()
 
-    def raw_connection(self) -> sqlite3.Connection:
+    def raw_connection(self) -> Conn:
         """This thread's ``sqlite3`` connection, for tests and ad-hoc tools only: agentrunner
         itself reads and writes through the store's named methods."""
         return self._conns.get()
@@ -225,24 +293,10 @@ class TraceStore:
         payload) is its first event (a fork's edit), all in one transaction: it is never seen
         unclaimed, a batch pair never gets two episodes, a fork never lacks its edit. An
         ``import_key`` names the foreign session it was imported from (one episode each)."""
-        episode_id = str(ULID())
         conn = self._conn
-        with interrupts.critical, immediate(conn):
-            key = conn.execute("SELECT coalesce(max(key), 0) + 1 FROM episodes").fetchone()[0]
-            conn.execute(
-                "INSERT INTO episodes (id, key, parent_episode_id, fork_seq, task_id, seed,"
-                " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    episode_id,
-                    key,
-                    parent_episode_id,
-                    fork_seq,
-                    task_id,
-                    seed,
-                    utc_now(),
-                    json.dumps(env, sort_keys=True),
-                    json.dumps(model, sort_keys=True),
-                ),
+        with interrupts.critical, self._writing():
+            episode_id, key = self._insert_episode(
+                task_id, seed, env, model, parent_episode_id, fork_seq
             )
             if batch_id is not None:
                 conn.execute(
@@ -262,7 +316,7 @@ class TraceStore:
                         " import again to continue it"
                     ) from None
             if claim:
-                control.write_lease(conn, episode_id)
+                token = control.write_lease(conn, episode_id)
             if first_event is not None:
                 turn, payload = first_event
                 conn.execute(
@@ -276,7 +330,80 @@ class TraceStore:
                         payload.model_dump_json(exclude={"kind"}),
                     ),
                 )
+        if claim:
+            self._leases[episode_id] = token
         return episode_id
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """One write transaction that no other writer of the store interleaves with."""
+        return immediate(self._conn)
+
+    def _insert_episode(
+        self,
+        task_id: str,
+        seed: int,
+        env: dict[str, Any],
+        model: dict[str, Any],
+        parent_episode_id: str | None = None,
+        fork_seq: int | None = None,
+    ) -> tuple[str, int]:
+        """Inside :meth:`_writing`: a new episode row; its id and integer key."""
+        episode_id = str(ULID())
+        conn = self._conn
+        key = conn.execute("SELECT coalesce(max(key), 0) + 1 FROM episodes").fetchone()[0]
+        conn.execute(
+            "INSERT INTO episodes (id, key, parent_episode_id, fork_seq, task_id, seed,"
+            " created_at, env, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                episode_id,
+                key,
+                parent_episode_id,
+                fork_seq,
+                task_id,
+                seed,
+                utc_now(),
+                json.dumps(env, sort_keys=True),
+                json.dumps(model, sort_keys=True),
+            ),
+        )
+        return episode_id, int(key)
+
+    def add_batch(
+        self,
+        batch_id: str,
+        config: dict[str, Any],
+        members: Sequence[tuple[str, int, dict[str, Any], dict[str, Any]]],
+    ) -> dict[tuple[str, int], str]:
+        """Record a batch and an episode for each of its ``(task_id, seed, env, model)``
+        members that has none yet, in one transaction (a batch run again keeps its
+        episodes); return ``(task_id, seed) -> episode_id`` for every member. The episodes
+        are unclaimed: whoever runs one claims it."""
+        conn = self._conn
+        with interrupts.critical, self._writing():
+            conn.execute(
+                self.sql.keep_existing(
+                    "INSERT INTO batches (id, created_at, config) VALUES (?, ?, ?)"
+                ),
+                (batch_id, utc_now(), json.dumps(config, sort_keys=True)),
+            )
+            have = {
+                (r[0], int(r[1])): str(r[2])
+                for r in conn.execute(
+                    "SELECT task_id, seed, episode_id FROM batch_members WHERE batch_id = ?",
+                    (batch_id,),
+                ).fetchall()
+            }
+            for task_id, seed, env, model in members:
+                if (task_id, seed) in have:
+                    continue
+                episode_id, _ = self._insert_episode(task_id, seed, env, model)
+                conn.execute(
+                    "INSERT INTO batch_members (batch_id, task_id, seed, episode_id)"
+                    " VALUES (?, ?, ?, ?)",
+                    (batch_id, task_id, seed, episode_id),
+                )
+                have[(task_id, seed)] = episode_id
+        return have
 
     def imported_episode(self, import_key: str) -> str | None:
         """The episode a foreign session (``format:session id``) was imported as, if any."""
@@ -291,7 +418,15 @@ class TraceStore:
         last_seq = episode.last_seq
         current = episode.attempt if attempt is None else attempt
         key = self._key(episode.episode_id)
-        return EpisodeWriter(self._conn, episode.episode_id, key, last_seq + 1, max(current, 1))
+        return EpisodeWriter(
+            self._conn,
+            episode.episode_id,
+            key,
+            last_seq + 1,
+            max(current, 1),
+            token=self._leases.get(episode.episode_id),
+            sql=self.sql,
+        )
 
     def episode_key(self, episode_id: str) -> int:
         """The episode's integer key in the event log (store-internal)."""
@@ -300,7 +435,7 @@ class TraceStore:
     def _key(self, episode_id: str) -> int:
         row = self._conn.execute("SELECT key FROM episodes WHERE id = ?", (episode_id,)).fetchone()
         if row is None:
-            raise EpisodeNotFoundError(f"no episode {episode_id!r} in {self.path}")
+            raise EpisodeNotFoundError(f"no episode {episode_id!r} in {self.where}")
         return int(row[0])
 
     def put_message(self, parent_hash: str | None, message: Message) -> str:
@@ -309,7 +444,9 @@ class TraceStore:
         digest = message_hash(parent_hash, text)
         with interrupts.critical:
             self._conn.execute(
-                "INSERT OR IGNORE INTO messages (hash, parent_hash, message) VALUES (?, ?, ?)",
+                self.sql.keep_existing(
+                    "INSERT INTO messages (hash, parent_hash, message) VALUES (?, ?, ?)"
+                ),
                 (digest, parent_hash, text),
             )
         return digest
@@ -319,7 +456,8 @@ class TraceStore:
         digest = tools_hash(text)
         with interrupts.critical:
             self._conn.execute(
-                "INSERT OR IGNORE INTO tools (hash, tools) VALUES (?, ?)", (digest, text)
+                self.sql.keep_existing("INSERT INTO tools (hash, tools) VALUES (?, ?)"),
+                (digest, text),
             )
         return digest
 
@@ -330,7 +468,7 @@ class TraceStore:
 
     def put_blobs(self, items: Iterable[tuple[str, Iterable[bytes]]]) -> int:
         """Store workspace file contents by sha256 (skipping those already present)."""
-        return self._translated(lambda: blobs.put_blobs(self._conn, items))
+        return self._translated(lambda: blobs.put_blobs(self._conn, self.sql, items))
 
     def read_blob(self, digest: str) -> bytes:
         return self._translated(lambda: blobs.read_blob(self._conn, digest))
@@ -346,7 +484,15 @@ class TraceStore:
     ) -> None:
         self._translated(
             lambda: blobs.put_snapshot(
-                self._conn, snapshot_id, parent_id, depth, changes, files, size, utc_now()
+                self._conn,
+                self.sql,
+                snapshot_id,
+                parent_id,
+                depth,
+                changes,
+                files,
+                size,
+                utc_now(),
             )
         )
 
@@ -357,9 +503,9 @@ class TraceStore:
         try:
             return fn()
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"{self.path}: workspace snapshot: {exc}") from None
+            raise StoreError(f"{self.where}: workspace snapshot: {exc}") from None
         except sqlite3.DatabaseError as exc:
-            raise StoreCorruptError(f"{self.path}: workspace snapshot: {exc}") from None
+            raise StoreCorruptError(f"{self.where}: workspace snapshot: {exc}") from None
 
     # ---------------------------------------------------------------- verifications
 
@@ -376,7 +522,7 @@ class TraceStore:
         with interrupts.critical:
             cur = self._conn.execute(
                 "INSERT INTO verifications (episode_id, verifier, score, passed, details,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                " created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     episode_id,
                     verifier,
@@ -386,7 +532,8 @@ class TraceStore:
                     created,
                 ),
             )
-        return int(cur.lastrowid or 0), created
+            (row_id,) = cur.fetchone()
+        return int(row_id), created
 
     # ---------------------------------------------------------------- control
 
@@ -403,22 +550,35 @@ class TraceStore:
             self.release_writer(episode_id)
 
     def claim_writer(self, episode_id: str) -> bool:
-        return control.claim(self._conn, episode_id)
+        """Become the episode's writer unless a live one holds it (another process, or
+        another run in this one: one writer per episode), with a new attempt token that
+        this store's writers of the episode append under. Clears old cancel requests."""
+        conn = self._conn
+        with self._writing():
+            if control.read_lease(conn, episode_id).alive():
+                return False  # nothing written: the commit ends the read
+            token = control.write_lease(conn, episode_id)
+        self._leases[episode_id] = token
+        return True
 
     def heartbeat(
         self, episode_id: str, checkpoint: tuple[int, dict[str, Any]] | None = None
     ) -> str | None:
-        return control.heartbeat(self._conn, episode_id, checkpoint)
+        """Refresh this store's lease of the episode; return a pending cancel request.
+        Raises :class:`~agentrunner.store.control.LeaseLostError` once another writer
+        took the lease over."""
+        return control.heartbeat(self._conn, episode_id, self._leases.get(episode_id), checkpoint)
 
     def release_writer(self, episode_id: str) -> None:
         """Give up the writer lease (best effort: a full disk or a lost store must not hide
         the error that ended the run; the lease dies with this process anyway)."""
+        token = self._leases.pop(episode_id, None)
         with contextlib.suppress(sqlite3.Error):
-            control.release(self._conn, episode_id)
+            control.release(self._conn, episode_id, token)
 
     def request_cancel(self, episode_id: str, reason: str = "cancel requested") -> None:
         """Ask the episode's writer (in any process) to cancel; it polls within a second."""
-        control.request_cancel(self._conn, self.resolve(episode_id), reason)
+        control.request_cancel(self._conn, self.resolve(episode_id), reason, utc_now())
 
     # ---------------------------------------------------------------- reads
 
@@ -427,12 +587,17 @@ class TraceStore:
         prefix = id_or_prefix.strip().upper()
         if not prefix:
             raise EpisodeNotFoundError("empty episode id")
-        rows = self._conn.execute(
-            "SELECT id FROM episodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 3",
-            (prefix, prefix + "\U0010ffff"),
-        ).fetchall()
+        if self.sql.postgres:  # its text order is the database's collation, not code points
+            rows = self._conn.execute(
+                "SELECT id FROM episodes WHERE starts_with(id, ?) ORDER BY id LIMIT 3", (prefix,)
+            ).fetchall()
+        else:
+            rows = self._conn.execute(
+                "SELECT id FROM episodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 3",
+                (prefix, prefix + "\U0010ffff"),
+            ).fetchall()
         if not rows:
-            raise EpisodeNotFoundError(f"no episode {id_or_prefix!r} in {self.path}")
+            raise EpisodeNotFoundError(f"no episode {id_or_prefix!r} in {self.where}")
         if len(rows) > 1 and rows[0][0] != prefix:
             ids = ", ".join(r[0] for r in rows[:2])
             raise EpisodeNotFoundError(f"episode id {id_or_prefix!r} is ambiguous ({ids}, ...)")
@@ -522,7 +687,7 @@ class TraceStore:
         ``(episode_id, events removed)`` in the order they were removed."""
         root = self.resolve(id_or_prefix)
         conn = self._conn
-        with interrupts.critical, immediate(conn):  # no fork can join the tree meanwhile
+        with interrupts.critical, self._writing():  # no fork can join the tree meanwhile
             ids = [
                 r[0]
                 for r in conn.execute(
@@ -549,8 +714,7 @@ class TraceStore:
         return removed
 
     def _delete_episode(self, episode_id: str) -> int:
-        conn = self._conn
-        with interrupts.critical, immediate(conn):
+        with interrupts.critical, self._writing():
             removed = self._delete_rows(episode_id)
         return removed
 
@@ -559,7 +723,7 @@ class TraceStore:
         for its events; fork groups made at it go too (their members, its forks, are gone)."""
         conn = self._conn
         conn.execute(
-            "INSERT OR REPLACE INTO removals (episode_id, requested_at) VALUES (?, ?)",
+            self.sql.keep_existing("INSERT INTO removals (episode_id, requested_at) VALUES (?, ?)"),
             (episode_id, utc_now()),
         )
         removed = conn.execute(
@@ -588,7 +752,7 @@ class TraceStore:
                 "SELECT parent_episode_id, fork_seq, key FROM episodes WHERE id = ?", (current,)
             ).fetchone()
             if row is None:
-                raise EpisodeNotFoundError(f"no episode {current!r} in {self.path}")
+                raise EpisodeNotFoundError(f"no episode {current!r} in {self.where}")
             parent, fork_seq, key = row
             start = (fork_seq or 0) + 1
             chain.append(Segment(current, start, limit, key))
@@ -668,7 +832,7 @@ class TraceStore:
         """How many chunks the episode's own rows hold for model call ``call_id``."""
         row = self._conn.execute(
             f"SELECT count(*) FROM event_log WHERE id BETWEEN ? AND ? AND kind = {eventlog.CHUNK}"
-            " AND json_extract(payload, '$.call_id') = ?",
+            f" AND {self.sql.text('payload', 'call_id')} = ?",
             (*eventlog.span(self._key(episode_id)), call_id),
         ).fetchone()
         return int(row[0])
@@ -686,7 +850,7 @@ class TraceStore:
             (tip_hash,),
         ).fetchall()
         if not rows:
-            raise StoreError(f"message {tip_hash[:12]} is missing from {self.path}")
+            raise StoreError(f"message {tip_hash[:12]} is missing from {self.where}")
         return [Message.model_validate_json(r[0]) for r in rows]
 
     def message(self, message_hash_: str) -> Message:
@@ -694,7 +858,7 @@ class TraceStore:
             "SELECT message FROM messages WHERE hash = ?", (message_hash_,)
         ).fetchone()
         if row is None:
-            raise StoreError(f"message {message_hash_[:12]} is missing from {self.path}")
+            raise StoreError(f"message {message_hash_[:12]} is missing from {self.where}")
         return Message.model_validate_json(row[0])
 
     def tools(self, tools_hash_: str) -> list[ToolSpec]:
@@ -702,7 +866,7 @@ class TraceStore:
             "SELECT tools FROM tools WHERE hash = ?", (tools_hash_,)
         ).fetchone()
         if row is None:
-            raise StoreError(f"tool set {tools_hash_[:12]} is missing from {self.path}")
+            raise StoreError(f"tool set {tools_hash_[:12]} is missing from {self.where}")
         return [ToolSpec.model_validate(t) for t in json.loads(row[0])]
 
     def last_at_turn(self, episode_id: str, kind: str, turn: int) -> EventRow | None:
@@ -768,7 +932,7 @@ class TraceStore:
     ) -> int | None:
         """The seq of the nearest match of ``term`` after (or before) ``seq`` in a history
         (an event, or the first chunk of a stream whose text matches; see store/search.py)."""
-        return search.find(self._conn, segments, term, seq, forward)
+        return search.find(self._conn, self.sql, segments, term, seq, forward)
 
     def messages(self, hashes: Iterable[str]) -> dict[str, Message]:
         """The stored messages with these hashes, by hash (missing ones left out)."""

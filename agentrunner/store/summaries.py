@@ -72,6 +72,8 @@ def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
     try:
         return _summary(store, row)
     except (sqlite3.OperationalError, ValidationError, ValueError) as exc:
+        if store.sql.postgres:  # the database checks every payload is JSON
+            raise
         bad = store._conn.execute(
             f"SELECT id & {SEQ_MASK} FROM event_log WHERE id BETWEEN ? AND ?"
             " AND NOT json_valid(payload) ORDER BY id LIMIT 5",
@@ -81,7 +83,7 @@ def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
             raise
         seqs = ", ".join(str(r[0]) for r in bad)
         raise StoreCorruptError(
-            f"{store.path}: episode {row[0]} is corrupt: the payload of event seq {seqs}"
+            f"{store.where}: episode {row[0]} is corrupt: the payload of event seq {seqs}"
             " is not JSON (written by another tool?); the other episodes are readable"
         ) from exc
 
@@ -183,21 +185,22 @@ def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None =
     """``spend`` (default: nothing) plus the rewards and usage of the events in ``segments``."""
     out = spend if spend is not None else _Spend()
     result, usage = KIND_CODE["tool.result"], KIND_CODE["usage"]
+    sql = store.sql
     for seg in segments:
         rng = span(seg.key, seg.start, seg.end)
         r = store._conn.execute(
-            "SELECT total(json_extract(payload, '$.reward')) FROM event_log"
+            f"SELECT {sql.total(sql.number('payload', 'reward'))} FROM event_log"
             f" WHERE kind = {result} AND {NOT_CHUNK} AND id BETWEEN ? AND ?",
             rng,
         ).fetchone()
         out.reward += r[0] or 0.0
         u = store._conn.execute(
-            "SELECT total(json_extract(payload, '$.input_tokens')),"
-            " total(json_extract(payload, '$.output_tokens')),"
-            " total(json_extract(payload, '$.cache_read_tokens')),"
-            " total(json_extract(payload, '$.cache_write_tokens')),"
-            " total(json_extract(payload, '$.reasoning_tokens')),"
-            " sum(json_extract(payload, '$.cost_usd'))"
+            "SELECT "
+            + ", ".join(
+                sql.total(sql.number("payload", f"{name}_tokens"))
+                for name in ("input", "output", "cache_read", "cache_write", "reasoning")
+            )
+            + f", sum({sql.number('payload', 'cost_usd')})"
             f" FROM event_log WHERE kind = {usage} AND {NOT_CHUNK} AND id BETWEEN ? AND ?",
             rng,
         ).fetchone()
@@ -213,15 +216,16 @@ def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None =
 _PAGE = 200
 
 
-def _conditions(where: EpisodeFilter) -> tuple[list[str], list[Any]]:
+def _conditions(store: TraceStore, where: EpisodeFilter) -> tuple[list[str], list[Any]]:
     conds: list[str] = []
     args: list[Any] = []
+    sql = store.sql
     if where.task_id is not None:
-        conds.append("e.task_id GLOB ?")
-        args.append(where.task_id)
+        conds.append(sql.glob("e.task_id"))
+        args.append(sql.glob_pattern(where.task_id))
     if where.model is not None:
-        conds.append("json_extract(e.model, '$.spec') GLOB ?")
-        args.append(where.model)
+        conds.append(sql.glob(sql.text("e.model", "spec")))
+        args.append(sql.glob_pattern(where.model))
     if where.batch_id is not None:
         conds.append("e.id IN (SELECT episode_id FROM batch_members WHERE batch_id = ?)")
         args.append(where.batch_id)
@@ -239,7 +243,7 @@ def list_summaries(
 ) -> list[EpisodeSummary]:
     """Episodes matching ``where``, newest first, at most ``limit``. A status filter needs
     the derived status, so those are read in pages until ``limit`` of them match."""
-    conds, args = _conditions(where)
+    conds, args = _conditions(store, where)
     if where.status is None:
         clause = ("WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY e.id DESC"
         if limit:
@@ -273,7 +277,7 @@ def count_summaries(store: TraceStore, where: EpisodeFilter) -> int:
     those have no status)."""
     if where.status is not None:
         return len(list_summaries(store, where, None, []))
-    conds, args = _conditions(where)
+    conds, args = _conditions(store, where)
     clause = "WHERE " + " AND ".join(conds) if conds else ""
     return int(
         store._conn.execute(f"SELECT count(*) FROM episodes e {clause}", tuple(args)).fetchone()[0]
@@ -282,9 +286,10 @@ def count_summaries(store: TraceStore, where: EpisodeFilter) -> int:
 
 def resolve_batch(store: TraceStore, text: str) -> str:
     """A batch's id from its id, a unique prefix of it, or its name."""
+    name = store.sql.text("config", "name")
     rows = store._conn.execute(
-        "SELECT id, json_extract(config, '$.name') FROM batches"
-        " WHERE id = ? OR json_extract(config, '$.name') = ? OR substr(id, 1, length(?)) = ?"
+        f"SELECT id, {name} FROM batches"
+        f" WHERE id = ? OR {name} = ? OR substr(id, 1, length(?)) = ?"
         " ORDER BY id",
         (text, text, text, text),
     ).fetchall()
@@ -300,7 +305,7 @@ def resolve_batch(store: TraceStore, text: str) -> str:
                 f"batch {text!r} is ambiguous ({', '.join(matches[:3])}, ...);"
                 " see `agentrunner ls --batches`"
             )
-    raise UsageError(f"no batch {text!r} in {store.path}; see `agentrunner ls --batches`")
+    raise UsageError(f"no batch {text!r} in {store.where}; see `agentrunner ls --batches`")
 
 
 def batch_summaries(

@@ -1,0 +1,132 @@
+"""The few SQL spellings that differ between the store's databases (SQLite, Postgres).
+
+The store's queries are written once, in the subset both databases read alike (``?``
+placeholders, which the Postgres connection turns into its own), and ask a :class:`Dialect`
+for what is spelled differently: reading a field of a JSON column, summing it, the insert
+that keeps an existing row, case-insensitive and glob matching, the smaller of two values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Cursor(Protocol):
+    """What the store reads from a query's result (``sqlite3.Cursor`` and the Postgres
+    connection's cursor both are)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Any: ...
+
+
+class Conn(Protocol):
+    """A store connection: autocommit statements and explicit ``BEGIN`` ... ``COMMIT``."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class Pool(Protocol):
+    """A store's connections: one per thread."""
+
+    def get(self) -> Conn: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one database spells what the other spells differently."""
+
+    name: str
+
+    @property
+    def postgres(self) -> bool:
+        return self.name == "postgres"
+
+    @property
+    def begin_write(self) -> str:
+        """Start a write transaction (SQLite: taking the write lock at once)."""
+        return "BEGIN" if self.postgres else "BEGIN IMMEDIATE"
+
+    @property
+    def begin_read(self) -> str:
+        """Start a transaction whose reads all see one state of the store."""
+        return "BEGIN ISOLATION LEVEL REPEATABLE READ" if self.postgres else "BEGIN"
+
+    @property
+    def share_lock(self) -> str:
+        """Said after a subquery that must hold the row it reads until the commit (Postgres:
+        a concurrent update of it waits, or this statement re-reads it; SQLite's one writer
+        at a time needs nothing)."""
+        return " FOR SHARE" if self.postgres else ""
+
+    def text(self, column: str, field: str) -> str:
+        """A JSON column's top-level ``field`` as text (NULL when absent)."""
+        if self.postgres:
+            return f"({column}::json ->> '{field}')"
+        return f"json_extract({column}, '$.{field}')"
+
+    def number(self, column: str, field: str) -> str:
+        """A JSON column's top-level ``field`` as a number (NULL when absent)."""
+        if self.postgres:
+            return f"({column}::json ->> '{field}')::float8"
+        return f"json_extract({column}, '$.{field}')"
+
+    def total(self, expr: str) -> str:
+        """The sum of ``expr`` over the rows, 0.0 when there are none."""
+        return f"coalesce(sum({expr}), 0.0)" if self.postgres else f"total({expr})"
+
+    def keep_existing(self, insert: str) -> str:
+        """``insert`` (``INSERT INTO t (...) VALUES (...)``) that leaves a row with the same
+        key as it is."""
+        if self.postgres:
+            return f"{insert} ON CONFLICT DO NOTHING"
+        return insert.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+
+    def least(self, a: str, b: str) -> str:
+        return f"LEAST({a}, {b})" if self.postgres else f"min({a}, {b})"
+
+    @property
+    def like(self) -> str:
+        """The operator matching a LIKE pattern case-insensitively (ASCII at least)."""
+        return "ILIKE" if self.postgres else "LIKE"
+
+    def glob(self, expr: str) -> str:
+        """``expr`` matched against a shell glob (``*``, ``?``) given as the parameter
+        :meth:`glob_pattern` makes."""
+        return f"{expr} LIKE ? ESCAPE '\\'" if self.postgres else f"{expr} GLOB ?"
+
+    def glob_pattern(self, pattern: str) -> str:
+        """The parameter for :meth:`glob`: SQLite reads the glob, Postgres a LIKE pattern."""
+        if not self.postgres:
+            return pattern
+        out = []
+        for ch in pattern:
+            if ch in "%_\\":
+                out.append("\\" + ch)
+            elif ch == "*":
+                out.append("%")
+            elif ch == "?":
+                out.append("_")
+            else:
+                out.append(ch)
+        return "".join(out)
+
+
+SQLITE = Dialect("sqlite")
+POSTGRES = Dialect("postgres")
