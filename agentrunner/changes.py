@@ -141,6 +141,6 @@ def _manifest(store: TraceStore, snapshot_id: str) -> Manifest:
         return load_manifest(store, snapshot_id)[0]
     except EnvironmentFailure as exc:
         raise UsageError(
-            f"{exc}: the snapshot is not in {store.path} (an archive snapshot of an earlier "
+            f"{exc}: the snapshot is not in {store.where} (an archive snapshot of an earlier "
             "version cannot be diffed)"
         ) from None

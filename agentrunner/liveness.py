@@ -16,7 +16,7 @@ from typing import Any
 from agentrunner import interrupts
 from agentrunner.errors import StoreError
 from agentrunner.store import TraceStore
-from agentrunner.store.control import HEARTBEAT_INTERVAL_S
+from agentrunner.store.control import HEARTBEAT_INTERVAL_S, LeaseLostError
 
 
 class Heartbeat:
@@ -66,6 +66,9 @@ class Heartbeat:
                 self._on_store_lost(problem)
             try:
                 requested = self._store.heartbeat(self._episode_id, self._checkpoint())
+            except LeaseLostError as exc:  # taken over: the next append would fail anyway
+                self._on_store_lost(str(exc))
+                continue
             except (StoreError, sqlite3.Error):  # a full disk: the next beat tries again
                 continue
             if self._reason is None and requested is not None:

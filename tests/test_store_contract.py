@@ -6,6 +6,7 @@ dir, and a real Postgres server the tests start (``tests/pg.py``; a schema per t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from agentrunner.events import (
     Usage,
 )
 from agentrunner.store import TraceStore
+from agentrunner.store.control import HEARTBEAT_STALE_S, LeaseLostError
 from agentrunner.store.protocol import StoreBackend
 from agentrunner.types import Message, ToolSpec
 
@@ -186,6 +188,60 @@ def test_a_cancel_request_reaches_the_writers_heartbeat(backend: MakeStore) -> N
         assert writer_side.heartbeat(ep) is None
         other.request_cancel(ep, "stop please")
         assert writer_side.heartbeat(ep) == "stop please"
+
+
+def _machine_goes_silent(store: StoreBackend, episode_id: str) -> None:
+    """The lease now looks like one held on another host whose heartbeat stopped long ago
+    (what a writer on a dead or cut-off machine leaves behind)."""
+    store.raw_connection().execute(  # type: ignore[attr-defined]
+        "UPDATE control SET writer_host = 'a-host-gone-silent', heartbeat_at = ?"
+        " WHERE episode_id = ?",
+        (time.time() - HEARTBEAT_STALE_S - 1, episode_id),
+    )
+
+
+def test_a_writer_on_a_silent_machine_leaves_an_interrupted_episode(backend: MakeStore) -> None:
+    first, other = backend(), backend()
+    ep = _episode(first, claim=True)
+    first.writer(ep).append(0, _start())
+    assert other.episode(ep).status == Status.RUNNING
+    _machine_goes_silent(first, ep)
+    assert other.episode(ep).status == Status.INTERRUPTED
+
+
+def test_a_writer_whose_lease_was_taken_over_stops_and_writes_nothing_more(
+    backend: MakeStore,
+) -> None:
+    first, second = backend(), backend()
+    ep = _episode(first, claim=True)
+    old = first.writer(ep)
+    old.append(0, _start())
+    _machine_goes_silent(first, ep)
+    assert second.claim_writer(ep)
+    new = second.writer(ep)
+    new.append(0, MessageEvent(role="user", message_hash="h"))
+    with pytest.raises(LeaseLostError, match="taken over"):
+        old.append(0, _chunk(0))
+    with pytest.raises(StoreError):
+        old.append_together(0, [_chunk(1), _chunk(2)])
+    with pytest.raises(LeaseLostError):
+        first.heartbeat(ep)
+    first.release_writer(ep)  # gives up nothing: the lease is the second writer's
+    assert [e.kind for e in second.events(ep)] == ["episode.start", "message"]
+    assert second.episode(ep).status == Status.RUNNING
+    new.append(1, EpisodeEnd(stop_reason="done", turns=1, total_reward=1.0))
+    assert [e.seq for e in second.events(ep)] == [1, 2, 3]
+
+
+def test_a_group_append_is_fenced_too(backend: MakeStore) -> None:
+    first, second = backend(), backend()
+    ep = _episode(first, claim=True)
+    old = first.writer(ep)
+    _machine_goes_silent(first, ep)
+    assert second.claim_writer(ep)
+    with pytest.raises(LeaseLostError):
+        old.append_together(0, [_start(), _chunk(0)])
+    assert second.events(ep) == []
 
 
 def test_status_is_derived_from_the_log_and_the_lease(backend: MakeStore) -> None:

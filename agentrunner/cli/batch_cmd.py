@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
+from agentrunner.cli.ray_opts import add_ray_option, ray_executor
 from agentrunner.cli.run_cmd import DEFAULT_MODEL
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.cli.seeds import SEEDS_FORMS, parse_seeds
@@ -40,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "store, with a progress bar (running mean reward and cost) and a summary table. "
         "Running the same command again resumes the batch: finished episodes are skipped, "
         "interrupted or cancelled ones resumed, missing ones run. Ctrl-C cancels the running "
-        "episodes cleanly (a second Ctrl-C quits at once; they stay resumable).",
+        "episodes cleanly (a second Ctrl-C quits at once; they stay resumable). With --ray "
+        "the episodes run on a Ray cluster; a worker or node that dies mid-episode is "
+        "replaced and its episodes resume from the store.",
     )
     p.add_argument(
         "--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)"
@@ -70,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="model turns per episode (default 100)",
     )
     p.add_argument("--name", help="a name for the batch (part of its identity)")
+    add_ray_option(p)
     add_model_options(p, system_prompt=True)
     add_sandbox_options(p)
 
@@ -91,6 +96,7 @@ def _task_ids(args: argparse.Namespace) -> list[str]:
 
 
 def batch(args: argparse.Namespace) -> int:
+    on_ray, address = ray_executor(args)
     if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
     pairs = select_pairs(_task_ids(args), parse_seeds(args.seeds))
@@ -133,13 +139,18 @@ def batch(args: argparse.Namespace) -> int:
             result = run_batch(
                 store,
                 task_seed_pairs=pairs,
-                env_factory=lambda: make_env(args.env, tasks_path=args.tasks, sandbox=sandbox),
-                model_factory=lambda: get_model(args.model, **options),
+                # Plain functions and values: a Ray worker builds them again.
+                env_factory=functools.partial(
+                    make_env, args.env, tasks_path=args.tasks, sandbox=sandbox
+                ),
+                model_factory=functools.partial(get_model, args.model, **options),
                 concurrency=args.concurrency,
                 max_turns=args.max_turns,
                 name=args.name,
                 on_episode=on_episode,
                 system_prompt=addition,
+                executor="ray" if on_ray else "threads",
+                ray_address=address,
             )
     except KeyboardInterrupt:
         stderr_console().print("[yellow]batch cancelled[/]; run the same command to resume it")

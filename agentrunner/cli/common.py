@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -20,11 +20,12 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("common options")
     group.add_argument(
         "--db",
-        type=Path,
         default=None,
-        metavar="PATH",
-        help="trace store file (default: $AGENTRUNNER_DB or traces/traces.db); run and batch "
-        "create it (and its folder) when missing, other commands need it to exist",
+        metavar="PATH|URL",
+        help="trace store: a SQLite file, or a Postgres database as postgresql://USER@HOST/DB"
+        " (default: $AGENTRUNNER_DB or traces/traces.db); run, batch and import create a"
+        " missing file (and its folder) or a database's tables, other commands need the store"
+        " to exist",
     )
     group.add_argument(
         "--json",
@@ -56,9 +57,9 @@ CREATING_COMMANDS = frozenset({"run", "batch", "import"})
 def open_store(args: argparse.Namespace) -> TraceStore:
     """The store ``--db`` (or the default) names. Commands that only read or add to a store
     never create one (nor convert an empty or foreign file): they say where they looked."""
-    path = args.db or default_db_path()
+    location = args.db or os.environ.get("AGENTRUNNER_DB") or default_db_path()
     create = getattr(args, "command", None) in CREATING_COMMANDS
-    return TraceStore(path, create=create)
+    return TraceStore(location, create=create)
 
 
 class _Console(Console):

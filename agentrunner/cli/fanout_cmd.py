@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from typing import Any
 
@@ -22,12 +23,13 @@ from agentrunner.cli.model_opts import (
     model_options,
     recorded_model,
 )
+from agentrunner.cli.ray_opts import add_ray_option, ray_executor
 from agentrunner.cli.render import describe_message
 from agentrunner.errors import UsageError
 from agentrunner.fanout import score_actions
 from agentrunner.fork import parse_action
 from agentrunner.model import Model
-from providers import get_model
+from providers import get_model, model_from_spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Counterfactual fan-out: at model turn K of EP, run each candidate action "
         "(--action, repeatable; or -k K sampled from the model) N times from that point (to "
         "the end, or for --horizon more turns), then rank the candidates by mean reward with "
-        "the spread. The forks are recorded as one fork group, for `export --format dpo|grpo`.",
+        "the spread. The forks are recorded as one fork group, for `export --format dpo|grpo`. "
+        "With --ray the forks run on a Ray cluster.",
     )
     fo.add_argument("episode", metavar="EP", help="episode id or unique prefix")
     fo.add_argument("--turn", type=int, required=True, metavar="K", help="the model turn (1-based)")
@@ -61,10 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--concurrency", type=int, default=4, metavar="N", help="forks run at once (default 4)"
     )
     fo.add_argument("--model", help="sample with another model (PROVIDER:MODEL)")
+    add_ray_option(fo)
     add_model_options(fo)
 
 
 def fanout(args: argparse.Namespace) -> int:
+    on_ray, address = ray_executor(args)
     actions = None
     if args.action:
         try:
@@ -89,7 +94,13 @@ def fanout(args: argparse.Namespace) -> int:
         horizon=args.horizon,
         concurrency=args.concurrency,
         model=args.model,
-        model_fn=model_fn,
+        # On Ray, a worker builds the model again from its spec (its options included).
+        model_fn=None if on_ray else model_fn,
+        model_factory=functools.partial(model_from_spec, model_fn.spec())
+        if on_ray and model_fn is not None
+        else None,
+        executor="ray" if on_ray else "threads",
+        ray_address=address,
     )
     if args.json:
         print_json(result.to_dict())

@@ -149,9 +149,9 @@ def ls(args: argparse.Namespace) -> int:
         if not corrupt:
             filtered = where != EpisodeFilter()
             stderr_console().print(
-                f"no episodes in {store.path} match the filters"
+                f"no episodes in {store.where} match the filters"
                 if filtered
-                else f"no episodes in {store.path}; start one with `agentrunner run`"
+                else f"no episodes in {store.where}; start one with `agentrunner run`"
             )
         return code
     prefixes = fmt.unique_prefixes(store.episode_ids(), minimum=8)
@@ -231,7 +231,7 @@ def _ls_batches(store: TraceStore, args: argparse.Namespace) -> int:
         _say_if_cut(len(batches), total, "batches")
         return code
     if not batches:
-        stderr_console().print(f"no batches in {store.path}; start one with `agentrunner batch`")
+        stderr_console().print(f"no batches in {store.where}; start one with `agentrunner batch`")
         return code
     table = _table(
         "batch", "name", "model", "pairs", "episodes", "done", "reward", "cost", "started"

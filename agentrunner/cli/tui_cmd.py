@@ -57,14 +57,12 @@ def tui(args: argparse.Namespace) -> int:
     store = open_store(args)  # checks the file is a trace store (clear error before the UI)
     try:
         episode = store.resolve(args.episode) if args.episode else None
-        db_path = store.path
+        db_path, where = store.location, store.where
     finally:
         store.close()
     from agentrunner.tui.app import run_tui  # Textual loads only for `tui`
 
     app = run_tui(db_path, episode, keymap=keymap)
     if args.json:
-        print_json(
-            {"db": str(db_path), "episode_id": app.last_opened, "runs_started": app.runs.started}
-        )
+        print_json({"db": where, "episode_id": app.last_opened, "runs_started": app.runs.started})
     return 0

@@ -387,9 +387,18 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (("p001_initial", P001_INI
 KNOWN = [name for name, _ in MIGRATIONS]
 
 
-def migrate(conn: PgConnection, where: str) -> None:
+def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
     """Refuse a newer-schema or foreign database; apply pending migrations, one process at
-    a time (under the store's write lock)."""
+    a time (under the store's write lock). Without ``create`` a database without the
+    store's tables is an error and nothing is made."""
+    if (
+        not create
+        and not conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]
+    ):
+        raise StoreError(
+            f"no trace store in {where}; make one there with `agentrunner run --db URL ...`"
+            " (or `agentrunner copy --to URL`)"
+        )
     conn.execute("BEGIN")
     try:
         conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
@@ -436,8 +445,8 @@ class PostgresStore(TraceStore):
         create: bool = True,
     ):
         """Open the store in the database ``path`` (a ``postgresql://`` URL; default:
-        $AGENTRUNNER_DB), making its tables when they are missing (a database must exist;
-        ``create`` only matters for SQLite files)."""
+        $AGENTRUNNER_DB); with ``create``, its tables are made when missing (the database
+        itself must exist)."""
         url = str(path) if path is not None else os.environ.get("AGENTRUNNER_DB", "")
         if not is_url(url):
             raise StoreError(f"not a Postgres URL: {display_name(url) if url else '(empty)'}")
@@ -449,7 +458,7 @@ class PostgresStore(TraceStore):
         self._leases: dict[str, str] = {}
         self._conns = PgConnections(url, self._where, synchronous)
         try:
-            migrate(self._conns.get(), self._where)
+            migrate(self._conns.get(), self._where, create=create)
         except sqlite3.Error as exc:
             self._conns.close()
             raise StoreError(f"{self._where}: cannot set up the store's schema: {exc}") from None

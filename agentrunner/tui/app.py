@@ -47,7 +47,8 @@ class AgentRunnerApp(App[None]):
         keymap: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
-        self.db_path = Path(db_path)
+        self.db_path = str(db_path)
+        """What opens the store again (a file's path or a database URL: never shown)."""
         self.start_episode = episode
         self.poll_s = poll_s
         self.keymap_overrides = dict(keymap or {})

@@ -9,7 +9,6 @@ resumed later (``R``, or ``agentrunner resume``).
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from textual.app import App
 from textual.message import Message
@@ -35,7 +34,7 @@ class RunFinished(Message):
 class BackgroundRuns:
     """Starts and tracks the app's background runs."""
 
-    def __init__(self, app: App[None], db_path: Path) -> None:
+    def __init__(self, app: App[None], db_path: str) -> None:
         self._app = app
         self._db_path = db_path
         self._stop = threading.Event()
