@@ -9,7 +9,8 @@ own duration), plus a few kills right on the acknowledgement of a chosen non-chu
 After each kill it opens the store and checks: integrity, dense seqs, the acknowledged events
 as a prefix, every stored payload and message reference readable, status ``interrupted``.
 
-All kills share one store file, as in real use (many runs, one ``traces.db``): every run opens
+The test runs on a SQLite file and on a real Postgres server (``tests/pg.py``). All kills
+share one store, as in real use (many runs, one ``traces.db``): every run opens
 a store whose previous writers died mid-transaction, kills run four at a time against it, and
 at the end every earlier episode is checked again, so damage done by a later kill to an earlier
 episode would show. Each kill is told apart by its episode's seed.
@@ -114,7 +115,14 @@ class Run:
             self.acked.append((int(head), rest))
 
 
-def _spawn(db: Path, seed: int, tmp: Path) -> tuple[subprocess.Popen[str], Path]:
+def store_location(backend: str, sqlite_path: Path, request: pytest.FixtureRequest) -> str:
+    """The store a test's children share: the SQLite file, or a Postgres schema's URL."""
+    if backend == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(sqlite_path)
+
+
+def _spawn(db: str, seed: int, tmp: Path) -> tuple[subprocess.Popen[str], Path]:
     stderr = tmp / f"child-{seed}.stderr"
     env = {**os.environ, "TMPDIR": str(tmp / "tmp")}  # killed workspaces stay in tmp_path
     with stderr.open("w") as err:
@@ -129,7 +137,7 @@ def _spawn(db: Path, seed: int, tmp: Path) -> tuple[subprocess.Popen[str], Path]
 
 
 def _run_child(
-    db: Path, seed: int, tmp: Path, *, kill_after_s: float | None = None, kill_at_ack: int = 0
+    db: str, seed: int, tmp: Path, *, kill_after_s: float | None = None, kill_at_ack: int = 0
 ) -> Run:
     """Run a child; SIGKILL it ``kill_after_s`` after it is ready or on ack ``kill_at_ack``."""
     proc, stderr = _spawn(db, seed, tmp)
@@ -159,10 +167,11 @@ def _run_child(
     return run
 
 
-def _check_store(db: Path, run: Run) -> tuple[str | None, str]:
+def _check_store(db: str, run: Run) -> tuple[str | None, str]:
     """Check the store after ``run``; return its episode id and where the kill landed."""
     with TraceStore(db) as store:  # opens: validation, WAL recovery, migrations check
-        assert store.raw_connection().execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        if not store.sql.postgres:
+            assert store.raw_connection().execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         rows = (
             store.raw_connection()
             .execute("SELECT id FROM episodes WHERE seed = ?", (run.seed,))
@@ -194,7 +203,7 @@ def _check_store(db: Path, run: Run) -> tuple[str | None, str]:
         return episode_id, PHASES[stored[-1][1]] if stored else "before the first event"
 
 
-def _calibrate(db: Path, tmp: Path) -> tuple[float, list[tuple[int, str]]]:
+def _calibrate(db: str, tmp: Path) -> tuple[float, list[tuple[int, str]]]:
     """Run PARALLEL episodes to their end at once: the episode's duration and its events."""
     with ThreadPoolExecutor(PARALLEL) as pool:
         runs = list(pool.map(lambda s: _run_child(db, s, tmp), range(1, PARALLEL + 1)))
@@ -204,7 +213,10 @@ def _calibrate(db: Path, tmp: Path) -> tuple[float, list[tuple[int, str]]]:
     return statistics.median(r.duration_s for r in runs), runs[0].acked
 
 
-def test_sigkill_at_random_instants_loses_no_acknowledged_event(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_sigkill_at_random_instants_loses_no_acknowledged_event(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     (tmp_path / "tmp").mkdir()
     db = tmp_path / "traces.db"
     began = time.monotonic()

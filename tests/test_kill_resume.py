@@ -15,7 +15,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_kill import PARALLEL, PHASES, Run, _calibrate, _check_store, _run_child
+from test_kill import (
+    PARALLEL,
+    PHASES,
+    Run,
+    _calibrate,
+    _check_store,
+    _run_child,
+    store_location,
+)
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
@@ -30,7 +38,7 @@ EVENT_KILLS = 8
 RANDOM_SEED = 7
 
 
-def _reference(db: Path, seed: int, snapshots: Path) -> tuple[list[object], float]:
+def _reference(db: str, seed: int, snapshots: Path) -> tuple[list[object], float]:
     with TraceStore(db) as store, WorkspaceEnv(snapshot_dir=snapshots) as env:
         rollout = run_agent_episode(
             env=env,
@@ -42,7 +50,7 @@ def _reference(db: Path, seed: int, snapshots: Path) -> tuple[list[object], floa
         return list(rebuild(store, rollout.episode_id).messages), rollout.total_reward
 
 
-def _resume_and_check(db: Path, run: Run, episode_id: str, reference_db: Path, tmp: Path) -> None:
+def _resume_and_check(db: str, run: Run, episode_id: str, reference_db: Path, tmp: Path) -> None:
     expected_messages, expected_reward = _reference(reference_db, run.seed, tmp / "ref-snaps")
     with TraceStore(db) as store:
         rollout = resume_episode(store, episode_id, model_fn=ScriptedModel("demo", pace=0))
@@ -64,11 +72,12 @@ def _resume_and_check(db: Path, run: Run, episode_id: str, reference_db: Path, t
             assert len(reissued) == 2 and reissued[-1].attempt == 2
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_resume_after_sigkill_at_random_instants_matches_an_uninterrupted_run(
-    tmp_path: Path,
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
     (tmp_path / "tmp").mkdir()
-    db = tmp_path / "traces.db"
+    db = store_location(backend, tmp_path / "traces.db", request)
     reference_db = tmp_path / "reference.db"
     duration, events = _calibrate(db, tmp_path)
     rng = random.Random(RANDOM_SEED)
