@@ -22,6 +22,7 @@ from rich.markup import escape
 from agentrunner import __version__, interrupts
 from agentrunner.cli import (
     batch_cmd,
+    copy_cmd,
     export_cmd,
     import_cmd,
     inspect_cmd,
@@ -53,6 +54,7 @@ COMMAND_MODULES = (
     verify_cmd,
     export_cmd,
     import_cmd,
+    copy_cmd,
     tasks_cmd,
     tui_cmd,
 )
