@@ -456,6 +456,14 @@ class FileImport:
     ) -> list[SessionReport]:
         emits = positioned(records, self.parser, finish=finish, start=self.fed)
         self.fed += len(records)
+        if self.own_leases:  # the sessions read in an earlier look: theirs again for this one
+            for writer in self.writers.values():
+                if not self.store.claim_writer(writer.episode_id):
+                    raise UsageError(
+                        f"episode {writer.episode_id} is being written by another process"
+                        " (another import, or `import --follow`); wait for it or stop it"
+                    )
+                self.leases.add(writer.episode_id)
         for writer in self.writers.values():  # what this look adds
             writer.report = SessionReport(writer.episode_id, writer.source, created=False)
         try:

@@ -75,13 +75,14 @@ class EpisodeWriter:
         next_seq: int,
         attempt: int,
         *,
-        token: str | None = None,
+        leases: dict[str, str] | None = None,
         sql: Dialect = SQLITE,
     ):
         self._conn = conn
-        self._token = token
-        self._fence = (episode_id, token)
-        self._insert = _INSERT if token is None else _fenced_insert(sql)
+        self._leases = leases if leases is not None else {}
+        """The store's leases: while the store holds one of this writer's episode, every
+        append is fenced by its token."""
+        self._fenced = _fenced_insert(sql)
         self._lock = sql.share_lock
         self._begin = sql.begin_write
         self.episode_id = episode_id
@@ -111,10 +112,12 @@ class EpisodeWriter:
             raise StoreError(self.lost)
         seq = self.next_seq
         row = (self._base | seq, self.attempt, turn, KIND_CODE[kind], self.clock(), body)
+        token = self._leases.get(self.episode_id)
         try:
-            cur = self._conn.execute(
-                self._insert, row if self._token is None else row + self._fence
-            )
+            if token is None:
+                cur = self._conn.execute(_INSERT, row)
+            else:
+                cur = self._conn.execute(self._fenced, (*row, self.episode_id, token))
         except sqlite3.IntegrityError as exc:
             raise StoreError(
                 f"cannot record {kind} as seq {seq} of {self.episode_id}: {exc}"
@@ -149,12 +152,13 @@ class EpisodeWriter:
         with interrupts.critical:
             try:
                 self._conn.execute(self._begin)
+                token = self._leases.get(self.episode_id)
                 if (
-                    self._token is not None
+                    token is not None
                     and not self._conn.execute(
                         "SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?"
                         + self._lock,
-                        self._fence,
+                        (self.episode_id, token),
                     ).fetchone()
                 ):
                     self._rollback()
@@ -424,7 +428,7 @@ class TraceStore:
             key,
             last_seq + 1,
             max(current, 1),
-            token=self._leases.get(episode.episode_id),
+            leases=self._leases,
             sql=self.sql,
         )
 

@@ -87,7 +87,9 @@ def _micro_us(fn: Callable[[], object], n: int = 20000) -> float:
 
 def test_a_chunk_through_the_append_path_costs_at_most_1_5x_a_bare_insert(tmp_path: Path) -> None:
     store = TraceStore(tmp_path / "store.db")
-    episode_id = _new_episode(store)
+    episode_id = store.create_episode(  # leased, as the runner's: every append is fenced
+        task_id="bench", seed=0, env={"kind": "bench"}, model={}, claim=True
+    )
     rec = Recorder(store, store.writer(episode_id), secrets={})
     rec.turn = 1
     bare_path = tmp_path / "bare.db"
