@@ -85,7 +85,14 @@ class PostgresServer:
         with open(self.data / "postgresql.conf", "a") as conf:
             for key, value in options.items():
                 conf.write(f"{key} = {value}\n")
+        self.start()
+
+    def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
+
+    def halt(self) -> None:
+        """Stop the server at once, as a crash would (clients' connections drop)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def _run(self, program: str, *args: str) -> None:
         subprocess.run(

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pg
 import pytest
 from cli_process import AGENTRUNNER, run_cli
+from pg import PostgresServer
 
 from agentrunner import TraceStore
 
@@ -134,3 +136,35 @@ def test_a_dead_database_is_one_clear_line() -> None:
     )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "cannot connect to the trace store postgresql://nobody@" in proc.stderr
+
+
+def test_a_database_that_dies_mid_run_ends_it_with_one_line_and_it_resumes_after() -> None:
+    reason = pg.why_not()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer()  # its own server: this test stops it
+    try:
+        url = server.url()
+        runner = subprocess.Popen(
+            [*AGENTRUNNER, "run", "--db", url],
+            env={**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0.01"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        with TraceStore(url) as store:
+            while not store.list_episodes() or store.list_episodes()[0].last_seq < 30:
+                assert runner.poll() is None, "the run ended before the server stopped"
+                time.sleep(0.02)
+            episode_id = store.list_episodes()[0].episode_id
+        server.halt()
+        _, stderr = runner.communicate(timeout=120)
+        assert runner.returncode == 1, stderr
+        assert "Traceback" not in stderr and "error:" in stderr
+        server.start()
+        resumed = run_cli("resume", episode_id, "--db", url)
+        assert resumed.returncode == 0, resumed.stderr
+        with TraceStore(url) as store:
+            assert store.episode(episode_id).status == "completed"
+    finally:
+        server.stop()

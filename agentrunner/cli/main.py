@@ -35,6 +35,7 @@ from agentrunner.cli import (
 )
 from agentrunner.cli.common import print_json, stderr_console
 from agentrunner.errors import AgentRunnerError
+from agentrunner.store.postgres import FromPostgres
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,8 +130,10 @@ def as_flags(message: str) -> str:
 
 
 def store_problem(exc: sqlite3.DatabaseError) -> str:
-    """What a raw SQLite error on the trace store means for the user."""
+    """What a raw SQLite (or translated Postgres) error on the trace store means for the user."""
     text = str(exc)
+    if isinstance(exc, FromPostgres):
+        return f"the Postgres trace store failed ({text}); check the server and the --db URL"
     if "readonly" in text:
         return f"the trace store is read-only ({text}); give a writable --db"
     if "disk is full" in text or "database or disk is full" in text:

@@ -88,14 +88,26 @@ def _pg_sql(sql: str) -> str:
     return "".join(out)
 
 
+class FromPostgres:
+    """Marks a translated error as the Postgres server's (for the CLI's last-resort message)."""
+
+
+class PostgresRefused(FromPostgres, sqlite3.IntegrityError):
+    """The database refused a row (a constraint, or the log's append-only triggers)."""
+
+
+class PostgresFailed(FromPostgres, sqlite3.OperationalError):
+    """Any other failure: the server gone, a statement it could not run."""
+
+
 def _translated(exc: Exception) -> sqlite3.Error:
     """A psycopg error as the DB-API class the store handles (see the module docstring)."""
     psycopg = _psycopg()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     refused = (psycopg.errors.IntegrityError, psycopg.errors.RaiseException)
     if isinstance(exc, refused):
-        return sqlite3.IntegrityError(message)
-    return sqlite3.OperationalError(message)
+        return PostgresRefused(message)
+    return PostgresFailed(message)
 
 
 class PgConnection:
