@@ -168,3 +168,15 @@ def test_a_database_that_dies_mid_run_ends_it_with_one_line_and_it_resumes_after
             assert store.episode(episode_id).status == "completed"
     finally:
         server.stop()
+
+
+def test_without_psycopg_a_postgres_url_gets_the_install_hint() -> None:
+    blocked = (
+        "import sys; sys.modules['psycopg'] = None; from agentrunner.cli.main import main;"
+        " sys.exit(main(['ls', '--db', 'postgresql://someone@db.example/traces']))"
+    )
+    proc = subprocess.run(
+        [AGENTRUNNER[0], "-c", blocked], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "pip install 'agentrunner[postgres]'" in proc.stderr

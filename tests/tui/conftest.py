@@ -243,7 +243,9 @@ class BackgroundWriter:
     """Runs a scripted episode in a thread (a writer other than the TUI); gated, it takes a
     model turn only when the test releases one."""
 
-    def __init__(self, db: Path, snapshots: Path, pace: float = 0.01, gated: bool = False) -> None:
+    def __init__(
+        self, db: str | Path, snapshots: Path, pace: float = 0.01, gated: bool = False
+    ) -> None:
         self.db = db
         self.snapshots = snapshots
         self.pace = pace
