@@ -32,15 +32,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrunner.errors import StoreError, StoreSchemaError, UsageError
-from agentrunner.store import eventlog
+from agentrunner.errors import StoreError, UsageError
 from agentrunner.store.connection import Synchronous
 from agentrunner.store.dialect import POSTGRES, Dialect
+from agentrunner.store.postgres_schema import LOCK_KEY, migrate
 from agentrunner.store.store import TraceStore, register_backend
 
 SCHEMES = ("postgresql://", "postgres://")
 INSTALL_HINT = "Postgres support is not installed: pip install 'agentrunner[postgres]'"
-_LOCK_KEY = 0x61_67_65_6E_74  # "agent": the store's write lock (pg_advisory_xact_lock)
 CONNECT_TIMEOUT_S = 10
 
 
@@ -190,259 +189,6 @@ class PgConnections:
         self._local = threading.local()
 
 
-_MASK, _BITS = eventlog.SEQ_MASK, eventlog.SEQ_BITS
-_KIND_CASE = (
-    "CASE l.kind "
-    + " ".join(f"WHEN {c} THEN '{k}'" for k, c in eventlog.KIND_CODE.items())
-    + " END"
-)
-_ISO = (
-    "to_char(timestamp 'epoch' + l.ts * interval '1 microsecond',"
-    " 'YYYY-MM-DD\"T\"HH24:MI:SS.US') || '+00:00'"
-)
-_END, _USAGE = eventlog.KIND_CODE["episode.end"], eventlog.KIND_CODE["usage"]
-_OWN = f"l.id BETWEEN (e.key << {_BITS}) + 1 AND (e.key << {_BITS}) + {_MASK}"
-
-
-def _usage_sum(field: str, *, total: bool = True) -> str:
-    value = f"(l.payload::json ->> '{field}')::float8"
-    expr = f"coalesce(sum({value}), 0.0)" if total else f"sum({value})"
-    return (
-        f"(SELECT {expr} FROM event_log l WHERE l.kind = {_USAGE}"
-        f" AND l.kind <> {eventlog.CHUNK} AND {_OWN})"
-    )
-
-
-_STATUS = (
-    f"CASE WHEN last.kind = {_END} THEN CASE last.payload::json ->> 'stop_reason'"
-    " WHEN 'done' THEN 'completed' WHEN 'max_turns' THEN 'completed'"
-    " WHEN 'max_steps' THEN 'completed' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END"
-    " ELSE 'running or interrupted' END"
-)
-
-P001_INITIAL = (
-    """
-    CREATE TABLE episodes (
-        id TEXT PRIMARY KEY,
-        key BIGINT NOT NULL UNIQUE,
-        parent_episode_id TEXT REFERENCES episodes(id),
-        fork_seq INTEGER,
-        task_id TEXT NOT NULL,
-        seed BIGINT NOT NULL,
-        created_at TEXT NOT NULL,
-        env TEXT NOT NULL CHECK (env::json IS NOT NULL),
-        model TEXT NOT NULL CHECK (model::json IS NOT NULL),
-        CHECK ((parent_episode_id IS NULL) = (fork_seq IS NULL))
-    )
-    """,
-    "CREATE INDEX episodes_parent ON episodes(parent_episode_id)",
-    "CREATE TABLE removals (episode_id TEXT PRIMARY KEY, requested_at TEXT NOT NULL)",
-    """
-    CREATE TABLE event_log (
-        id BIGINT PRIMARY KEY,
-        attempt INTEGER NOT NULL CHECK (attempt >= 1),
-        turn INTEGER NOT NULL CHECK (turn >= 0),
-        kind SMALLINT NOT NULL,
-        ts BIGINT NOT NULL,
-        payload TEXT NOT NULL CONSTRAINT payload_must_be_json_text
-            CHECK (payload::json IS NOT NULL)
-    )
-    """,
-    f"CREATE INDEX event_log_kind ON event_log(kind, id) WHERE kind <> {eventlog.CHUNK}",
-    """
-    CREATE FUNCTION agentrunner_refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        RAISE EXCEPTION 'events are append-only: UPDATE is refused';
-    END $$
-    """,
-    f"""
-    CREATE FUNCTION agentrunner_refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF TG_OP = 'TRUNCATE' OR NOT EXISTS (
-            SELECT 1 FROM removals r JOIN episodes e ON e.id = r.episode_id
-            WHERE e.key = OLD.id >> {_BITS}
-        ) THEN
-            RAISE EXCEPTION 'events are append-only: DELETE is refused (use agentrunner rm)';
-        END IF;
-        RETURN OLD;
-    END $$
-    """,
-    "CREATE TRIGGER event_log_refuse_update BEFORE UPDATE ON event_log"
-    " FOR EACH ROW EXECUTE FUNCTION agentrunner_refuse_update()",
-    "CREATE TRIGGER event_log_refuse_delete BEFORE DELETE ON event_log"
-    " FOR EACH ROW EXECUTE FUNCTION agentrunner_refuse_delete()",
-    "CREATE TRIGGER event_log_refuse_truncate BEFORE TRUNCATE ON event_log"
-    " FOR EACH STATEMENT EXECUTE FUNCTION agentrunner_refuse_delete()",
-    f"""
-    CREATE VIEW events (episode_id, seq, attempt, turn, kind, ts, payload) AS
-    SELECT e.id, l.id & {_MASK}, l.attempt, l.turn, {_KIND_CASE}, {_ISO}, l.payload
-    FROM episodes e JOIN event_log l ON {_OWN}
-    """,
-    "CREATE TABLE messages (hash TEXT PRIMARY KEY, parent_hash TEXT, message TEXT NOT NULL)",
-    "CREATE TABLE tools (hash TEXT PRIMARY KEY, tools TEXT NOT NULL)",
-    """
-    CREATE TABLE control (
-        episode_id TEXT PRIMARY KEY REFERENCES episodes(id),
-        writer_pid INTEGER,
-        writer_host TEXT,
-        writer_started TEXT,
-        heartbeat_at DOUBLE PRECISION,
-        cancel_requested_at TEXT,
-        cancel_reason TEXT,
-        totals TEXT,
-        totals_seq INTEGER,
-        lease_token TEXT
-    )
-    """,
-    """
-    CREATE TABLE fork_groups (
-        id TEXT PRIMARY KEY,
-        parent_episode_id TEXT NOT NULL REFERENCES episodes(id),
-        fork_seq INTEGER NOT NULL,
-        turn INTEGER NOT NULL,
-        created_at TEXT NOT NULL,
-        config TEXT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE fork_group_members (
-        group_id TEXT NOT NULL REFERENCES fork_groups(id),
-        episode_id TEXT NOT NULL REFERENCES episodes(id),
-        candidate INTEGER NOT NULL,
-        sample INTEGER NOT NULL,
-        action TEXT,
-        PRIMARY KEY (group_id, candidate, sample)
-    )
-    """,
-    "CREATE INDEX fork_group_members_episode ON fork_group_members(episode_id)",
-    "CREATE TABLE batches (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, config TEXT NOT NULL)",
-    """
-    CREATE TABLE batch_members (
-        batch_id TEXT NOT NULL REFERENCES batches(id),
-        task_id TEXT NOT NULL,
-        seed BIGINT NOT NULL,
-        episode_id TEXT NOT NULL REFERENCES episodes(id),
-        PRIMARY KEY (batch_id, task_id, seed)
-    )
-    """,
-    "CREATE INDEX batch_members_episode ON batch_members(episode_id)",
-    """
-    CREATE TABLE verifications (
-        id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-        episode_id TEXT NOT NULL REFERENCES episodes(id),
-        verifier TEXT NOT NULL,
-        score DOUBLE PRECISION,
-        passed INTEGER,
-        details TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX verifications_episode ON verifications(episode_id, verifier)",
-    """
-    CREATE TABLE blobs (
-        hash TEXT NOT NULL,
-        part INTEGER NOT NULL CHECK (part >= 0),
-        data BYTEA NOT NULL,
-        PRIMARY KEY (hash, part)
-    )
-    """,
-    """
-    CREATE TABLE snapshots (
-        id TEXT PRIMARY KEY,
-        parent_id TEXT REFERENCES snapshots(id),
-        depth INTEGER NOT NULL CHECK (depth >= 0),
-        created_at TEXT NOT NULL,
-        files INTEGER NOT NULL,
-        bytes BIGINT NOT NULL,
-        changes TEXT NOT NULL CHECK (changes::json IS NOT NULL),
-        CHECK ((parent_id IS NULL) = (depth = 0))
-    )
-    """,
-    "CREATE TABLE imports (source_key TEXT PRIMARY KEY,"
-    " episode_id TEXT NOT NULL UNIQUE REFERENCES episodes(id))",
-    f"""
-    CREATE VIEW episode_summary AS
-    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
-        e.model::json ->> 'spec' AS model, e.created_at,
-        last.id & {_MASK} AS last_seq, last.turn AS turns, {_STATUS} AS status,
-        CASE WHEN last.kind = {_END} THEN last.payload::json ->> 'stop_reason' END
-            AS stop_reason,
-        CASE WHEN last.kind = {_END} THEN (last.payload::json ->> 'total_reward')::float8 END
-            AS total_reward,
-        {_usage_sum("input_tokens")} AS input_tokens,
-        {_usage_sum("output_tokens")} AS output_tokens,
-        {_usage_sum("cost_usd", total=False)} AS cost_usd,
-        c.writer_pid, c.heartbeat_at
-    FROM episodes e
-    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
-    LEFT JOIN control c ON c.episode_id = e.id
-    """,
-    f"""
-    CREATE VIEW episode_history AS
-    WITH RECURSIVE part(episode_id, source, lo, hi, parent, next_hi) AS (
-        SELECT id, id, coalesce(fork_seq, 0) + 1, {_MASK}::bigint, parent_episode_id,
-            coalesce(fork_seq, {_MASK})::bigint
-        FROM episodes
-        UNION ALL
-        SELECT p.episode_id, a.id, coalesce(a.fork_seq, 0) + 1, p.next_hi, a.parent_episode_id,
-            LEAST(p.next_hi, coalesce(a.fork_seq, p.next_hi))::bigint
-        FROM part p JOIN episodes a ON a.id = p.parent
-    )
-    SELECT p.episode_id, v.seq, p.source AS source_episode_id, v.attempt, v.turn, v.kind,
-        v.ts, v.payload
-    FROM part p JOIN events v ON v.episode_id = p.source AND v.seq BETWEEN p.lo AND p.hi
-    """,
-)
-
-MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (("p001_initial", P001_INITIAL),)
-"""Named, append-only: a released migration is never edited; changes are new ones."""
-KNOWN = [name for name, _ in MIGRATIONS]
-
-
-def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
-    """Refuse a newer-schema or foreign database; apply pending migrations, one process at
-    a time (under the store's write lock). Without ``create`` a database without the
-    store's tables is an error and nothing is made."""
-    if (
-        not create
-        and not conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]
-    ):
-        raise StoreError(
-            f"no trace store in {where}; make one there with `agentrunner run --db URL ...`"
-            " (or `agentrunner copy --to URL`)"
-        )
-    conn.execute("BEGIN")
-    try:
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS agentrunner_migrations"
-            " (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        )
-        applied = [r[0] for r in conn.execute("SELECT name FROM agentrunner_migrations")]
-        unknown = [name for name in applied if name not in KNOWN]
-        if unknown:
-            raise StoreSchemaError(
-                f"{where} was written by a newer agentrunner (unknown schema migration"
-                f" {unknown[0]!r}); upgrade agentrunner to read it"
-            )
-        if not applied and conn.execute("SELECT to_regclass('episodes')").fetchone()[0]:
-            raise StoreError(
-                f"{where} has a table 'episodes' that agentrunner did not make; give another"
-                " database (or a schema: ?options=-csearch_path%3Dagentrunner)"
-            )
-        for name, statements in MIGRATIONS:
-            if name in applied:
-                continue
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("INSERT INTO agentrunner_migrations (name) VALUES (?)", (name,))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
 class PostgresStore(TraceStore):
     """A trace store in a Postgres database. Safe to share between threads; any number of
     processes on any number of machines may open one database."""
@@ -494,7 +240,7 @@ class PostgresStore(TraceStore):
         conn = self._conn
         conn.execute("BEGIN")
         try:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_KEY,))
             yield
             conn.execute("COMMIT")
         except BaseException:
