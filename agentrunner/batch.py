@@ -4,22 +4,37 @@ A batch is identified by its configuration (model, environment, pairs, turn limi
 running the same batch again resumes it: finished episodes are skipped, interrupted or
 cancelled ones resumed, missing ones run. Each (task, seed) gets one episode, created
 together with its batch membership in one transaction, so no pair is ever run twice.
+
+The episodes run in threads of this process (``executor="threads"``, the default) or on a
+Ray cluster (``executor="ray"``, see :mod:`agentrunner.distributed`): there the driver
+records every pair's episode up front, and each :class:`Member` is one unit of work that
+:func:`run_member` runs or resumes from the store on whichever worker gets it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
+from agentrunner.distributed import Lost, RayExecutor, require_ray
 from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError, UsageError
+from agentrunner.members import (
+    BatchEpisode,
+    Member,
+    outcome,
+    run_member,
+    shared,
+    summary_outcome,
+)
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.resume import resume_episode
-from agentrunner.runner import Rollout, run_agent_episode
+from agentrunner.runner import run_agent_episode
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import batch_members, ensure_batch
 from agentrunner.store.hashing import canonical_json
@@ -28,22 +43,7 @@ from agentrunner.types import AgentToolCall, AgentTurn
 
 ModelFn = Callable[[AgentContext], AgentTurn]
 PolicyFn = Callable[[str | None, dict[str, Any]], Any]
-
-
-@dataclass(frozen=True)
-class BatchEpisode:
-    """What happened to one (task, seed) pair in this run of the batch."""
-
-    task_id: str
-    seed: int
-    episode_id: str | None
-    action: str  # ran | resumed | skipped | error
-    status: str
-    stop_reason: str | None
-    total_reward: float
-    turns: int
-    cost_usd: float | None
-    error: str | None = None
+Executor = Literal["threads", "ray"]
 
 
 @dataclass
@@ -138,6 +138,8 @@ def run_batch(
     on_episode: Callable[[BatchEpisode], None] | None = None,
     cancel_check: Callable[[], bool] | None = None,
     system_prompt: str | None = None,
+    executor: Executor = "threads",
+    ray_address: str | None = None,
 ) -> BatchResult:
     """Run (or continue) a batch; one episode per (task, seed), ``concurrency`` at a time.
 
@@ -146,7 +148,17 @@ def run_batch(
     episodes are cancelled cooperatively (and resumed by the next run of the batch).
     ``system_prompt`` is added to each environment's own (see :mod:`agentrunner.system_prompt`)
     and is part of the batch's identity.
+
+    ``executor="ray"`` runs the episodes on a Ray cluster: the one at ``ray_address``
+    (``"auto"``, ``"HOST:PORT"``, ``"ray://HOST:10001"``), a local one started for the batch
+    when None, or the one this process is connected to already. The factories (or
+    ``model_fn``/``policy_fn``) are pickled to the workers, and the store is reopened there
+    by its :attr:`~agentrunner.store.TraceStore.location`.
     """
+    if executor not in ("threads", "ray"):
+        raise UsageError(f"executor must be 'threads' or 'ray', not {executor!r}")
+    if executor == "ray":
+        require_ray()
     pairs = _pairs(task_seed_pairs)
     if system_prompt is not None:
         env_factory = _adding_system_prompt(env_factory, system_prompt)
@@ -172,6 +184,17 @@ def run_batch(
     if system_prompt is not None:  # only then: the ids of batches without one stay the same
         config["system_prompt"] = system_prompt
     batch_id = batch_id_for(config)
+    if executor == "ray":
+        make_model = model_factory or shared(probe)
+        work = functools.partial(run_member, store.location, env_factory, make_model)
+        episodes = store.add_batch(
+            batch_id, config, [(t, s, env_spec, model_spec) for t, s in pairs]
+        )
+        units = [Member(episodes[p], p[0], p[1], max_turns) for p in pairs]
+        return BatchResult(
+            batch_id,
+            _run_on_ray(units, work, ray_address, concurrency, on_episode, cancel_check),
+        )
     ensure_batch(store, batch_id, config)
     members = batch_members(store, batch_id)
     stop = threading.Event()
@@ -193,7 +216,7 @@ def run_batch(
     def one(task_id: str, seed: int) -> BatchEpisode:
         existing = members.get((task_id, seed))
         if stopped():
-            return _outcome(task_id, seed, existing, "skipped", None, "batch cancelled")
+            return outcome(task_id, seed, existing, "skipped", None, "batch cancelled")
         env = env_factory()
         try:
             model = worker_model()
@@ -209,7 +232,7 @@ def run_batch(
             else:
                 summary = store.episode(existing)
                 if summary.status in ("completed", "running"):
-                    return _summary_outcome(store, task_id, seed, existing, "skipped")
+                    return summary_outcome(store, task_id, seed, existing, "skipped")
                 action = "resumed" if summary.last_seq else "ran"
             if action == "ran":
                 rollout = run_agent_episode(
@@ -226,9 +249,9 @@ def run_batch(
                 rollout = resume_episode(
                     store, existing, env=env, model_fn=model, cancel_check=stopped
                 )
-            return _outcome(task_id, seed, existing, action, rollout)
+            return outcome(task_id, seed, existing, action, rollout)
         except AgentRunnerError as exc:
-            return _outcome(task_id, seed, existing, "error", None, str(exc))
+            return outcome(task_id, seed, existing, "error", None, str(exc))
         finally:
             env.close()
 
@@ -251,10 +274,40 @@ def run_batch(
     return BatchResult(batch_id=batch_id, episodes=results)
 
 
+def _run_on_ray(
+    units: list[Member],
+    work: Callable[[Member, Callable[[], bool]], BatchEpisode],
+    address: str | None,
+    concurrency: int,
+    on_episode: Callable[[BatchEpisode], None] | None,
+    cancel_check: Callable[[], bool] | None,
+) -> list[BatchEpisode]:
+    def done(member: Member, result: BatchEpisode | Lost) -> None:
+        if on_episode is not None:
+            on_episode(_found(member, result))
+
+    with RayExecutor(work, address=address, concurrency=concurrency) as ray:
+        results = ray.map(units, done, cancel_check)
+    return [_found(m, r) for m, r in zip(units, results, strict=True)]
+
+
+def _found(member: Member, result: BatchEpisode | Lost) -> BatchEpisode:
+    """What happened to ``member``, also when its unit gave no result."""
+    if not isinstance(result, Lost):
+        return result
+    action = "skipped" if result.cancelled else "error"
+    reason = "batch cancelled" if result.cancelled else result.reason
+    return outcome(member.task_id, member.seed, member.episode_id, action, None, reason)
+
+
 def _adding_system_prompt(
     env_factory: Callable[[], Environment], system_prompt: str
 ) -> Callable[[], Environment]:
-    return lambda: with_system_prompt(env_factory(), system_prompt)
+    return functools.partial(_prompted, env_factory, system_prompt)
+
+
+def _prompted(env_factory: Callable[[], Environment], system_prompt: str) -> Environment:
+    return with_system_prompt(env_factory(), system_prompt)
 
 
 def _pairs(raw: Iterable[tuple[str, int] | dict[str, Any]]) -> list[tuple[str, int]]:
@@ -270,58 +323,6 @@ def _pairs(raw: Iterable[tuple[str, int] | dict[str, Any]]) -> list[tuple[str, i
         if not SEED_MIN <= seed <= SEED_MAX:
             raise UsageError(f"seed {seed} is not between {SEED_MIN} and {SEED_MAX}")
     return list(dict.fromkeys(pairs))
-
-
-def _outcome(
-    task_id: str,
-    seed: int,
-    episode_id: str | None,
-    action: str,
-    rollout: Rollout | None,
-    error: str | None = None,
-) -> BatchEpisode:
-    if rollout is None:
-        return BatchEpisode(
-            task_id,
-            seed,
-            episode_id,
-            action,
-            "failed" if action == "error" else "skipped",
-            None,
-            0.0,
-            0,
-            None,
-            error,
-        )
-    return BatchEpisode(
-        task_id,
-        seed,
-        rollout.episode_id,
-        action,
-        rollout.status,
-        rollout.stop_reason,
-        rollout.total_reward,
-        rollout.turns_completed,
-        rollout.cost_usd,
-        rollout.error,
-    )
-
-
-def _summary_outcome(
-    store: TraceStore, task_id: str, seed: int, episode_id: str, action: str
-) -> BatchEpisode:
-    e = store.episode(episode_id)
-    return BatchEpisode(
-        task_id,
-        seed,
-        episode_id,
-        action,
-        e.status,
-        e.stop_reason,
-        e.total_reward,
-        e.turns,
-        e.cost_usd,
-    )
 
 
 def select_pairs(task_ids: Sequence[str], seeds: Sequence[int]) -> list[tuple[str, int]]:

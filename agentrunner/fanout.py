@@ -5,22 +5,27 @@ proposal forks re-sample the turn and run just that turn; each proposal's assist
 becomes a candidate. Every candidate is then run N times from the fork point (to the end or
 for ``horizon`` more turns) and the candidates are ranked by mean reward, with the spread.
 All of it is recorded as one fork group, so it can be re-read (:func:`read_group`) and
-exported as DPO pairs and GRPO groups.
+exported as DPO pairs and GRPO groups. The forks are made here, by the caller; they run in
+threads (the default) or on a Ray cluster (``executor="ray"``), one unit of work per fork.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from agentrunner.distributed import Lost, RayExecutor, require_ray
 from agentrunner.environment import Environment
-from agentrunner.errors import UsageError
+from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.events import ModelResponse
 from agentrunner.fork import fork_episode, fork_point, parse_action
-from agentrunner.model import AgentContext
+from agentrunner.members import BatchEpisode, Member, run_member, shared
+from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.resume import resume_episode
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
 from agentrunner.store import TraceStore
@@ -28,6 +33,7 @@ from agentrunner.store.groups import GroupMember, add_group_member, create_fork_
 from agentrunner.types import AgentTurn, Message
 
 PROPOSAL = -1  # the sample index of the fork that proposed a sampled candidate
+RunForks = Callable[[Sequence[str], int | None], list[float]]  # fork ids, turn limit -> rewards
 
 
 @dataclass(frozen=True)
@@ -91,13 +97,25 @@ def score_actions(
     model: str | None = None,
     model_fn: Callable[[AgentContext], AgentTurn] | None = None,
     env_factory: Callable[[], Environment] | None = None,
+    model_factory: Callable[[], Model] | None = None,
+    executor: Literal["threads", "ray"] = "threads",
+    ray_address: str | None = None,
 ) -> FanoutResult:
     """Fork ``episode_id`` at ``turn`` K candidates x ``n`` ways, run them, rank candidates.
 
     Give ``actions`` (each as for ``fork --action``) or ``k`` to sample K candidates from the
     model. ``horizon`` limits each continuation to that many turns after the fork point.
-    Returns the candidates ranked by mean reward (best first).
+    Returns the candidates ranked by mean reward (best first). The forks run with
+    ``model_fn`` (or a model from ``model_factory``; neither: the recorded model) in
+    environments from ``env_factory`` (or the recorded one). ``executor="ray"`` runs them
+    on a Ray cluster, as :func:`agentrunner.batch.run_batch` does (``ray_address``).
     """
+    if executor not in ("threads", "ray"):
+        raise UsageError(f"executor must be 'threads' or 'ray', not {executor!r}")
+    if executor == "ray":
+        require_ray()
+    if model_fn is not None and model_factory is not None:
+        raise UsageError("give model_fn or model_factory, not both")
     if (actions is None) == (k is None):
         raise UsageError("give candidate actions or k (sample that many from the model)")
     if n < 1 or (k is not None and k < 1) or concurrency < 1:
@@ -108,24 +126,21 @@ def score_actions(
         )
     for action in actions or []:
         parse_action(action, turn)  # refuse a malformed candidate before anything is recorded
+    if model_factory is not None and executor == "threads":
+        model_fn, model_factory = model_factory(), None  # one model for all the threads
+    elif model_fn is not None and executor == "ray":
+        model_factory = shared(as_model(model_fn))  # pickled: one model per worker
     parent = store.episode(episode_id)
     seq = fork_point(store, parent.episode_id, turn)
     config = {"actions": list(actions or []), "k": k, "n": n, "horizon": horizon, "model": model}
     group = create_fork_group(store, parent.episode_id, seq, turn, config)
     max_turns = turn + horizon if horizon is not None else None
-
-    def run(fork_id: str, limit: int | None) -> Rollout:
-        env = env_factory() if env_factory is not None else None
-        try:
-            with TraceStore(store.path) as own:
-                return resume_episode(own, fork_id, env=env, model_fn=model_fn, max_turns=limit)
-        finally:
-            if env is not None:
-                env.close()
-
-    with ThreadPoolExecutor(
-        max_workers=concurrency, thread_name_prefix="agentrunner-fanout"
-    ) as pool:
+    runner = (
+        _on_ray(store, parent.task_id, parent.seed, env_factory, model_factory, ray_address)
+        if executor == "ray"
+        else _in_threads(store, env_factory, model_fn)
+    )
+    with runner(concurrency) as run:
         if actions is not None:
             candidates: list[Any] = list(actions)
         else:
@@ -133,7 +148,7 @@ def score_actions(
                 fork_episode(store, parent.episode_id, turn=turn, model=model)[0]
                 for _ in range(k or 0)
             ]
-            list(pool.map(lambda f: run(f, turn), proposals))
+            run(proposals, turn)
             candidates = []
             for i, fork_id in enumerate(proposals):
                 message = _assistant_at(store, fork_id, turn)
@@ -148,13 +163,72 @@ def score_actions(
                 member = GroupMember(fork_id, i, j, action)
                 add_group_member(store, group, member)
                 members.append(member)
-        rollouts = list(pool.map(lambda m: run(m.episode_id, max_turns), members))
+        rewards = run([m.episode_id for m in members], max_turns)
     by_candidate: dict[int, list[tuple[str, float]]] = {}
-    for member, rollout in zip(members, rollouts, strict=True):
-        by_candidate.setdefault(member.candidate, []).append(
-            (member.episode_id, rollout.total_reward)
-        )
+    for member, reward in zip(members, rewards, strict=True):
+        by_candidate.setdefault(member.candidate, []).append((member.episode_id, reward))
     return FanoutResult(group, parent.episode_id, turn, _rank(candidates, by_candidate))
+
+
+def _in_threads(
+    store: TraceStore,
+    env_factory: Callable[[], Environment] | None,
+    model_fn: Callable[[AgentContext], AgentTurn] | None,
+) -> Callable[[int], AbstractContextManager[RunForks]]:
+    """Forks run in a pool of this process's threads, each with its own store connection."""
+
+    def run(fork_id: str, limit: int | None) -> Rollout:
+        env = env_factory() if env_factory is not None else None
+        try:
+            with TraceStore(store.location) as own:
+                return resume_episode(own, fork_id, env=env, model_fn=model_fn, max_turns=limit)
+        finally:
+            if env is not None:
+                env.close()
+
+    @contextmanager
+    def pool(concurrency: int) -> Iterator[RunForks]:
+        with ThreadPoolExecutor(
+            max_workers=concurrency, thread_name_prefix="agentrunner-fanout"
+        ) as threads:
+            yield lambda forks, limit: [
+                r.total_reward for r in threads.map(lambda f: run(f, limit), forks)
+            ]
+
+    return pool
+
+
+def _on_ray(
+    store: TraceStore,
+    task_id: str,
+    seed: int,
+    env_factory: Callable[[], Environment] | None,
+    model_factory: Callable[[], Model] | None,
+    address: str | None,
+) -> Callable[[int], AbstractContextManager[RunForks]]:
+    """Forks run on Ray workers, one unit of work each (see :mod:`agentrunner.distributed`)."""
+    work = functools.partial(run_member, store.location, env_factory, model_factory)
+
+    @contextmanager
+    def cluster(concurrency: int) -> Iterator[RunForks]:
+        with RayExecutor(work, address=address, concurrency=concurrency) as ray:
+
+            def run(forks: Sequence[str], limit: int | None) -> list[float]:
+                units = [Member(f, task_id, seed, limit) for f in forks]
+                return [_reward(r) for r in ray.map(units)]
+
+            yield run
+
+    return cluster
+
+
+def _reward(result: BatchEpisode | Lost) -> float:
+    """A fork's reward, or the error that kept it from running (as the threads raise it)."""
+    if isinstance(result, Lost):
+        raise AgentRunnerError(f"a fork did not run: {result.reason}")
+    if result.action == "error":
+        raise AgentRunnerError(f"fork {result.episode_id} did not run: {result.error}")
+    return result.total_reward
 
 
 def _assistant_at(store: TraceStore, episode_id: str, turn: int) -> Message:

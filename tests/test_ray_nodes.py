@@ -1,0 +1,89 @@
+"""A Ray node that leaves mid-batch: its episodes resume on the other node, once each."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_episodes import (
+    assert_each_pair_completed_once,
+    batch_kwargs,
+    kinds,
+    mid_episode,
+    open_store,
+    pairs,
+    wait_for,
+)
+
+from agentrunner import TraceStore
+from agentrunner.batch import run_batch
+
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'agentrunner[ray]')")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A head that runs no work and two worker nodes of 2 CPUs each (either can take all
+    the actors of a batch of concurrency 8 when the other leaves)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AGENTRUNNER_SCRIPTED_PACE", "0")
+        nodes = cluster_utils.Cluster(
+            initialize_head=True,
+            connect=True,
+            head_node_args={"num_cpus": 0, "include_dashboard": False},
+        )
+        for _ in range(2):
+            nodes.add_node(num_cpus=2)
+    nodes.wait_for_nodes()
+    yield nodes
+    import ray
+
+    ray.shutdown()
+    nodes.shutdown()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TraceStore]:
+    yield from open_store(request, tmp_path)
+
+
+def _parent_pid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def _node_of(cluster: Any, worker_pid: int) -> Any:
+    """The node whose raylet started the worker process ``worker_pid``."""
+    raylet = _parent_pid(worker_pid)
+    (node,) = [
+        n for n in cluster.worker_nodes if n.all_processes["raylet"][0].process.pid == raylet
+    ]
+    return node
+
+
+def test_episodes_of_a_removed_node_resume_on_the_other_node_and_complete_once(
+    cluster: Any, store: TraceStore, tmp_path: Path
+) -> None:
+    with ThreadPoolExecutor(1) as driver:
+        running = driver.submit(
+            run_batch,
+            store,
+            task_seed_pairs=pairs(4),
+            concurrency=8,
+            **batch_kwargs(tmp_path, pace=0.02),
+        )
+        victim = wait_for(lambda: mid_episode(store.location, 6), "an episode half-way")
+        cluster.remove_node(_node_of(cluster, victim.writer_pid or os.getpid()))
+        result = running.result(timeout=600)
+    cluster.add_node(num_cpus=2)  # for the next test
+    assert_each_pair_completed_once(store, pairs(4))
+    assert "resume" in kinds(store, victim.episode_id)
+    actions = {e.episode_id: e.action for e in result.episodes}
+    assert actions[victim.episode_id] == "resumed"
