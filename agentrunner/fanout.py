@@ -133,27 +133,16 @@ def score_actions(
     parent = store.episode(episode_id)
     seq = fork_point(store, parent.episode_id, turn)
     config = {"actions": list(actions or []), "k": k, "n": n, "horizon": horizon, "model": model}
-    group = create_fork_group(store, parent.episode_id, seq, turn, config)
     max_turns = turn + horizon if horizon is not None else None
     runner = (
         _on_ray(store, parent.task_id, parent.seed, env_factory, model_factory, ray_address)
         if executor == "ray"
         else _in_threads(store, env_factory, model_fn)
     )
-    with runner(concurrency) as run:
-        if actions is not None:
-            candidates: list[Any] = list(actions)
-        else:
-            proposals = [
-                fork_episode(store, parent.episode_id, turn=turn, model=model)[0]
-                for _ in range(k or 0)
-            ]
-            run(proposals, turn)
-            candidates = []
-            for i, fork_id in enumerate(proposals):
-                message = _assistant_at(store, fork_id, turn)
-                candidates.append(_message_action(message))
-                add_group_member(store, group, GroupMember(fork_id, i, PROPOSAL, candidates[-1]))
+
+    def continuations(candidates: list[Any]) -> list[GroupMember]:
+        """N forks per candidate, each a member of the group (inside the caller's
+        transaction)."""
         members: list[GroupMember] = []
         for i, action in enumerate(candidates):
             edit = parse_action(action, turn)
@@ -163,6 +152,27 @@ def score_actions(
                 member = GroupMember(fork_id, i, j, action)
                 add_group_member(store, group, member)
                 members.append(member)
+        return members
+
+    with store.atomic():  # the group and the forks it knows of yet: all or none
+        group = create_fork_group(store, parent.episode_id, seq, turn, config)
+        if actions is not None:
+            candidates: list[Any] = list(actions)
+            members = continuations(candidates)
+        else:
+            proposals = [
+                fork_episode(store, parent.episode_id, turn=turn, model=model)[0]
+                for _ in range(k or 0)
+            ]
+    with runner(concurrency) as run:
+        if actions is None:
+            run(proposals, turn)
+            candidates = [_message_action(_assistant_at(store, f, turn)) for f in proposals]
+            with store.atomic():
+                for i, fork_id in enumerate(proposals):
+                    member = GroupMember(fork_id, i, PROPOSAL, candidates[i])
+                    add_group_member(store, group, member)
+                members = continuations(candidates)
         rewards = run([m.episode_id for m in members], max_turns)
     by_candidate: dict[int, list[tuple[str, float]]] = {}
     for member, reward in zip(members, rewards, strict=True):

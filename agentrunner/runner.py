@@ -285,9 +285,9 @@ def run_agent_episode(
             claim=True,
             first_event=(0, start),
         )
-    elif store.episode(episode_id).last_seq:
-        raise UsageError(f"episode {episode_id} already has events; resume it instead")
     with store.lease(episode_id, claimed=started):
+        if not started and store.episode(episode_id).last_seq:  # checked as its one writer
+            raise UsageError(f"episode {episode_id} already has events; resume it instead")
         rec = Recorder(store, store.writer(episode_id), secrets=known_secrets(), observer=observer)
         if started:
             rec.announce(1, start)

@@ -320,3 +320,14 @@ def test_listings_are_newest_first_and_filterable(backend: MakeStore) -> None:
     assert [e.episode_id for e in store.list_episodes()] == [second, first]
     assert store.count_episodes() == 2
     assert sorted(store.episode_ids()) == sorted([first, second])
+
+
+def test_writes_inside_atomic_are_all_kept_or_none(backend: MakeStore) -> None:
+    store = backend()
+    with store.atomic():
+        kept = [_episode(store), _episode(store, claim=True)]
+    with pytest.raises(RuntimeError), store.atomic():
+        _episode(store)
+        store.put_tools([ToolSpec(name="gone", description="d", parameters={})])
+        raise RuntimeError("a failure halfway")
+    assert sorted(store.episode_ids()) == sorted(kept)

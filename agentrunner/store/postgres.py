@@ -36,7 +36,7 @@ from agentrunner.errors import StoreError, UsageError
 from agentrunner.store.connection import Synchronous
 from agentrunner.store.dialect import POSTGRES, Dialect
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
-from agentrunner.store.store import TraceStore, register_backend
+from agentrunner.store.store import TraceStore, _Depth, register_backend
 
 SCHEMES = ("postgresql://", "postgres://")
 INSTALL_HINT = "Postgres support is not installed: pip install 'agentrunner[postgres]'"
@@ -214,6 +214,7 @@ class PostgresStore(TraceStore):
         self._where = display_name(url)
         self.path = Path(self._where)
         self._leases: dict[str, str] = {}
+        self._atomic = _Depth()
         self._conns = PgConnections(url, self._where, synchronous)
         try:
             migrate(self._conns.get(), self._where, create=create)
@@ -236,7 +237,7 @@ class PostgresStore(TraceStore):
         return None  # a database cannot be deleted from under its open connections unseen
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
+    def _begin_writing(self) -> Iterator[None]:
         conn = self._conn
         conn.execute("BEGIN")
         try:

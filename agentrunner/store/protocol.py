@@ -1,7 +1,8 @@
 """The trace store's interface, written down: what any backend provides.
 
 :class:`agentrunner.store.TraceStore` (SQLite) implements it; a second backend (Postgres)
-implements the same methods and passes the same contract suite (``tests/test_store_contract.py``,
+implements the same methods (:class:`agentrunner.store.PostgresStore`, a subclass sharing
+the queries) and passes the same contract suite (``tests/test_store_contract.py``,
 parametrized by backend). Everything outside ``agentrunner/store/`` reads and writes a store
 through these methods only; no SQL lives anywhere else.
 """
@@ -70,6 +71,21 @@ class StoreBackend(SnapshotBackend, Protocol):
     ) -> str: ...
 
     def imported_episode(self, import_key: str) -> str | None: ...
+
+    def add_batch(
+        self,
+        batch_id: str,
+        config: dict[str, Any],
+        members: Sequence[tuple[str, int, dict[str, Any], dict[str, Any]]],
+    ) -> dict[tuple[str, int], str]: ...
+
+    def atomic(self) -> contextlib.AbstractContextManager[None]: ...
+
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def where(self) -> str: ...
 
     def writer(self, episode_id: str, *, attempt: int | None = None) -> EventWriter: ...
 

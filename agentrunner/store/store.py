@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -53,6 +54,10 @@ def utc_now() -> str:
     return eventlog.iso(eventlog.now_us())
 
 
+class _Depth(threading.local):
+    depth = 0
+
+
 _BACKENDS: list[tuple[Callable[[Any], bool], type[TraceStore]]] = []
 
 
@@ -92,6 +97,7 @@ class TraceStore:
         self.path = Path(path) if path is not None else default_db_path()
         self._leases: dict[str, str] = {}
         """The attempt tokens of the leases this store holds, by episode."""
+        self._atomic = _Depth()
         self._conns: Pool = open_connections(self.path, synchronous, create=create)
         self._identity = self._file_identity()
 
@@ -207,8 +213,32 @@ class TraceStore:
             self._leases[episode_id] = token
         return episode_id
 
-    def _writing(self) -> contextlib.AbstractContextManager[None]:
-        """One write transaction that no other writer of the store interleaves with."""
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Make the store writes this thread does inside the block one transaction: all of
+        them or none (a fan-out's fork group and its forks). Not for appends of events,
+        which commit one by one."""
+        if self._atomic.depth:
+            yield
+            return
+        with self._begin_writing():
+            self._atomic.depth = 1
+            try:
+                yield
+            finally:
+                self._atomic.depth = 0
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write transaction that no other writer of the store interleaves with (inside
+        :meth:`atomic`: part of that one)."""
+        if self._atomic.depth:
+            yield
+        else:
+            with self._begin_writing():
+                yield
+
+    def _begin_writing(self) -> contextlib.AbstractContextManager[None]:
         return immediate(self._conn)
 
     def _insert_episode(
