@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from agentrunner import interrupts
 from agentrunner.errors import StoreError
 from agentrunner.store import TraceStore
-from agentrunner.store.control import HEARTBEAT_INTERVAL_S, LeaseLostError
+from agentrunner.store.control import HEARTBEAT_INTERVAL_S, HEARTBEAT_STALE_S, LeaseLostError
 
 
 class Heartbeat:
@@ -60,6 +61,13 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        try:
+            self._beat()
+        finally:
+            self._store.done_in_this_thread()
+
+    def _beat(self) -> None:
+        failing_since: float | None = None
         while not self._stop.wait(self._interval):
             problem = self._store.identity_problem()
             if problem is not None:
@@ -69,8 +77,11 @@ class Heartbeat:
             except LeaseLostError as exc:  # taken over: the next append would fail anyway
                 self._on_store_lost(str(exc))
                 continue
-            except (StoreError, sqlite3.Error):  # a full disk: the next beat tries again
+            except (StoreError, sqlite3.Error) as exc:  # a full disk: the next beat tries again
+                failing_since = failing_since or time.monotonic()
+                self._silent_too_long(time.monotonic() - failing_since, exc)
                 continue
+            failing_since = None
             if self._reason is None and requested is not None:
                 self._reason = f"cancel request: {requested}"
             if self._reason is None and self._cancel_check is not None and self._cancel_check():
@@ -78,3 +89,13 @@ class Heartbeat:
             if self._reason is not None and self._interrupt_main and not self._delivered:
                 self._delivered = True
                 interrupts.interrupt_main(self._reason)
+
+    def _silent_too_long(self, silent_s: float, exc: Exception) -> None:
+        """A shared (Postgres) store's writer whose heartbeat has not landed for half the
+        staleness threshold stops: other machines are about to take the episode over."""
+        if self._store.sql.postgres and silent_s >= HEARTBEAT_STALE_S / 2:
+            self._on_store_lost(
+                f"the heartbeat has not reached the trace store {self._store.where} for"
+                f" {silent_s:.0f} s ({exc}); another machine may take episode"
+                f" {self._episode_id} over, so this run stops here (resume it later)"
+            )

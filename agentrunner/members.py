@@ -65,7 +65,7 @@ def run_member(
     worker): from the start if it has no events, else resumed from its log (as after a
     worker that ran it died); skipped when completed, or when a live writer keeps it past
     :data:`WRITER_WAIT_S`. Without a factory the episode's recorded env or model is used."""
-    with TraceStore(location) as store:
+    with TraceStore(location, create=False) as store:  # never a stray new store
         summary = _unwritten(store, member.episode_id, stopped)
         if stopped():
             return outcome(

@@ -46,6 +46,8 @@ def can_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:
         return imported.why_not_runnable(episode.env)
     if episode.status == Status.COMPLETED:
         return f"it is completed ({episode.stop_reason}); fork it instead"
+    if episode.parent_episode_id is None and episode.last_seq == 0:
+        return "it has not started: it waits for its batch to run it (run the batch again)"
     if episode.status == Status.RUNNING:
         return f"it is being written by process {episode.writer_pid}; cancel it first or wait"
     if episode.status == Status.FAILED:

@@ -18,6 +18,7 @@ from agentrunner.batch import PolicyModel, run_batch
 from agentrunner.cli.seeds import parse_seeds
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import UsageError
+from agentrunner.resume import can_resume
 from providers import get_model
 
 TASKS = ["demo-mean", "paginate-off-by-one", "slugify-accents"]
@@ -154,3 +155,11 @@ def test_batch_of_28_killed_half_way_resumes_with_no_episode_run_twice(tmp_path:
 def test_parse_seeds_refuses_a_range_too_large_to_run() -> None:
     with pytest.raises(UsageError, match="more than 100,000 seeds"):
         parse_seeds("0-100000000")
+
+
+def test_a_batch_episode_not_started_yet_is_left_to_its_batch(store: TraceStore) -> None:
+    (queued,) = store.add_batch(
+        "batch-queued", {"name": None}, [("demo-mean", 0, {"kind": "workspace"}, {})]
+    ).values()
+    why = can_resume(store, store.episode(queued))
+    assert why is not None and "waits for its batch" in why

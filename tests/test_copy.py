@@ -117,3 +117,19 @@ def test_copy_explains_itself_and_needs_a_destination() -> None:
     result = run_cli("copy", "--help")
     assert result.returncode == 0 and "Postgres" in result.stdout and "--to" in result.stdout
     assert run_cli("copy").returncode == 2
+
+
+def test_an_episode_running_in_the_source_is_not_copied(
+    local: tuple[str, str, str], tmp_path: Path
+) -> None:
+    path, root, fork = local
+    other = str(tmp_path / "other.db")
+    with TraceStore(path) as store, store.lease(fork):
+        result = run_cli("copy", "--from", path, "--to", other, "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert [c["episode_id"] for c in report["episodes"]] == [root]
+    assert "is running in" in report["failed"][0]["error"]
+    with TraceStore(other) as store:
+        assert store.episode_ids() == [root]
+        assert store.episode(root).status == "completed"  # the copy's lease was let go

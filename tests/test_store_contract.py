@@ -21,6 +21,7 @@ from agentrunner.events import (
     ModelRequest,
     ModelResponse,
     Status,
+    ToolResult,
     Usage,
 )
 from agentrunner.store import TraceStore
@@ -331,3 +332,22 @@ def test_writes_inside_atomic_are_all_kept_or_none(backend: MakeStore) -> None:
         store.put_tools([ToolSpec(name="gone", description="d", parameters={})])
         raise RuntimeError("a failure halfway")
     assert sorted(store.episode_ids()) == sorted(kept)
+
+
+def test_a_nul_in_recorded_text_keeps_every_read_working(backend: MakeStore) -> None:
+    store = backend()
+    ep = _episode(store)
+    writer = store.writer(ep)
+    writer.append(0, _start())
+    writer.append(1, ModelChunk(call_id="c", channel="text", index=0, text="bin\x00ary"))
+    writer.append(
+        1,
+        ToolResult(
+            call_id="t", name="bash", observation="out\x00put", reward=1.0, message_hash="h"
+        ),
+    )
+    assert store.episode(ep).total_reward == 1.0
+    assert [e.episode_id for e in store.list_episodes()] == [ep]
+    assert store.count_chunks(ep, "c") == 1
+    assert store.find(store.segments(ep), "put", 0, forward=True) == 3
+    assert store.events(ep)[2].typed().observation == "out\x00put"  # type: ignore[union-attr]

@@ -51,7 +51,7 @@ def run_copy(args: argparse.Namespace) -> int:
     try:
         dst = TraceStore(args.target)
         try:
-            if src.where == dst.where:
+            if src.identity == dst.identity:
                 raise UsageError(f"--from and --to are the same store ({src.where})")
             copied, failed = _copy(src, dst, args.episodes or None, quiet=args.json)
         finally:

@@ -106,6 +106,19 @@ class Connections:
             raise StoreCorruptError(f"{self.path}: cannot open trace store: {exc}") from None
         return conn
 
+    def close_current(self) -> None:
+        """Close this thread's connection (a thread that is done with the store)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._local.conn = None
+            with self._lock:
+                self._all.remove(conn)
+            conn.close()
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._all)
+
     def close(self) -> None:
         with self._lock:
             for conn in self._all:

@@ -27,7 +27,22 @@ from agentrunner.store.dialect import Conn
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_S = 15.0
-HOST = socket.gethostname()
+
+
+def _host() -> str:
+    """Where a writer runs, precisely enough to check its pid: the host name, plus the
+    kernel's boot id and this pid namespace (two machines or containers can share a name;
+    only a writer seen with the same ones can be checked by pid, others by heartbeat)."""
+    name = socket.gethostname()
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+        pid_ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return name
+    return f"{name}#{boot}.{pid_ns}"
+
+
+HOST = _host()
 
 
 def process_start_token(pid: int) -> str | None:

@@ -45,6 +45,10 @@ class Pool(Protocol):
 
     def get(self) -> Conn: ...
 
+    def close_current(self) -> None: ...
+
+    def open_count(self) -> int: ...
+
     def close(self) -> None: ...
 
 
@@ -78,13 +82,13 @@ class Dialect:
     def text(self, column: str, field: str) -> str:
         """A JSON column's top-level ``field`` as text (NULL when absent)."""
         if self.postgres:
-            return f"({column}::json ->> '{field}')"
+            return f"({pg_json(column)} ->> '{field}')"
         return f"json_extract({column}, '$.{field}')"
 
     def number(self, column: str, field: str) -> str:
         """A JSON column's top-level ``field`` as a number (NULL when absent)."""
         if self.postgres:
-            return f"({column}::json ->> '{field}')::float8"
+            return f"({pg_json(column)} ->> '{field}')::float8"
         return f"json_extract({column}, '$.{field}')"
 
     def total(self, expr: str) -> str:
@@ -126,6 +130,14 @@ class Dialect:
             else:
                 out.append(ch)
         return "".join(out)
+
+
+def pg_json(column: str) -> str:
+    """A JSON text column as Postgres' ``json``, ready for ``->>``. Postgres stores a NUL
+    (``\\u0000``, which tool output and streamed text can hold) in ``json`` but refuses to
+    extract any field of such a document, so it reads as U+FFFD here (the stored text keeps
+    it; the replacement leaves valid JSON even after an escaped backslash)."""
+    return f"replace({column}, '\\u0000', '\\ufffd')::json"
 
 
 SQLITE = Dialect("sqlite")

@@ -103,7 +103,7 @@ def _translated(exc: Exception) -> sqlite3.Error:
     """A psycopg error as the DB-API class the store handles (see the module docstring)."""
     psycopg = _psycopg()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    refused = (psycopg.errors.IntegrityError, psycopg.errors.RaiseException)
+    refused = (psycopg.errors.IntegrityError, psycopg.errors.RaiseException, psycopg.DataError)
     if isinstance(exc, refused):
         return PostgresRefused(message)
     return PostgresFailed(message)
@@ -118,7 +118,7 @@ class PgConnection:
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         try:
-            return self._conn.execute(_pg_sql(sql), tuple(parameters) or None)
+            return self._conn.execute(_pg_sql(sql), tuple(parameters))
         except self._psycopg.Error as exc:
             raise _translated(exc) from None
 
@@ -144,24 +144,43 @@ class PgConnection:
 
 
 class PgConnections:
-    """One Postgres connection per thread (reopened when the server dropped it)."""
+    """One Postgres connection per live thread (reopened when the server dropped it)."""
 
     def __init__(self, url: str, where: str, synchronous: Synchronous) -> None:
         self._url = url
         self._where = where
         self._synchronous = synchronous
         self._local = threading.local()
-        self._all: list[PgConnection] = []
+        self._all: set[PgConnection] = set()
         self._lock = threading.Lock()
 
     def get(self) -> PgConnection:
         conn: PgConnection | None = getattr(self._local, "conn", None)
         if conn is None or conn.broken:
+            if conn is not None:
+                self._drop(conn)
             conn = self._open()
-            self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                self._all.add(conn)
+            self._local.conn = conn
         return conn
+
+    def close_current(self) -> None:
+        """Close this thread's connection (a thread that is done with the store)."""
+        conn: PgConnection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._local.conn = None
+            self._drop(conn)
+
+    def _drop(self, conn: PgConnection) -> None:
+        with self._lock:
+            self._all.discard(conn)
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._all)
 
     def _open(self) -> PgConnection:
         psycopg = _psycopg()
@@ -232,6 +251,14 @@ class PostgresStore(TraceStore):
     @property
     def where(self) -> str:
         return self._where
+
+    @property
+    def identity(self) -> str:
+        """The connection's target without the password: host, port, database, user and the
+        options that pick a schema (two schemas of one database are two stores)."""
+        info = _psycopg().conninfo.conninfo_to_dict(self._url)
+        keep = ("host", "port", "dbname", "user", "options")
+        return " ".join(f"{k}={info[k]}" for k in keep if info.get(k))
 
     def identity_problem(self) -> str | None:
         return None  # a database cannot be deleted from under its open connections unseen

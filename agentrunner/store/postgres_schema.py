@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import eventlog
+from agentrunner.store.dialect import pg_json
 
 if TYPE_CHECKING:
     from agentrunner.store.postgres import PgConnection
@@ -34,7 +35,7 @@ _OWN = f"l.id BETWEEN (e.key << {_BITS}) + 1 AND (e.key << {_BITS}) + {_MASK}"
 
 
 def _usage_sum(field: str, *, total: bool = True) -> str:
-    value = f"(l.payload::json ->> '{field}')::float8"
+    value = f"({pg_json('l.payload')} ->> '{field}')::float8"
     expr = f"coalesce(sum({value}), 0.0)" if total else f"sum({value})"
     return (
         f"(SELECT {expr} FROM event_log l WHERE l.kind = {_USAGE}"
@@ -43,7 +44,7 @@ def _usage_sum(field: str, *, total: bool = True) -> str:
 
 
 _STATUS = (
-    f"CASE WHEN last.kind = {_END} THEN CASE last.payload::json ->> 'stop_reason'"
+    f"CASE WHEN last.kind = {_END} THEN CASE {pg_json('last.payload')} ->> 'stop_reason'"
     " WHEN 'done' THEN 'completed' WHEN 'max_turns' THEN 'completed'"
     " WHEN 'max_steps' THEN 'completed' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END"
     " ELSE 'running or interrupted' END"
@@ -192,11 +193,12 @@ P001_INITIAL = (
     f"""
     CREATE VIEW episode_summary AS
     SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
-        e.model::json ->> 'spec' AS model, e.created_at,
+        {pg_json("e.model")} ->> 'spec' AS model, e.created_at,
         last.id & {_MASK} AS last_seq, last.turn AS turns, {_STATUS} AS status,
-        CASE WHEN last.kind = {_END} THEN last.payload::json ->> 'stop_reason' END
+        CASE WHEN last.kind = {_END} THEN {pg_json("last.payload")} ->> 'stop_reason' END
             AS stop_reason,
-        CASE WHEN last.kind = {_END} THEN (last.payload::json ->> 'total_reward')::float8 END
+        CASE WHEN last.kind = {_END}
+            THEN ({pg_json("last.payload")} ->> 'total_reward')::float8 END
             AS total_reward,
         {_usage_sum("input_tokens")} AS input_tokens,
         {_usage_sum("output_tokens")} AS output_tokens,
@@ -230,12 +232,13 @@ KNOWN = [name for name, _ in MIGRATIONS]
 
 def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
     """Refuse a newer-schema or foreign database; apply pending migrations, one process at
-    a time (under the store's write lock). Without ``create`` a database without the
-    store's tables is an error and nothing is made."""
-    if (
-        not create
-        and not conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]
-    ):
+    a time (under the store's write lock). An up-to-date store is only read (a role that
+    may only read opens it). Without ``create`` a database without the store's tables is
+    an error and nothing is made."""
+    if conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]:
+        if not _pending(conn, where):
+            return
+    elif not create:
         raise StoreError(
             f"no trace store in {where}; make one there with `agentrunner run --db URL ...`"
             " (or `agentrunner copy --to URL`)"
@@ -247,20 +250,17 @@ def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
             "CREATE TABLE IF NOT EXISTS agentrunner_migrations"
             " (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
         )
-        applied = [r[0] for r in conn.execute("SELECT name FROM agentrunner_migrations")]
-        unknown = [name for name in applied if name not in KNOWN]
-        if unknown:
-            raise StoreSchemaError(
-                f"{where} was written by a newer agentrunner (unknown schema migration"
-                f" {unknown[0]!r}); upgrade agentrunner to read it"
-            )
-        if not applied and conn.execute("SELECT to_regclass('episodes')").fetchone()[0]:
+        pending = _pending(conn, where)  # again, under the lock: another may have migrated
+        if (
+            len(pending) == len(MIGRATIONS)
+            and conn.execute("SELECT to_regclass('episodes')").fetchone()[0]
+        ):
             raise StoreError(
                 f"{where} has a table 'episodes' that agentrunner did not make; give another"
                 " database (or a schema: ?options=-csearch_path%3Dagentrunner)"
             )
         for name, statements in MIGRATIONS:
-            if name in applied:
+            if name not in pending:
                 continue
             for statement in statements:
                 conn.execute(statement)
@@ -270,3 +270,15 @@ def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _pending(conn: PgConnection, where: str) -> list[str]:
+    """The migrations this database has not applied (a newer one it has is refused)."""
+    applied = [r[0] for r in conn.execute("SELECT name FROM agentrunner_migrations")]
+    unknown = [name for name in applied if name not in KNOWN]
+    if unknown:
+        raise StoreSchemaError(
+            f"{where} was written by a newer agentrunner (unknown schema migration"
+            f" {unknown[0]!r}); upgrade agentrunner to read it"
+        )
+    return [name for name in KNOWN if name not in applied]

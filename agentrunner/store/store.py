@@ -104,9 +104,14 @@ class TraceStore:
     @property
     def location(self) -> str:
         """What opens this store again (``TraceStore(store.location)``), in another thread,
-        process or machine: the file's path, or the database's URL. Never print it (a URL
-        may hold a password); :attr:`where` is for messages."""
-        return str(self.path)
+        process or machine: the file's absolute path, or the database's URL. Never print it
+        (a URL may hold a password); :attr:`where` is for messages."""
+        return os.path.abspath(self.path)
+
+    @property
+    def identity(self) -> str:
+        """Equal for two stores exactly when they are the same data (no secret in it)."""
+        return os.path.realpath(self.path)
 
     @property
     def where(self) -> str:
@@ -144,6 +149,15 @@ class TraceStore:
 
     def close(self) -> None:
         self._conns.close()
+
+    def done_in_this_thread(self) -> None:
+        """Close the calling thread's connection (a thread that ends, such as a heartbeat,
+        would otherwise keep it, on Postgres a server connection, until :meth:`close`)."""
+        self._conns.close_current()
+
+    def open_connections(self) -> int:
+        """How many connections this store holds open (one per thread that used it)."""
+        return self._conns.open_count()
 
     def __enter__(self) -> TraceStore:
         return self

@@ -9,7 +9,9 @@ ancestors are copied first, so the destination never holds a fork without its hi
 Copying is idempotent and incremental: an episode the destination already holds gets only
 the events it lacks (one that grew since), after checking the two agree on the last event
 they share; what the events need is written before the events, so a copy killed midway
-leaves a destination that reads correctly and a copy run again finishes it.
+leaves a destination that reads correctly and a copy run again finishes it. An episode
+running in the source is not copied (it would look interrupted in the destination, and be
+resumed there too); while copying, the copy holds the episode's lease in the destination.
 """
 
 from __future__ import annotations
@@ -72,12 +74,15 @@ def copy_episode(src: TraceStore, dst: TraceStore, episode_id: str) -> Copied:
             f"{dst.where} holds another episode with the id {episode_id} (a different task,"
             " seed or lineage); nothing of it was copied"
         )
-    if mine is not None and control.read_lease(dst._conn, episode_id).alive():
+    lease = control.read_lease(src._conn, episode_id)
+    if lease.alive():
         raise StoreError(
-            f"episode {episode_id} is being written in {dst.where}; copy it when that run ends"
+            f"episode {episode_id} is running in {src.where} (pid {lease.pid} on"
+            f" {lease.host}); copy it when that run ends"
         )
+    upto = src.last_seq(src.segments(episode_id)[-1:])  # what this copy takes, at most
     after = 0 if mine is None else _check_agree(src, dst, episode_id, src_key)
-    _copy_references(src, dst, _events(src, src_key, after))
+    _copy_references(src, dst, _events(src, src_key, after, upto))
     written = 0
     with interrupts.critical:
         if mine is None:
@@ -88,16 +93,23 @@ def copy_episode(src: TraceStore, dst: TraceStore, episode_id: str) -> Copied:
                     " ?, ? FROM episodes",
                     tuple(row),
                 )
-        dst_key = dst.episode_key(episode_id)
-        page: list[tuple[Any, ...]] = []
-        for event in _events(src, src_key, after):
-            page.append(event)
-            if len(page) >= _PAGE:
+        if not dst.claim_writer(episode_id):  # no run may append there meanwhile
+            raise StoreError(
+                f"episode {episode_id} is being written in {dst.where}; copy it when that run ends"
+            )
+        try:
+            dst_key = dst.episode_key(episode_id)
+            page: list[tuple[Any, ...]] = []
+            for event in _events(src, src_key, after, upto):
+                page.append(event)
+                if len(page) >= _PAGE:
+                    written += _insert_events(dst, dst_key, page)
+                    page = []
+            if page:
                 written += _insert_events(dst, dst_key, page)
-                page = []
-        if page:
-            written += _insert_events(dst, dst_key, page)
-        _copy_side_rows(src, dst, episode_id)
+            _copy_side_rows(src, dst, episode_id)
+        finally:
+            dst.release_writer(episode_id)
     outcome = "new" if mine is None else ("grew" if written else "unchanged")
     return Copied(episode_id, outcome, written)
 
@@ -125,9 +137,12 @@ def _check_agree(src: TraceStore, dst: TraceStore, episode_id: str, src_key: int
     return seq
 
 
-def _events(src: TraceStore, key: int, after: int) -> Iterator[tuple[Any, ...]]:
-    """The episode's own rows after seq ``after``: ``(seq, attempt, turn, kind, ts, payload)``."""
-    lo, hi = eventlog.span(key, after + 1)
+def _events(src: TraceStore, key: int, after: int, upto: int) -> Iterator[tuple[Any, ...]]:
+    """The episode's own rows after seq ``after`` up to ``upto``: ``(seq, attempt, turn,
+    kind, ts, payload)``."""
+    if upto <= after:
+        return
+    lo, hi = eventlog.span(key, after + 1, upto)
     while True:
         rows = src._conn.execute(
             "SELECT id, attempt, turn, kind, ts, payload FROM event_log"
