@@ -33,7 +33,9 @@ class Heartbeat:
         checkpoint: Callable[[], tuple[int, dict[str, Any]] | None] = lambda: None,
         on_store_lost: Callable[[str], None] = lambda problem: None,
         interval_s: float = HEARTBEAT_INTERVAL_S,
+        lost_after_s: float = HEARTBEAT_STALE_S / 2,
     ) -> None:
+        self._lost_after = lost_after_s
         self._on_store_lost = on_store_lost
         self._checkpoint = checkpoint
         self._store = store
@@ -93,7 +95,7 @@ class Heartbeat:
     def _silent_too_long(self, silent_s: float, exc: Exception) -> None:
         """A shared (Postgres) store's writer whose heartbeat has not landed for half the
         staleness threshold stops: other machines are about to take the episode over."""
-        if self._store.sql.postgres and silent_s >= HEARTBEAT_STALE_S / 2:
+        if self._store.sql.postgres and silent_s >= self._lost_after:
             self._on_store_lost(
                 f"the heartbeat has not reached the trace store {self._store.where} for"
                 f" {silent_s:.0f} s ({exc}); another machine may take episode"

@@ -6,12 +6,15 @@ import sqlite3
 import time
 import uuid
 
-import psycopg
+import pg
 import pytest
+from pg import PostgresServer
 
 from agentrunner import TraceStore
 from agentrunner.errors import StoreError
 from agentrunner.liveness import Heartbeat
+
+psycopg = pytest.importorskip("psycopg")
 
 
 def test_heartbeats_of_episodes_run_one_after_another_do_not_pile_up_connections(
@@ -74,3 +77,30 @@ def test_two_schemas_of_one_database_are_two_stores(pg_server: object) -> None:
     with TraceStore(first) as a, TraceStore(second) as b:
         assert a.identity != b.identity
         assert a.identity == TraceStore(first).identity
+
+
+def test_a_writer_whose_heartbeat_cannot_reach_the_database_is_told_to_stop() -> None:
+    if pg.why_not() is not None:
+        pytest.skip(str(pg.why_not()))
+    server = PostgresServer()  # its own: this test stops it
+    try:
+        store = TraceStore(server.url())
+        ep = store.create_episode(task_id="t", seed=0, env={}, model={}, claim=True)
+        lost: list[str] = []
+        with Heartbeat(
+            store,
+            ep,
+            None,
+            interrupt_main=False,
+            interval_s=0.01,
+            lost_after_s=0.05,
+            on_store_lost=lost.append,
+        ):
+            server.halt()
+            while not lost:
+                time.sleep(0.01)
+        assert "has not reached the trace store postgresql://" in lost[0]
+        assert "this run stops here" in lost[0]
+        store.close()
+    finally:
+        server.stop()
