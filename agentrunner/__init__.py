@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from agentrunner.batch import run_batch
+    from agentrunner.branching import Branching
     from agentrunner.environment import Environment, ResetResult, StepResult, ToolAction
     from agentrunner.errors import (
         AgentRunnerError,
@@ -44,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "AgentToolCall": "agentrunner.types",
     "AgentTurn": "agentrunner.types",
     "AgentUsage": "agentrunner.types",
+    "Branching": "agentrunner.branching",
     "Cancelled": "agentrunner.errors",
     "Chunk": "agentrunner.types",
     "Environment": "agentrunner.environment",
@@ -88,6 +90,7 @@ __all__ = [
     "AgentToolCall",
     "AgentTurn",
     "AgentUsage",
+    "Branching",
     "Cancelled",
     "Chunk",
     "Environment",

@@ -29,6 +29,9 @@ class AgentContext:
     on_chunk: Callable[[Chunk], None] | None = None
     on_error: Callable[[ModelError, int], None] | None = None
     cancel_reason: Callable[[], str | None] = lambda: None
+    sample: int | None = None
+    """Set when this call is one of several samples at the same input (a decision point's
+    candidate ``sample``): a deterministic model uses it to vary; others sample anyway."""
 
     @property
     def history(self) -> list[Message]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentrunner.branching import Branching
 from agentrunner.environment import Environment, UsesStore
 from agentrunner.envs import imported
 from agentrunner.envs.factory import env_from_spec
@@ -26,6 +27,7 @@ from agentrunner.runner import (
     EpisodeLoop,
     Rollout,
     RunConfig,
+    decisions_for,
     drive,
     run_agent_episode,
 )
@@ -105,20 +107,25 @@ def resume_episode(
     max_turns: int | None = None,
     cancel_check: Callable[[], bool] | None = None,
     observer: Observer | None = None,
+    branching: Branching | None = None,
+    sample: int | None = None,
 ) -> Rollout:
     """Continue a cancelled, interrupted or (retryably) failed episode, or run a new fork.
 
     ``env`` and ``model_fn`` default to the ones the episode was recorded with. The
     environment is restored from a snapshot or by replaying the recorded actions; a replay
     whose observations differ stops with :class:`agentrunner.errors.DivergenceError` unless
-    ``accept_divergence``.
+    ``accept_divergence``. ``branching`` goes on making decision points (an unfinished
+    one is finished); ``sample`` marks the model calls as that sample of a decision point.
     """
     if max_turns is not None and not 1 <= max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
     episode_id = store.resolve(episode_id)
     episode = store.episode(episode_id)
     if episode.parent_episode_id is None and episode.last_seq == 0:
-        return _run_fresh(store, episode, env, model_fn, max_turns, cancel_check, observer)
+        return _run_fresh(
+            store, episode, env, model_fn, max_turns, cancel_check, observer, branching
+        )
     why = can_resume(store, episode)
     if why is not None:
         raise UsageError(f"episode {episode_id} cannot be resumed: {why}")
@@ -133,8 +140,17 @@ def resume_episode(
                 env = env_from_spec(state.start.env, store)
             elif isinstance(env, UsesStore):
                 env.bind_store(store)
-            return _continue(
-                store, state, env, model, accept_divergence, max_turns, cancel_check, observer
+            loop = _continue(store, state, env, model, accept_divergence, max_turns, observer)
+            loop.decide = decisions_for(store, episode_id, branching, model)
+            loop.sample = sample
+            return drive(
+                loop,
+                store,
+                episode_id,
+                cancel_check,
+                pending=state.pending,
+                needs_continue=state.needs_continue,
+                stopped=state.finished,
             )
         finally:
             if own_env and env is not None:
@@ -149,6 +165,7 @@ def _run_fresh(
     max_turns: int | None,
     cancel_check: Callable[[], bool] | None,
     observer: Observer | None,
+    branching: Branching | None,
 ) -> Rollout:
     """An episode whose process died before its first event: run it from the start."""
     if episode.status == "running":
@@ -168,6 +185,7 @@ def _run_fresh(
             cancel_check=cancel_check,
             observer=observer,
             episode_id=episode.episode_id,
+            branching=branching,
         )
     finally:
         if own_env:
@@ -188,9 +206,9 @@ def _continue(
     model: Model,
     accept_divergence: bool,
     max_turns: int | None,
-    cancel_check: Callable[[], bool] | None,
     observer: Observer | None,
-) -> Rollout:
+) -> EpisodeLoop:
+    """The loop that continues the episode (its environment restored, its resume recorded)."""
     ep = state.episode
     start = state.start
     reset, how = restore_env(
@@ -237,12 +255,4 @@ def _continue(
             loop.opening.append((Message(role="system", content=reset.system), "system"))
         loop.opening.append((Message(role="user", content=reset.prompt), "prompt"))
     loop.observation = state.observation
-    return drive(
-        loop,
-        store,
-        ep.episode_id,
-        cancel_check,
-        pending=state.pending,
-        needs_continue=state.needs_continue,
-        stopped=state.finished,
-    )
+    return loop

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib
 import inspect
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentrunner import __version__, interrupts
+from agentrunner.branching import Branching
 from agentrunner.environment import Environment, ResetResult, ToolAction, UsesStore
 from agentrunner.errors import (
     Cancelled,
@@ -47,6 +49,30 @@ CONTINUE_PROMPT = (
     "You did not call a tool. Continue working on the task: call one of the tools, "
     "or call submit() when you are done."
 )
+
+
+DecideFn = Callable[[int, int, Callable[[str], None]], Message | None]
+"""(turn, the main line's last seq, a note recorder) -> the action a decision point adopted
+(None: the model takes this turn)."""
+DecisionsFactory = Callable[[TraceStore, str, Branching, Model], DecideFn]
+_decisions: list[DecisionsFactory] = []
+
+
+def register_decisions(factory: DecisionsFactory) -> None:
+    """Let ``branching=`` reach the decision engine (:mod:`agentrunner.decisions`, which
+    runs forks through ``resume``, a layer above this one, and registers itself here)."""
+    _decisions[:] = [factory]
+
+
+def decisions_for(
+    store: TraceStore, episode_id: str, branching: Branching | None, model: Model
+) -> DecideFn | None:
+    """The decision hook of an episode run with ``branching`` (None without)."""
+    if branching is None:
+        return None
+    if not _decisions:  # loaded on first use, as the package's names are; it registers
+        importlib.import_module("agentrunner.decisions")
+    return _decisions[0](store, episode_id, branching, model)
 
 
 class RunConfig(BaseModel):
@@ -110,6 +136,10 @@ class EpisodeLoop:
         self.observation: str | None = None
         self.opening: list[tuple[Message, str]] = []
         """Messages to record before the first turn (the system prompt and the task)."""
+        self.decide: DecideFn | None = None
+        """Branching: at a decision turn, the adopted action instead of one model call."""
+        self.sample: int | None = None
+        """Which of several samples at one input this run's model calls are (a proposal)."""
 
     def loop(
         self,
@@ -136,14 +166,25 @@ class EpisodeLoop:
             self._check_cancel("between_turns")
             self.turn += 1
             self.rec.turn = self.turn
-            turn = self._generate()
-            if turn.tool_calls:
-                stop = self._run_tools([PendingCall(c, recorded=False) for c in turn.tool_calls])
+            adopted = None
+            if self.decide is not None:
+                seq = self.rec.writer.next_seq - 1
+                adopted = self.decide(self.turn, seq, self._branching_stopped)
+            if adopted is not None:  # a decision point chose this turn's action
+                self.rec.message(adopted, "adopted")
+                calls = adopted.tool_calls
+            else:
+                calls = self._generate().tool_calls
+            if calls:
+                stop = self._run_tools([PendingCall(c, recorded=False) for c in calls])
                 if stop is not None:
                     return stop
             else:
                 self._continue()
         return "max_turns"
+
+    def _branching_stopped(self, reason: str) -> None:
+        self.rec.cancel("between_turns", reason)
 
     def _continue(self) -> None:
         self.rec.message(Message(role="user", content=self.config.continue_prompt), "continue")
@@ -172,6 +213,7 @@ class EpisodeLoop:
                 "generate", exc, retryable=exc.retryable, attempt=attempt
             ),
             cancel_reason=self.cancel_reason,
+            sample=self.sample,
         )
         started = time.monotonic()
         try:
@@ -249,6 +291,7 @@ def run_agent_episode(
     observer: Observer | None = None,
     config: RunConfig | None = None,
     episode_id: str | None = None,
+    branching: Branching | None = None,
 ) -> Rollout:
     """Run one episode to its end (or cancel), recording everything in ``store``.
 
@@ -257,6 +300,7 @@ def run_agent_episode(
     is polled between turns, between tool calls and on every streamed chunk; Ctrl-C cancels
     too. Both record a ``cancel`` event and end the episode as ``cancelled``.
     ``episode_id`` runs an episode created beforehand (with no events yet), e.g. by a batch.
+    ``branching`` makes decision points as it runs (see :mod:`agentrunner.branching`).
     """
     if not 1 <= max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
@@ -294,6 +338,7 @@ def run_agent_episode(
         else:
             rec.record(start)
         run = EpisodeLoop(env, model, rec, reset, cfg, task_id, seed)
+        run.decide = decisions_for(store, episode_id, branching, model)
         if reset.system:
             run.opening.append((Message(role="system", content=reset.system), "system"))
         run.opening.append((Message(role="user", content=reset.prompt), "prompt"))

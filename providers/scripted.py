@@ -6,7 +6,8 @@ A script is JSON: ``{"name": ..., "episodes": [{"match": "text in the task promp
 the episode whose ``match`` occurs in the first user message, and the turn numbered by how
 many assistant messages the conversation already has. Tool-call ids are derived from that
 number, so equal conversations give equal turns. Past the end of its script the model calls
-``submit()``.
+``submit()``. A turn may instead list ``"alternatives"`` (turns): a decision point's sample
+``i`` plays alternative ``i`` (modulo their number), any other call the first.
 
 Turns stream like a real provider: reasoning, then text, then each tool call's arguments, in
 small chunks with a short pause (``pace`` seconds per chunk; ``AGENTRUNNER_SCRIPTED_PACE``
@@ -115,6 +116,9 @@ class ScriptedModel:
                 "tool_calls": [{"name": "submit", "arguments": {}}],
             }
         )
+        options = step.get("alternatives")
+        if isinstance(options, list) and options:  # sample i of a decision point plays i
+            step = options[(context.sample or 0) % len(options)]
         if self.pace:
             self._sleep(context, self.pace * FIRST_TOKEN_DELAY)
         reasoning = str(step.get("reasoning") or "") or None

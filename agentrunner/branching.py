@@ -1,0 +1,66 @@
+"""Branching while running: what a running episode's decision points are (the settings).
+
+``run_agent_episode(..., branching=Branching(every=2, actions=3, samples=4))`` (and ``run
+--branch-every 2 --actions 3 --samples 4``) makes a decision point at model turns 2, 4, ...:
+K candidate actions sampled at the exact input of that turn, M recorded continuations of
+each, each candidate valued by its continuations' mean reward, and the main line continued
+with the best one (``adopt="best"``) or with its own sample (``"measure"``). The decision
+engine is :mod:`agentrunner.decisions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentrunner.errors import UsageError
+
+KIND = "decision"
+"""``fork_groups.config.kind`` of a decision point (a fan-out's group has none)."""
+Adopt = Literal["best", "measure"]
+
+
+@dataclass(frozen=True)
+class Branching:
+    """Where and how a running episode branches."""
+
+    every: int
+    """Branch at model turns ``every``, ``2 * every``, ..."""
+    actions: int
+    """K: candidate actions sampled at each decision point."""
+    samples: int
+    """M: continuations run for each candidate."""
+    adopt: Adopt = "best"
+    horizon: int | None = None
+    """Continuations run this many turns past the decision (None: to their end)."""
+    concurrency: int = 4
+    """Forks run at once."""
+    max_cost: float | None = None
+    """Stop branching (not the episode) once branching has cost this many USD."""
+
+    def __post_init__(self) -> None:
+        if min(self.every, self.actions, self.samples, self.concurrency) < 1:
+            raise UsageError(
+                "`branch_every`, `actions`, `samples` and `concurrency` must be at least 1",
+                param="branching",
+            )
+        if self.adopt not in ("best", "measure"):
+            raise UsageError(f"`adopt` must be best or measure, not {self.adopt!r}")
+        if self.horizon is not None and self.horizon < 1:
+            raise UsageError("`horizon` must be at least 1", param="horizon")
+        if self.max_cost is not None and self.max_cost < 0:
+            raise UsageError("`max_cost` must not be negative", param="max_cost")
+
+    def at(self, turn: int) -> bool:
+        """Whether model turn ``turn`` is a decision point."""
+        return turn % self.every == 0
+
+    def config(self) -> dict[str, Any]:
+        """What the decision point's fork group records of these settings."""
+        return {
+            "kind": KIND,
+            "actions": self.actions,
+            "samples": self.samples,
+            "adopt": self.adopt,
+            "horizon": self.horizon,
+        }

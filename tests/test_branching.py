@@ -1,0 +1,103 @@
+"""Branching while running: decision points sample K candidates at one input, run M recorded
+continuations of each, value them by mean reward and adopt the best (or keep the main
+line's own); everything is read back from the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner import Branching, TraceStore, run_agent_episode
+from agentrunner.decisions import PROPOSAL, decisions, spend
+from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.errors import UsageError
+from providers.scripted import ScriptedModel
+
+DEMO = Path(__file__).parent.parent / "providers" / "scripts" / "demo.json"
+SUBMIT = {"text": "Submitting as it is.", "tool_calls": [{"name": "submit", "arguments": {}}]}
+
+
+def _script(tmp_path: Path, alternatives: list[dict[str, Any]], at: int = 3) -> ScriptedModel:
+    """The demo's `mean` episode whose turn ``at + 1`` offers ``alternatives`` (the fix is
+    the demo's own turn: continuing from it earns reward 1; submitting first earns 0)."""
+    demo = json.loads(DEMO.read_text())
+    episode = next(e for e in demo["episodes"] if "mean()" in e["match"])
+    turns = list(episode["turns"])
+    turns[at] = {"alternatives": [turns[at] if a == "fix" else a for a in alternatives]}
+    path = tmp_path / "branchy.json"
+    path.write_text(json.dumps({"name": "branchy", "episodes": [{**episode, "turns": turns}]}))
+    return ScriptedModel(str(path), pace=0)
+
+
+def _run(store: TraceStore, tmp_path: Path, model: ScriptedModel, branching: Branching) -> Any:
+    with WorkspaceEnv(snapshot_dir=tmp_path / "snaps") as env:
+        return run_agent_episode(
+            env=env, task_id="demo-mean", model_fn=model, store=store, branching=branching
+        )
+
+
+def _values(store: TraceStore, group: dict[str, Any]) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for member in group["members"]:
+        if member.sample != PROPOSAL:
+            out.setdefault(member.candidate, []).append(
+                store.episode(member.episode_id).total_reward
+            )
+    return out
+
+
+def _adopted(store: TraceStore, episode_id: str, turn: int) -> Any:
+    (row,) = [e for e in store.iter_events(episode_id, kinds=["message"]) if e.turn == turn]
+    return row.typed()
+
+
+def test_best_adopts_the_candidate_whose_continuations_earn_most(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    model = _script(tmp_path, [SUBMIT, "fix"])
+    rollout = _run(store, tmp_path, model, Branching(every=4, actions=2, samples=2))
+    (group,) = decisions(store, rollout.episode_id)
+    assert group["turn"] == 4 and group["config"]["adopt"] == "best"
+    assert _values(store, group) == {0: [0.0, 0.0], 1: [1.0, 1.0]}
+    adopted = _adopted(store, rollout.episode_id, 4)
+    assert adopted.reason == "adopted" and adopted.role == "assistant"
+    assert "str_replace" in store.message(adopted.message_hash).model_dump_json()
+    assert (rollout.status, rollout.total_reward) == ("completed", 1.0)
+
+
+def test_measure_keeps_the_main_line_s_own_sample_and_values_the_others(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    model = _script(tmp_path, [SUBMIT, "fix"])
+    rollout = _run(
+        store, tmp_path, model, Branching(every=4, actions=2, samples=2, adopt="measure")
+    )
+    (group,) = decisions(store, rollout.episode_id)
+    assert _values(store, group) == {0: [0.0, 0.0], 1: [1.0, 1.0]}
+    adopted = _adopted(store, rollout.episode_id, 4)
+    assert "submit" in store.message(adopted.message_hash).model_dump_json()
+    assert rollout.total_reward == 0.0
+
+
+def test_each_decision_point_records_k_proposals_and_k_times_m_continuations(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    model = _script(tmp_path, [SUBMIT, "fix", "fix"])
+    rollout = _run(store, tmp_path, model, Branching(every=4, actions=3, samples=2))
+    (group,) = decisions(store, rollout.episode_id)
+    roles = sorted((m.candidate, m.sample) for m in group["members"])
+    assert roles == [(i, s) for i in range(3) for s in (PROPOSAL, 0, 1)]
+    main_seq = group["fork_seq"]
+    assert all(store.episode(m.episode_id).fork_seq == main_seq for m in group["members"])
+    spent = spend(store, rollout.episode_id)
+    assert spent["decisions"] == 1 and spent["tokens"]["output"] > 0
+
+
+def test_bad_settings_are_refused_before_anything_runs() -> None:
+    with pytest.raises(UsageError, match="at least 1"):
+        Branching(every=0, actions=2, samples=2)
+    with pytest.raises(UsageError, match="best or measure"):
+        Branching(every=1, actions=2, samples=2, adopt="worst")  # type: ignore[arg-type]
