@@ -10,6 +10,7 @@ engine is :mod:`agentrunner.decisions`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,6 +55,17 @@ class Branching:
     def at(self, turn: int) -> bool:
         """Whether model turn ``turn`` is a decision point."""
         return turn % self.every == 0
+
+    def record(self) -> dict[str, Any]:
+        """The settings as ``episode.start.config.branching`` records them (a resume of the
+        episode goes on branching with them)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def recorded(cls, config: dict[str, Any]) -> Branching | None:
+        """The settings an ``episode.start`` config recorded, if any."""
+        value = config.get("branching")
+        return cls(**value) if isinstance(value, dict) else None
 
     def config(self) -> dict[str, Any]:
         """What the decision point's fork group records of these settings."""

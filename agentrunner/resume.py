@@ -135,6 +135,8 @@ def resume_episode(
         try:
             state = rebuild(store, episode_id)
             check_resumable(state)
+            if branching is None and episode.parent_episode_id is None:
+                branching = Branching.recorded(state.start.config)  # as it was run (not forks)
             model = _model_for(state.episode, model_fn)
             if env is None:
                 env = env_from_spec(state.start.env, store)

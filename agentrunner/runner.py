@@ -315,7 +315,7 @@ def run_agent_episode(
         seed=seed,
         env=env.spec(),
         model=model_spec,
-        config=cfg.model_dump(),
+        config={**cfg.model_dump(), **({"branching": branching.record()} if branching else {})},
         version=__version__,
         max_steps=reset.max_steps,
     )
