@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from agentrunner.branching import Branching
 from agentrunner.distributed import Lost, RayExecutor, require_ray
 from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError, UsageError
@@ -140,6 +141,7 @@ def run_batch(
     system_prompt: str | None = None,
     executor: Executor = "threads",
     ray_address: str | None = None,
+    branching: Branching | None = None,
 ) -> BatchResult:
     """Run (or continue) a batch; one episode per (task, seed), ``concurrency`` at a time.
 
@@ -183,6 +185,8 @@ def run_batch(
     }
     if system_prompt is not None:  # only then: the ids of batches without one stay the same
         config["system_prompt"] = system_prompt
+    if branching is not None:  # likewise
+        config["branching"] = branching.record()
     batch_id = batch_id_for(config)
     if executor == "ray":
         make_model = model_factory or shared(probe)
@@ -190,7 +194,7 @@ def run_batch(
         episodes = store.add_batch(
             batch_id, config, [(t, s, env_spec, model_spec) for t, s in pairs]
         )
-        units = [Member(episodes[p], p[0], p[1], max_turns) for p in pairs]
+        units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
         return BatchResult(
             batch_id,
             _run_on_ray(units, work, ray_address, concurrency, on_episode, cancel_check),
@@ -244,6 +248,7 @@ def run_batch(
                     max_turns=max_turns,
                     cancel_check=stopped,
                     episode_id=existing,
+                    branching=branching,
                 )
             else:
                 rollout = resume_episode(

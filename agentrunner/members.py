@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from agentrunner.branching import Branching
 from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError
 from agentrunner.events import Status
@@ -52,6 +53,7 @@ class Member:
     task_id: str
     seed: int
     max_turns: int | None = None  # None: a resume keeps the recorded limit
+    branching: Branching | None = None  # a resume keeps the recorded settings
 
 
 def run_member(
@@ -87,6 +89,7 @@ def run_member(
                     max_turns=member.max_turns or RunConfig().max_turns,
                     cancel_check=stopped,
                     episode_id=member.episode_id,
+                    branching=member.branching,
                 )
             else:
                 rollout = resume_episode(

@@ -101,3 +101,34 @@ def test_bad_settings_are_refused_before_anything_runs() -> None:
         Branching(every=0, actions=2, samples=2)
     with pytest.raises(UsageError, match="best or measure"):
         Branching(every=1, actions=2, samples=2, adopt="worst")  # type: ignore[arg-type]
+
+
+class _Costly:
+    """The scripted model, each call costing one cent."""
+
+    provider = "scripted"
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner, self.model, self.params = inner, inner.model, inner.params
+
+    def spec(self) -> dict[str, Any]:
+        return self.inner.spec()
+
+    def __call__(self, context: Any) -> Any:
+        turn = self.inner(context)
+        return turn.model_copy(update={"usage": turn.usage.model_copy(update={"cost_usd": 0.01})})
+
+
+def test_max_cost_stops_branching_not_the_episode_and_says_so_once(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    model = _Costly(_script(tmp_path, [SUBMIT, "fix"], at=1))  # the choice at turn 2
+    branching = Branching(every=2, actions=2, samples=1, max_cost=0.05)
+    rollout = _run(store, tmp_path, model, branching)  # type: ignore[arg-type]
+    (group,) = decisions(store, rollout.episode_id)  # turn 2 only: then the budget was spent
+    assert group["turn"] == 2
+    stops = [e.typed() for e in store.iter_events(rollout.episode_id, kinds=["cancel"])]
+    assert len(stops) == 1 and "branching stopped" in stops[0].reason  # type: ignore[union-attr]
+    assert "--max-cost $0.0500 reached" in stops[0].reason  # type: ignore[union-attr]
+    assert spend(store, rollout.episode_id)["cost_usd"] >= 0.05
+    assert rollout.status == "completed"

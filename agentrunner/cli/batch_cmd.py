@@ -12,6 +12,7 @@ from rich.table import Table
 
 from agentrunner import formatting as fmt
 from agentrunner.batch import BatchEpisode, run_batch, select_pairs
+from agentrunner.cli.branching_opts import add_branching_options, branching_from_args
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -77,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_ray_option(p)
     add_model_options(p, system_prompt=True)
     add_sandbox_options(p)
+    add_branching_options(p, concurrency=False)
 
 
 def _task_ids(args: argparse.Namespace) -> list[str]:
@@ -97,6 +99,7 @@ def _task_ids(args: argparse.Namespace) -> list[str]:
 
 def batch(args: argparse.Namespace) -> int:
     on_ray, address = ray_executor(args)
+    branching = branching_from_args(args)
     if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
     pairs = select_pairs(_task_ids(args), parse_seeds(args.seeds))
@@ -151,6 +154,7 @@ def batch(args: argparse.Namespace) -> int:
                 system_prompt=addition,
                 executor="ray" if on_ray else "threads",
                 ray_address=address,
+                branching=branching,
             )
     except KeyboardInterrupt:
         stderr_console().print("[yellow]batch cancelled[/]; run the same command to resume it")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pydantic import BaseModel
 from rich.markup import escape
 
 from agentrunner.batch import SEED_MAX, SEED_MIN
+from agentrunner.cli.branching_opts import add_branching_options, branching_from_args, decision_line
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -18,11 +20,13 @@ from agentrunner.cli.common import (
 from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
+from agentrunner.decisions import spend
 from agentrunner.environment import Environment
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import DEFAULT_TASK
 from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
 from agentrunner.errors import StoreError, UsageError
+from agentrunner.events import MessageEvent
 from agentrunner.formatting import plural
 from agentrunner.resume import check_resumable
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, run_agent_episode
@@ -121,6 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_options(p, system_prompt=True)
     add_sandbox_options(p)
+    add_branching_options(p, concurrency=True)
 
 
 def rollout_exit_code(rollout: Rollout) -> int:
@@ -143,9 +148,12 @@ def resumable(store: TraceStore, rollout: Rollout) -> bool:
 
 def report(args: argparse.Namespace, rollout: Rollout, store: TraceStore | None = None) -> int:
     """Print the outcome (one JSON object with ``--json``) and return the exit code. Given
-    the store, an episode that can be resumed says how."""
+    the store, an episode that can be resumed says how; one that branched, what branching
+    cost apart from the main line."""
+    spent = spend(store, rollout.episode_id) if store is not None else None
     if args.json:
-        print_json(rollout.to_dict())
+        extra = {"branching": spent} if spent is not None and spent["decisions"] else {}
+        print_json({**rollout.to_dict(), **extra})
     else:
         out = stdout_console()
         out.print(
@@ -153,6 +161,14 @@ def report(args: argparse.Namespace, rollout: Rollout, store: TraceStore | None 
             f"{plural(rollout.turns_completed, 'turn')} · reward "
             f"[bold]{rollout.total_reward:g}[/]"
         )
+        if spent is not None and spent["decisions"]:
+            tokens = sum(spent["tokens"].values())
+            cost = spent["cost_usd"]
+            out.print(
+                f"branching: {plural(spent['decisions'], 'decision point')}, {tokens:,} tokens"
+                + (f", ${cost:.4f}" if cost is not None else "")
+                + " (apart from the main line's)"
+            )
         if rollout.error:
             out.print(f"[red]{escape(rollout.error)}[/]")
         if store is not None and resumable(store, rollout):
@@ -209,8 +225,10 @@ def run(args: argparse.Namespace) -> int:
     env, task_id = _environment(args)
     warn_about_sandbox(env)
     env = with_system_prompt(env, addition)
+    branching = branching_from_args(args)
     store = open_store(args)
     renderer = EventRenderer(stderr_console(), verbose=args.verbose, store=store)
+    observer = renderer if branching is None else _WithDecisions(renderer, store)
     try:
         rollout = run_agent_episode(
             env=env,
@@ -219,8 +237,31 @@ def run(args: argparse.Namespace) -> int:
             model_fn=model,
             store=store,
             max_turns=args.max_turns,
-            observer=renderer,
+            observer=observer,
+            branching=branching,
         )
     finally:
         env.close()
     return report(args, rollout, store)
+
+
+class _WithDecisions:
+    """The live view, with a line for each decision point as its adopted action lands."""
+
+    def __init__(self, renderer: EventRenderer, store: TraceStore) -> None:
+        self._renderer = renderer
+        self._store = store
+        self._console = stderr_console()
+        self._episode_id: str | None = None
+
+    def bind_episode(self, episode_id: str) -> None:
+        self._episode_id = episode_id
+        self._renderer.bind_episode(episode_id)
+
+    def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
+        self._renderer(seq, turn, payload)
+        adopted = isinstance(payload, MessageEvent) and payload.reason == "adopted"
+        if adopted and self._episode_id is not None:
+            line = decision_line(self._store, self._episode_id, turn)
+            if line is not None:
+                self._console.print(f"[magenta]{escape(line)}[/]")
