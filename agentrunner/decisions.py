@@ -115,9 +115,14 @@ def action_key(message: Message) -> str:
 
 def choose(candidates: Sequence[Candidate], adopt: Adopt) -> int:
     """The adopted candidate: the highest value (ties: the lowest index), or candidate 0."""
-    if adopt == "measure":
+    return choose_index({c.index: c.mean for c in candidates}, adopt)
+
+
+def choose_index(values: dict[int, float], adopt: str) -> int:
+    """:func:`choose` over ``candidate index -> value``."""
+    if adopt == "measure" or not values:
         return 0
-    return min(candidates, key=lambda c: (-c.mean, c.index)).index
+    return min(values, key=lambda i: (-values[i], i))
 
 
 class Brancher:
