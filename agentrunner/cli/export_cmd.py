@@ -1,5 +1,5 @@
-"""``agentrunner export``: training data (SFT, DPO, GRPO, KTO) from traces and fork groups, and
-ATIF trajectories for other agent tools."""
+"""``agentrunner export``: training data (SFT, DPO, GRPO, KTO, PRM) from traces and fork groups,
+and ATIF trajectories for other agent tools."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "export",
         run_export,
-        help="export training data (sft, dpo, grpo, kto) or ATIF trajectories",
+        help="export training data (sft, dpo, grpo, kto, prm) or ATIF trajectories",
         description="Export recorded episodes as training data in TRL's conversational "
         "shapes, one JSON object per line (or Parquet). sft: one conversation per episode "
         "(messages + tools), exactly what the model saw up to its last turn plus its answer. "
@@ -26,7 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "rewards differ (fan-out groups and plain forks). grpo: a prompt with a group of "
         "recorded reference_completions and their reference_rewards (fork points, and root "
         "episodes of one task that started from the same prompt). kto: prompt/completion/"
-        "label per episode, label = reward >= --kto-threshold. Every row names its source "
+        "label per episode, label = reward >= --kto-threshold. prm: one row per (decision "
+        "point, candidate action) of the selected episodes' decision points (made while "
+        "running with --branch-every, or by fanout on a finished episode): state (the exact "
+        "messages and tools the model saw there), action (the candidate's assistant message "
+        "with its reasoning), value (mean reward of its continuations), spread, n, adopted, "
+        "mode (best, measure or fanout), duplicate_of; a decision point still running gives "
+        "no rows. Every row names its source "
         "episode(s) and seq(s). atif: one Agent Trajectory Interchange Format (Harbor) "
         "document per episode, its whole history (a fork's inherited steps marked "
         "is_copied_context), with what ATIF has no field for (reward, stop reason, lineage, "
@@ -107,7 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         const="reasoning_content",
         metavar="KEY",
         help="include the model's reasoning in assistant messages under KEY (default key "
-        "reasoning_content; 'thinking' for Harmony-style templates)",
+        "reasoning_content; 'thinking' for Harmony-style templates); a prm action always "
+        "carries it, under KEY or reasoning_content",
     )
     o.add_argument(
         "--tool-args",

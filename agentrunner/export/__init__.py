@@ -1,7 +1,7 @@
-"""Export traces as training data (SFT, DPO, GRPO and KTO rows, JSON Lines or Parquet) and as
-ATIF trajectories for other agent tools.
+"""Export traces as training data (SFT, DPO, GRPO, KTO and PRM rows, JSON Lines or Parquet) and
+as ATIF trajectories for other agent tools.
 
-One module per format (``sft``, ``dpo``, ``grpo``, ``kto``), a shared selection of episodes
+One module per format (``sft``, ``dpo``, ``grpo``, ``kto``, ``prm``), a shared selection of episodes
 (``select``), the store reads the formats share (``sources``), the chat shape (``chat``), the
 writers (``writer``; ``parquet`` holds the Parquet schemas) and a note on row lengths against
 TRL's defaults (``lengths``); ``atif`` writes one ATIF document per episode. Every row
@@ -28,13 +28,20 @@ from agentrunner.export.grpo import grpo_rows
 from agentrunner.export.kto import kto_rows
 from agentrunner.export.lengths import LengthWatch
 from agentrunner.export.parquet import require_pyarrow
+from agentrunner.export.prm import prm_rows
 from agentrunner.export.select import Selected, Selection, percentile, select_episodes
 from agentrunner.export.sft import sft_rows
 from agentrunner.export.writer import check_output, write_jsonl, write_parquet
 from agentrunner.store import TraceStore
 
 RowsFn = Callable[[TraceStore, Selected, ExportOptions], Iterator[dict[str, Any]]]
-FORMATS: dict[str, RowsFn] = {"sft": sft_rows, "dpo": dpo_rows, "grpo": grpo_rows, "kto": kto_rows}
+FORMATS: dict[str, RowsFn] = {
+    "sft": sft_rows,
+    "dpo": dpo_rows,
+    "grpo": grpo_rows,
+    "kto": kto_rows,
+    "prm": prm_rows,
+}
 TRAJECTORY_FORMATS = ("atif",)
 """Formats written as one JSON document per episode rather than as rows."""
 

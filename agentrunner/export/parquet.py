@@ -64,6 +64,12 @@ def schema(fmt: str, reasoning_key: str | None = None) -> pa.Schema:
         ("name", text),
     ]
     messages = pa.list_(pa.struct(message_fields))
+    # prm: the action always carries its reasoning (under reasoning_content by default)
+    action_fields = (
+        message_fields
+        if reasoning_key
+        else [*message_fields[:2], ("reasoning_content", text), *message_fields[2:]]
+    )
     tools = pa.field("tools", text, metadata=JSON_TEXT)
     decision = [("episode_id", text), ("seq", integer), ("turn", integer)]
     episode_source = pa.struct([*decision, ("task_id", text), ("seed", integer), ("model", text)])
@@ -110,6 +116,29 @@ def schema(fmt: str, reasoning_key: str | None = None) -> pa.Schema:
             ("reward", number),
             tools,
             ("source", episode_source),
+        ],
+        "prm": [
+            ("state", pa.struct([("messages", messages), tools])),
+            ("action", pa.struct(action_fields)),
+            ("value", number),
+            ("spread", number),
+            ("n", integer),
+            ("adopted", pa.bool_()),
+            ("mode", text),
+            ("duplicate_of", integer),
+            (
+                "source",
+                pa.struct(
+                    [
+                        *decision,
+                        ("fork_group", text),
+                        ("candidate", integer),
+                        ("proposal", text),
+                        ("continuations", pa.list_(text)),
+                        ("rewards", pa.list_(number)),
+                    ]
+                ),
+            ),
         ],
     }
     return pa.schema(fields[fmt])
