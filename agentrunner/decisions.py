@@ -14,7 +14,9 @@ decision point instead of one model call:
    count). ``best`` adopts the highest (ties: the lowest candidate index); ``measure``
    adopts candidate 0, the main line's own sample, and only measures the others.
 4. The main line records the adopted message (a ``message`` event, role ``assistant``,
-   reason ``adopted``, with the decision in its ``decision`` field) and runs its tool calls.
+   reason ``adopted``) and runs its tool calls. Readers rebuild the decision from the fork
+   group (:func:`read_decisions`): values from the continuations, the adopted candidate by
+   :func:`choose`, as the engine did.
 
 Everything is read back from the store: a main line resumed after a crash mid-decision
 finds its group, runs only the proposals and continuations that have not finished (a
@@ -88,6 +90,12 @@ class Decision:
     adopt: Adopt
     candidates: list[Candidate]
     adopted: int
+    pending: list[str] = field(default_factory=list)
+    """Read back (:func:`read_decisions`): members not finished yet (proposals that have not
+    answered, continuations not completed, failed or cancelled); while any is, ``adopted`` is
+    only what the values so far would choose."""
+    adopted_seq: int | None = None
+    """Read back: the seq of the main line's ``adopted`` message (None: not recorded yet)."""
 
     def record(self) -> dict[str, Any]:
         """What the main line's ``adopted`` message carries."""
@@ -316,6 +324,75 @@ def decisions(store: TraceStore, episode_id: str) -> Iterator[dict[str, Any]]:
     for group in fork_groups(store, episode_id):
         if group["config"].get("kind") == KIND:
             yield group
+
+
+def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
+    """The decision points made on an episode (oldest first), rebuilt from the store as the
+    engine built them, without running anything: a candidate per proposal that answered
+    (its message, duplicates marked), valued by its finished continuations, ``adopted`` as
+    :func:`choose` picks it. What is not finished yet is listed in ``pending``."""
+    out = []
+    for group in decisions(store, episode_id):
+        turn = group["turn"]
+        candidates: dict[int, Candidate] = {}
+        pending: list[str] = []
+        seen: dict[str, int] = {}
+        members: list[GroupMember] = group["members"]  # by (candidate, sample): proposals first
+        for member in members:
+            if member.sample == PROPOSAL:
+                row = store.last_at_turn(member.episode_id, "model.response", turn)
+                match row.typed() if row is not None else None:
+                    case ModelResponse(message_hash=digest):
+                        message = store.message(digest)
+                    case _:
+                        pending.append(member.episode_id)
+                        continue
+                key = action_key(message)
+                candidates[member.candidate] = Candidate(
+                    member.candidate,
+                    member.episode_id,
+                    message,
+                    digest,
+                    duplicate_of=seen.get(key),
+                )
+                seen.setdefault(key, member.candidate)
+                continue
+            fork = store.episode(member.episode_id)
+            candidate = candidates.get(member.candidate)
+            if candidate is None or fork.status not in _FINISHED:
+                pending.append(member.episode_id)
+                continue
+            candidate.continuations.append(member.episode_id)
+            candidate.rewards.append(fork.total_reward)
+        config = group["config"]
+        listed = [candidates[i] for i in sorted(candidates)]
+        adopt: Adopt = "measure" if config.get("adopt") == "measure" else "best"
+        decision = Decision(
+            group["group_id"],
+            turn,
+            group["fork_seq"],
+            adopt,
+            listed,
+            choose(listed, adopt) if listed else 0,
+            pending,
+        )
+        decision.adopted_seq = _adopted_seq(store, episode_id, decision)
+        out.append(decision)
+    return out
+
+
+_FINISHED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+
+def _adopted_seq(store: TraceStore, episode_id: str, decision: Decision) -> int | None:
+    """Where the main line recorded the decision's adopted message (its first ``adopted``
+    message at the decision turn after the group's seq)."""
+    rows = store.events(episode_id, after_seq=decision.seq, limit=8, kinds=("message",))
+    for row in rows:
+        match row.typed():
+            case MessageEvent(reason="adopted") if row.turn == decision.turn:
+                return row.seq
+    return None
 
 
 def spend(store: TraceStore, episode_id: str) -> dict[str, Any]:

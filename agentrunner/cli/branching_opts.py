@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import statistics
 
 from agentrunner.branching import Branching
-from agentrunner.decisions import PROPOSAL, choose_index, decisions, spend
+from agentrunner.decisions import spend
 from agentrunner.errors import UsageError
 from agentrunner.formatting import plural
 from agentrunner.store import TraceStore
@@ -77,30 +76,14 @@ def branching_from_args(args: argparse.Namespace) -> Branching | None:
     )
 
 
-def decision_line(store: TraceStore, episode_id: str, turn: int) -> str | None:
-    """One line for the live view: the decision point at ``turn``, its candidates' values,
-    which was adopted, and what branching has cost so far."""
-    groups = [g for g in decisions(store, episode_id) if g["turn"] == turn]
-    if not groups:
-        return None
-    group = groups[-1]
-    rewards: dict[int, list[float]] = {}
-    for member in group["members"]:
-        if member.sample != PROPOSAL:
-            reward = store.episode(member.episode_id).total_reward
-            rewards.setdefault(member.candidate, []).append(reward)
-    means = {c: statistics.fmean(r) for c, r in rewards.items() if r}
-    adopted = choose_index(means, group["config"].get("adopt", "best"))
-    parts = [
-        f"{c}: {means[c]:.2f}±{statistics.pstdev(r) if len(r) > 1 else 0.0:.2f} (n={len(r)})"
-        for c, r in sorted(rewards.items())
-    ]
+def spend_line(store: TraceStore, episode_id: str) -> str:
+    """What branching has cost so far, apart from the main line (the live view's line after
+    each decision point, whose candidates and values the transcript shows)."""
     spent = spend(store, episode_id)
     tokens = sum(spent["tokens"].values())
     cost = spent["cost_usd"]
     return (
-        f"decision at turn {turn}: " + ", ".join(parts) + f" → candidate {adopted}"
-        f" ({group['config'].get('adopt', 'best')}); branching so far"
-        f" {plural(spent['decisions'], 'decision point')}, {tokens:,} tokens"
+        f"branching so far: {plural(spent['decisions'], 'decision point')}, {tokens:,} tokens"
         + (f", ${cost:.4f}" if cost is not None else "")
+        + " (apart from the main line)"
     )

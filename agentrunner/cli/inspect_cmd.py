@@ -17,6 +17,7 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.render import EventRenderer
+from agentrunner.decisions import Decision, read_decisions, spend
 from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, TraceStore
@@ -87,7 +88,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         show,
         help="show one episode",
         description="Show one episode: its summary, its verifier results and its transcript. "
-        "EP is an episode id or a unique prefix of one.",
+        "EP is an episode id or a unique prefix of one. Decision points (`run --branch-every`) "
+        "are shown at their turn: each candidate action with its value (mean reward of its "
+        "continuations) ± spread over n, which was adopted, and the ids of its proposal and "
+        "continuation forks (show them with `agentrunner show ID`).",
     )
     show_p.add_argument("episode", metavar="EP", help="episode id or unique prefix")
     show_p.add_argument(
@@ -358,9 +362,12 @@ def show(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(store, episode_id, args)
     results = verifications(store, episode_id)
+    made = read_decisions(store, episode_id)
     if args.json:
         value = summary.to_dict()
         value["verifications"] = [r.to_dict() for r in results]
+        value["decisions"] = [_decision_json(d) for d in made]
+        value["branching"] = spend(store, episode_id)
         if args.events:
             value["events"] = [row.to_dict() for row in store.iter_events(episode_id)]
         print_json(value)
@@ -379,11 +386,49 @@ def show(args: argparse.Namespace) -> int:
             )
         out.print(table)
         return 0
+    if made:
+        out.print(f"  branching {_branching(store, episode_id, made)}")
     out.print()
-    renderer = EventRenderer(out, verbose=args.verbose, store=store, episode_id=episode_id)
+    renderer = EventRenderer(
+        out, verbose=args.verbose, store=store, episode_id=episode_id, decisions=made
+    )
     for row in store.iter_events(episode_id):
         renderer(row.seq, row.turn, row.typed())
     return 0
+
+
+def _decision_json(d: Decision) -> dict[str, object]:
+    """A decision point as ``show --json`` lists it (``adopted``: null until it is made)."""
+    candidates = []
+    for c in d.candidates:
+        action = {
+            "message": c.message.content,
+            "tool_calls": [
+                {"name": t.name, "arguments": t.arguments} for t in c.message.tool_calls
+            ],
+        }
+        candidates.append({**c.summary(), "action": action})
+    return {
+        "group_id": d.group_id,
+        "turn": d.turn,
+        "seq": d.seq,
+        "adopt": d.adopt,
+        "adopted": d.adopted if d.adopted_seq is not None else None,
+        "adopted_seq": d.adopted_seq,
+        "candidates": candidates,
+        "pending": d.pending,
+    }
+
+
+def _branching(store: TraceStore, episode_id: str, made: list[Decision]) -> str:
+    """The summary line of an episode's decision points and what they cost."""
+    spent = spend(store, episode_id)
+    forks = sum(len(c.continuations) + 1 for d in made for c in d.candidates)
+    forks += sum(len(d.pending) for d in made)
+    return (
+        f"{fmt.plural(len(made), 'decision point')} · {fmt.plural(forks, 'fork')} · "
+        f"{_spend(spent['tokens'], spent['cost_usd'])} (the forks' own calls)"
+    )
 
 
 def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int:

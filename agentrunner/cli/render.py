@@ -3,12 +3,15 @@
 Reasoning is dimmed, assistant text plain, tool calls and results highlighted, usage and
 errors on their own lines. Output goes to a ``rich`` console (stderr for live views). Given
 the store, messages that enter the history (the task prompt, an injected or edited message)
-are shown with their text, and the system prompt with ``verbose``.
+are shown with their text, and the system prompt with ``verbose``. A decision point (see
+:mod:`agentrunner.decisions`) is shown at its turn: the candidates with their values and
+continuations, then the adopted action as the turn's assistant message.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,8 +19,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentrunner import events as ev
+from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
-from agentrunner.formatting import plural
+from agentrunner.formatting import plural, unique_prefixes
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
@@ -56,8 +60,10 @@ def describe_message(message: Message, limit: int = 160) -> str:
 class EventRenderer:
     """Renders typed event payloads one at a time, as they are recorded.
 
-    ``store`` lets it show the text of messages (events name them by hash);
-    ``episode_id`` is shown in the header (also settable later, before ``episode.start``).
+    ``store`` lets it show the text of messages (events name them by hash) and decision
+    points; ``episode_id`` is shown in the header (also settable later, before
+    ``episode.start``). ``decisions``: the episode's, when already read (otherwise they are
+    read when an adopted action shows up).
     """
 
     def __init__(
@@ -67,12 +73,15 @@ class EventRenderer:
         verbose: bool = False,
         store: TraceStore | None = None,
         episode_id: str | None = None,
+        decisions: Sequence[Decision] | None = None,
     ) -> None:
         self.console = console
         self.verbose = verbose
         self.store = store
         self.episode_id = episode_id
         self._open_channel: str | None = None
+        self._decisions: list[Decision] | None = None if decisions is None else list(decisions)
+        self._unfinished = {d.seq: d for d in self._decisions or [] if d.adopted_seq is None}
 
     def bind_episode(self, episode_id: str) -> None:
         """Told by the recorder which episode it records (before its first event)."""
@@ -87,6 +96,8 @@ class EventRenderer:
         match payload:
             case ev.EpisodeStart():
                 self._episode_start(turn, payload)
+            case ev.MessageEvent(reason="adopted"):
+                self._adopted(seq, turn, payload)
             case ev.MessageEvent():
                 self._message(turn, payload)
             case ev.ModelRequest():
@@ -109,6 +120,8 @@ class EventRenderer:
                 self._resume(turn, payload)
             case ev.EpisodeEnd():
                 self._episode_end(turn, payload)
+        if seq in self._unfinished:  # a decision point the main line has not finished
+            self._decision(self._unfinished.pop(seq))
 
     def _lines(self, text: str, style: str, limit: int) -> None:
         lines = text.splitlines() or [""]
@@ -145,6 +158,80 @@ class EventRenderer:
             return
         self.console.print(f"[magenta]» {escape(label)}[/] [dim]({p.role})[/]")
         self._lines(message.content, "magenta", MAX_PROMPT_LINES)
+
+    def _adopted(self, seq: int, turn: int, p: ev.MessageEvent) -> None:
+        """A decision point's turn: its candidates, then the adopted action as the turn's
+        assistant message (its tool calls follow as the turn's ``tool.call`` events)."""
+        self._close_stream()
+        decision = self._decision_at(seq)
+        if decision is None:
+            self.console.rule(f"[bold]turn {turn}[/] · adopted action", style="dim")
+        else:
+            self._decision(decision)
+        message = self._read(p.message_hash)
+        if message is None:
+            return
+        if message.reasoning:
+            self.console.print(
+                f"[dim italic]thinking: {escape(message.reasoning)}[/]", soft_wrap=True
+            )
+        if message.content:
+            self.console.print(escape(message.content), soft_wrap=True)
+
+    def _decision_at(self, seq: int) -> Decision | None:
+        """The decision whose adopted message is at ``seq`` (made on this episode or, for a
+        fork, on the ancestor the message is inherited from)."""
+        if self.store is None or self.episode_id is None:
+            return None
+        for fresh in (False, True):  # a live main line: read again for a new decision
+            if fresh or self._decisions is None:
+                self._decisions = [
+                    d
+                    for ep in (self.episode_id, *self.store.ancestors(self.episode_id))
+                    for d in read_decisions(self.store, ep)
+                ]
+            for decision in self._decisions:
+                if decision.adopted_seq == seq:
+                    return decision
+        return None
+
+    def _decision(self, d: Decision) -> None:
+        """The decision point's rule and its candidates: value ± spread over n, the action
+        in one line, duplicates, the adopted one, and the ids of its forks (as ``ls``
+        prints them, for ``show``)."""
+        done = d.adopted_seq is not None
+        where = f"[bold]turn {d.turn}[/] · decision point at seq {d.seq}"
+        chosen = (
+            f"adopted candidate {d.adopted} ({d.adopt})"
+            if done and d.candidates
+            else "[yellow]not finished[/] (`agentrunner resume` finishes it)"
+        )
+        self.console.rule(f"{where} · {chosen}", style="dim")
+        ids = unique_prefixes(self.store.episode_ids(), minimum=8) if self.store else {}
+        for c in d.candidates:
+            adopted = done and c.index == d.adopted
+            mark = "[bold green]★[/]" if adopted else " "
+            same = f" [dim](= candidate {c.duplicate_of})[/]" if c.duplicate_of is not None else ""
+            tail = " [bold green]adopted[/]" if adopted else ""
+            self.console.print(
+                f"{mark} [bold]candidate {c.index}[/] · value {c.mean:.3f} ± {c.spread:.3f}"
+                f" (n {len(c.rewards)}){same}{tail}",
+                highlight=False,
+            )
+            self.console.print(f"    action: {escape(describe_message(c.message, limit=100))}")
+            forks = " ".join(ids.get(e, e) for e in c.continuations) or "-"
+            self.console.print(
+                f"    [dim]continuations {forks} · proposal {ids.get(c.proposal, c.proposal)}[/]",
+                highlight=False,
+            )
+        if d.pending:
+            waiting = " ".join(ids.get(e, e) for e in d.pending)
+            self.console.print(
+                f"  [yellow]{plural(len(d.pending), 'fork')} not finished:[/] [dim]{waiting}[/]",
+                highlight=False,
+            )
+        if done:
+            self.console.print(f"[magenta]» adopted action[/] [dim](candidate {d.adopted})[/]")
 
     def _read(self, message_hash: str) -> Message | None:
         if self.store is None:

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from rich.markup import escape
 
 from agentrunner.batch import SEED_MAX, SEED_MIN
-from agentrunner.cli.branching_opts import add_branching_options, branching_from_args, decision_line
+from agentrunner.cli.branching_opts import add_branching_options, branching_from_args, spend_line
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -262,6 +262,5 @@ class _WithDecisions:
         self._renderer(seq, turn, payload)
         adopted = isinstance(payload, MessageEvent) and payload.reason == "adopted"
         if adopted and self._episode_id is not None:
-            line = decision_line(self._store, self._episode_id, turn)
-            if line is not None:
-                self._console.print(f"[magenta]{escape(line)}[/]")
+            line = spend_line(self._store, self._episode_id)
+            self._console.print(f"[magenta]{escape(line)}[/]")

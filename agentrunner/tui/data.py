@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from agentrunner.events import MessageEvent
 from agentrunner.formatting import unique_prefixes
 from agentrunner.store import EpisodeSummary, EventRow, Segment, TraceStore
-from agentrunner.tui.format import one_line
+from agentrunner.tui.format import action_line, one_line
 from agentrunner.tui.rows import RowInfo, summarize, typed
 
 PAGE = 256  # events per cached page of the trace list
@@ -76,6 +76,11 @@ def to_rows(store: TraceStore, rows: list[EventRow]) -> list[RowInfo]:
     events = [typed(row) for row in rows]
     hashes = [e.message_hash for e in events if isinstance(e, MessageEvent)]
     previews = message_previews(store, hashes) if hashes else {}
+    adopted = [
+        e.message_hash for e in events if isinstance(e, MessageEvent) and e.reason == "adopted"
+    ]
+    if adopted:  # a decision point's action reads as the action: its tool calls, its text
+        previews |= {d: action_line(m, 200) for d, m in store.messages(adopted).items()}
     return [
         summarize(
             row,
@@ -130,6 +135,8 @@ def poll(
 
 EDITED_TURN = "message/edit"
 """For ``next_of_kinds``: a fork's edited turn (a ``message`` event with reason ``edit``)."""
+ADOPTED_TURN = "message/adopted"
+"""For ``next_of_kinds``: a decision point's adopted turn (reason ``adopted``)."""
 
 
 def _nearest(
@@ -152,21 +159,25 @@ def _nearest(
         seq = rows[-1].seq
 
 
-def _edited_turn(row: EventRow) -> bool:
-    event = typed(row)
-    return isinstance(event, MessageEvent) and event.reason == "edit"
+def _with_reason(reason: str) -> Callable[[EventRow], bool]:
+    def check(row: EventRow) -> bool:
+        event = typed(row)
+        return isinstance(event, MessageEvent) and event.reason == reason
+
+    return check
 
 
 def next_of_kinds(
     store: TraceStore, segments: Sequence[Segment], kinds: Sequence[str], seq: int, forward: bool
 ) -> int | None:
     """The nearest seq after (or before) ``seq`` whose kind is one of ``kinds`` (or, for
-    ``EDITED_TURN``, that is an edited turn)."""
+    ``EDITED_TURN`` and ``ADOPTED_TURN``, a ``message`` event with that reason)."""
     found: list[int] = []
     for kind in kinds:
-        if kind == EDITED_TURN:
+        if kind in (EDITED_TURN, ADOPTED_TURN):
+            reason = kind.split("/", 1)[1]
             rows: Iterator[EventRow] = filter(
-                _edited_turn, _nearest(store, segments, "message", seq, forward)
+                _with_reason(reason), _nearest(store, segments, "message", seq, forward)
             )
         else:
             rows = _nearest(store, segments, kind, seq, forward)

@@ -37,6 +37,7 @@ from agentrunner.events import (
     Usage,
 )
 from agentrunner.store import EventRow, Segment, TraceStore
+from agentrunner.tui.decisions import decision_panel
 from agentrunner.tui.format import cost, reward
 from agentrunner.tui.rows import typed
 from agentrunner.types import AgentToolCall, Message
@@ -311,7 +312,10 @@ def _single(
     match event:
         case MessageEvent():
             head = _fields(role=event.role, reason=event.reason)
-            return [head, *_message_body(store, event.message_hash)], False
+            message = _message_body(store, event.message_hash)
+            if event.reason == "adopted":  # a decision point's action: its candidates first
+                return [head, decision_panel(store, segments, ev.seq), *message], False
+            return [head, *message], False
         case ModelRequest():
             return _request(store, event, full), False
         case ModelResponse():

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 
 from agentrunner.events import Status
 from agentrunner.formatting import cost, plural, reward, started, tokens
 from agentrunner.store import EpisodeSummary
+from agentrunner.types import Message
 
 __all__ = [
     "STATUSES",
     "IdPrefixes",
+    "action_line",
     "cost",
     "lineage",
     "one_line",
@@ -49,6 +52,21 @@ def lineage(episode: EpisodeSummary, forks: int, ids: IdPrefixes) -> str:
     if forks:
         parts.append(f"{forks} fork{'s' if forks > 1 else ''}")
     return " · ".join(parts) or "-"
+
+
+def action_line(message: Message, limit: int = 160) -> str:
+    """An assistant message as one line: its tool calls, then its text."""
+    parts = []
+    for call in message.tool_calls:
+        try:
+            args = call.parsed_arguments()
+            shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+        except ValueError:
+            shown = call.arguments
+        parts.append(f"{call.name}({shown})")
+    if message.content.strip():
+        parts.append(json.dumps(one_line(message.content, limit), ensure_ascii=False))
+    return one_line(" · ".join(parts), limit) if parts else "(empty message)"
 
 
 def one_line(text: str, limit: int = 200) -> str:

@@ -23,6 +23,7 @@ def binding_sections() -> list[tuple[str, list[BindingType]]]:
     from agentrunner.tui.app import AgentRunnerApp
     from agentrunner.tui.screens.branches import BranchesScreen, LineageTree
     from agentrunner.tui.screens.confirm import ConfirmScreen
+    from agentrunner.tui.screens.decisions import DecisionsScreen, DecisionTree
     from agentrunner.tui.screens.diff import DiffScreen
     from agentrunner.tui.screens.episodes import EpisodesScreen, EpisodesTable
     from agentrunner.tui.screens.fork import ForkScreen
@@ -34,6 +35,7 @@ def binding_sections() -> list[tuple[str, list[BindingType]]]:
         ("Episodes", [*EpisodesTable.BINDINGS, *EpisodesScreen.BINDINGS]),
         ("Trace", list(TraceScreen.BINDINGS)),
         ("Branches", [*LineageTree.BINDINGS, *BranchesScreen.BINDINGS]),
+        ("Decision points", [*DecisionTree.BINDINGS, *DecisionsScreen.BINDINGS]),
         ("Diff", list(DiffScreen.BINDINGS)),
         ("Fork editor", list(ForkScreen.BINDINGS)),
         ("Confirm", list(ConfirmScreen.BINDINGS)),

@@ -4,8 +4,9 @@
 :class:`RowInfo` (no payload kept: detail is read again when an event is selected);
 :class:`RunInfo` summarises a folded run of streamed chunks; ``render_row`` draws either as
 a Rich ``Text`` line: seq, a turn gutter (model turns vs environment steps; ``━━T3`` starts
-turn 3, ``━━T3✎`` a fork's edited turn 3), a label, the summary. Styles are passed in by
-name (they live in the app's one ``.tcss`` file).
+turn 3, ``━━T3✎`` a fork's edited turn 3, ``━━T3◆`` a decision point's adopted turn 3), a
+label, the summary (after the decision point's mark, on the row that carries one). Styles
+are passed in by name (they live in the app's one ``.tcss`` file).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class RowInfo:
     channel: str | None = None
     call_id: str | None = None
     edited_turn: bool = False  # a fork's edited assistant turn (it has no model request)
+    adopted_turn: bool = False  # a decision point's adopted action (it has no model request)
 
 
 @dataclass(slots=True)
@@ -130,6 +132,8 @@ def _summary(event: EventPayload, preview: str | None) -> tuple[str, str]:
             model = event.model.get("spec", "?")
             env = event.env.get("kind", "?")
             return f"task {event.task_id} · seed {event.seed} · {model} · env {env}", "meta"
+        case MessageEvent(reason="adopted"):
+            return preview or "adopted action", "decision"
         case MessageEvent():
             head = f"{event.role} ({event.reason})"
             return (f"{head}: {preview}" if preview else head), "meta"
@@ -202,6 +206,7 @@ def summarize(
         channel=event.channel if isinstance(event, ModelChunk) else None,
         call_id=event.call_id if isinstance(event, _WITH_CALL_ID) else None,
         edited_turn=isinstance(event, MessageEvent) and event.reason == "edit",
+        adopted_turn=isinstance(event, MessageEvent) and event.reason == "adopted",
     )
 
 
@@ -226,8 +231,10 @@ def render_row(
     *,
     folded_run: bool = False,
     term: str = "",
+    mark: str = "",
 ) -> Text:
-    """Draw one row: ``seq · turn gutter · label · summary``."""
+    """Draw one row: ``seq · turn gutter · label · summary`` (``mark``: the decision point
+    this row marks, drawn before the summary)."""
     line = Text(no_wrap=True, overflow="crop", end="")
     line.append(f"{seq:>8} ", styles["seq"])
     if info is None:
@@ -238,6 +245,8 @@ def render_row(
         line.append(f"━━T{info.turn:<3}", turn_style)
     elif isinstance(info, RowInfo) and info.edited_turn:  # ✎: written by a person
         line.append(f"━━T{info.turn}✎".ljust(6), turn_style)
+    elif isinstance(info, RowInfo) and info.adopted_turn:  # ◆: chosen at a decision point
+        line.append(f"━━T{info.turn}◆".ljust(6), turn_style)
     elif info.turn:
         bar = "┃ ⚙ " if info.kind in ENV_KINDS else "┃   "  # environment steps vs model
         line.append(f"{bar}{'':<2}", turn_style)
@@ -245,12 +254,16 @@ def render_row(
         line.append(" " * 6)
     if folded_run:
         label = "▸ stream"
+    elif isinstance(info, RowInfo) and info.adopted_turn:
+        label = "decision"
     elif isinstance(info, RowInfo) and info.channel:
         label = "· " + CHANNEL_NAMES.get(info.channel, info.channel)
     else:
         label = LABELS.get(info.kind, info.kind)
     tone = info.tone
     line.append(f"{label:<9} ", styles.get(f"label-{tone}", styles["label-meta"]))
+    if mark:
+        line.append(f"◆ {mark} │ ", styles["decision"])
     line.append(info.text, styles.get(f"text-{tone}", Style()))
     if tone in ("error", "cancel"):
         line.stylize(styles[f"row-{tone}"])

@@ -4,7 +4,8 @@ Layout: a two-line header, the virtualized :class:`EventList`, the :class:`Detai
 (side by side when the terminal is wide, stacked when narrow) and a find bar. Every store
 read runs in a worker: the row layout once, pages as rows come on screen, the selected
 event's detail, and a poll for events after the last seq (the list follows the tail only
-while its cursor is on the last row; otherwise the header counts the new events).
+while its cursor is on the last row; otherwise the header counts the new events). Decision
+points mark their rows (``c`` lists their candidates and forks).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from textual.widgets import Footer, Input
 from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui.data import (
+    ADOPTED_TURN,
     EDITED_TURN,
     POLL_BATCH,
     PollResult,
@@ -47,7 +49,7 @@ DETAIL_DELAY_S = 0.06  # wait for the cursor to settle before reading the detail
 SUMMARY_EVERY_S = 1.0  # while the episode runs or events arrive
 SUMMARY_IDLE_S = 5.0  # otherwise (someone may resume it from elsewhere)
 JUMPS = {
-    "turn": ("model.request", EDITED_TURN),
+    "turn": ("model.request", EDITED_TURN, ADOPTED_TURN),
     "tool": ("tool.call",),
     "problem": ("error", "cancel"),
 }
@@ -88,6 +90,7 @@ class TraceScreen(TraceActions):
         Binding("minus", "speed(-1)", "Slower", show=False, id="trace.slower"),
         Binding("f", "fork", "Fork", id="trace.fork"),
         Binding("b", "branches", "Branches", id="trace.branches"),
+        Binding("c", "decisions", "Decision points", show=False, id="trace.decisions"),
         Binding("d", "diff", "Diff", show=False, id="trace.diff"),
         Binding("R", "resume", "Resume", id="trace.resume"),
         Binding("x", "cancel", "Cancel run", id="trace.cancel"),
@@ -110,6 +113,7 @@ class TraceScreen(TraceActions):
         self._detail_token = 0
         self._detail_timer: Timer | None = None
         self.replay: Replay | None = None
+        self.points = []
 
     # ------------------------------------------------------------------ layout
 
@@ -149,6 +153,7 @@ class TraceScreen(TraceActions):
         self._summary_at = time.monotonic()
         self._fresh_events = False
         self.summary = value
+        self.read_decisions(value)
         if first and value.status == Status.RUNNING and self.event_list.cursor == 0:
             self.event_list.move(self.event_list.row_count - 1)  # follow a running episode
 

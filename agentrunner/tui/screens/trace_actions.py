@@ -1,5 +1,6 @@
-"""The trace screen's actions that start something: replay, fork, branches, diff, resume
-and cancel (the base of :class:`~agentrunner.tui.screens.trace.TraceScreen`)."""
+"""The trace screen's actions that start something: replay, fork, branches, decision
+points, diff, resume and cancel (the base of
+:class:`~agentrunner.tui.screens.trace.TraceScreen`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from textual.reactive import reactive
 
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui import actions
+from agentrunner.tui.decisions import DecisionPoint, decision_points
 from agentrunner.tui.forking import ForkPrefill, ForkRequest, fork_prefill, make_fork
 from agentrunner.tui.replay import Replay
 from agentrunner.tui.screens.branches import BranchesScreen
+from agentrunner.tui.screens.decisions import DecisionsScreen
 from agentrunner.tui.screens.fork import ForkScreen
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.work import ReaderScreen
@@ -23,6 +26,9 @@ class TraceActions(ReaderScreen):
     segments: list[Segment]
     replay: Replay | None
     follow: bool
+    points: list[DecisionPoint]
+    """The decision points of the episode's history (they mark rows of the list)."""
+    _points_read_at: tuple[int, str] | None = None  # (turns, status) when last read
 
     @property
     def event_list(self) -> EventList:
@@ -80,6 +86,39 @@ class TraceActions(ReaderScreen):
     def action_branches(self) -> None:
         if self.episode_id is not None:
             self.app.push_screen(BranchesScreen(self.episode_id))
+
+    # ------------------------------------------------------------------ decision points
+
+    def read_decisions(self, summary: EpisodeSummary) -> None:
+        """Read the decision points again when the episode moved on (or one is not
+        finished: its forks are running)."""
+        key = (summary.turns, summary.status)
+        if key == self._points_read_at and all(p.done for p in self.points):
+            return
+        self._points_read_at = key
+        self.read(decision_points, self.segments, then=self._marked, group="decisions")
+
+    def _marked(self, points: list[DecisionPoint]) -> None:
+        self.points = points
+        self.event_list.marks = {p.row_seq: p.mark() for p in points}
+
+    def action_decisions(self) -> None:
+        """The decision points, opened at the cursor's (or the next, or the last one)."""
+        if self.episode_id is None:
+            return
+        if not self.points:
+            self.notify("no decision points in this episode's history", severity="warning")
+            return
+        lst = self.event_list
+        info, _ = lst.info(lst.cursor) if lst.row_count else (None, False)
+        seq = lst.span(lst.cursor)[0] if lst.row_count else 0
+        turn = info.turn if info is not None else -1
+        point = next(
+            (p for p in self.points if p.decision.turn == turn),
+            next((p for p in self.points if p.row_seq >= seq), self.points[-1]),
+        )
+        group = point.decision.group_id
+        self.app.push_screen(DecisionsScreen(self.episode_id, self.segments, group))
 
     def action_diff(self) -> None:
         if self.summary is not None:

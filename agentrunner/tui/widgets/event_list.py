@@ -5,7 +5,8 @@ row is missing the list posts :class:`EventList.PagesWanted` and draws a placeho
 screen reads the pages in a worker and hands them back with :meth:`EventList.put_pages`.
 A :class:`~agentrunner.tui.rowindex.RowIndex` maps rows to seqs (folded runs of chunks
 included). Data comes down as reactives (``cursor``, ``folded``, ``limit``, ``term``);
-cursor moves go up as :class:`EventList.CursorMoved`.
+``marks`` (row seq → a decision point's one-line mark) come down the same way; cursor
+moves go up as :class:`EventList.CursorMoved`.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from agentrunner.tui.rowindex import RowIndex
 from agentrunner.tui.rows import RowInfo, RunInfo, fold, render_row
 
 RUN_SCAN = 256  # chunks of a folded run read to summarise it (its first ones)
-_TONES = ("meta", "turn", "model", "usage", "env", "error", "cancel", "resume", "end")
+_TONES = ("meta", "turn", "model", "usage", "env", "error", "cancel", "resume", "end", "decision")
 _STYLE_NAMES = (
     "cursor",
+    "decision",
     "seq",
     "dim",
     "turn-a",
@@ -50,6 +52,7 @@ class EventList(ScrollView, can_focus=True, inherit_bindings=False):
     folded: reactive[bool] = reactive(True, init=False)
     limit: reactive[int | None] = reactive(None, init=False)  # replay: rows revealed
     term: reactive[str] = reactive("", init=False)
+    marks: reactive[dict[int, str]] = reactive(dict, init=False)
 
     class CursorMoved(Message):
         """The cursor is on a new row, covering seqs ``lo..hi``."""
@@ -189,6 +192,9 @@ class EventList(ScrollView, can_focus=True, inherit_bindings=False):
     def watch_term(self) -> None:
         self.refresh()
 
+    def watch_marks(self) -> None:
+        self.refresh()
+
     def move(self, row: int) -> None:
         self.cursor = row
 
@@ -268,7 +274,8 @@ class EventList(ScrollView, can_focus=True, inherit_bindings=False):
         styles = self._style_map()
         info, is_run = self.info(row)
         lo = self.span(row)[0]
-        text = render_row(info, lo, styles, folded_run=is_run, term=self.term)
+        mark = self.marks.get(lo, "")
+        text = render_row(info, lo, styles, folded_run=is_run, term=self.term, mark=mark)
         style = base + styles["cursor"] if row == self.cursor else base
         text.stylize_before(base)
         if row == self.cursor:
