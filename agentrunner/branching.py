@@ -11,14 +11,17 @@ engine is :mod:`agentrunner.decisions`.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentrunner.environment import Environment
 from agentrunner.errors import UsageError
 
 KIND = "decision"
 """``fork_groups.config.kind`` of a decision point (a fan-out's group has none)."""
 Adopt = Literal["best", "measure"]
+MAX_HORIZON = 500  # the runner's turn limit
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class Branching:
     """Forks run at once."""
     max_cost: float | None = None
     """Stop branching (not the episode) once branching has cost this many USD."""
+    env_factory: Callable[[], Environment] | None = field(default=None, compare=False)
+    """Makes a fork's environment (default: rebuilt from the recorded spec, which the
+    bundled workspace and OpenEnv environments are; a custom Python one needs this)."""
 
     def __post_init__(self) -> None:
         if min(self.every, self.actions, self.samples, self.concurrency) < 1:
@@ -47,8 +53,8 @@ class Branching:
             )
         if self.adopt not in ("best", "measure"):
             raise UsageError(f"`adopt` must be best or measure, not {self.adopt!r}")
-        if self.horizon is not None and self.horizon < 1:
-            raise UsageError("`horizon` must be at least 1", param="horizon")
+        if self.horizon is not None and not 1 <= self.horizon <= MAX_HORIZON:
+            raise UsageError(f"`horizon` must be between 1 and {MAX_HORIZON}", param="horizon")
         if self.max_cost is not None and self.max_cost < 0:
             raise UsageError("`max_cost` must not be negative", param="max_cost")
 
@@ -59,7 +65,7 @@ class Branching:
     def record(self) -> dict[str, Any]:
         """The settings as ``episode.start.config.branching`` records them (a resume of the
         episode goes on branching with them)."""
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.compare}
 
     @classmethod
     def recorded(cls, config: dict[str, Any]) -> Branching | None:

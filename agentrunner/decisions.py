@@ -28,23 +28,33 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.branching import KIND, Adopt, Branching
-from agentrunner.errors import UsageError
+from agentrunner.envs.factory import env_from_spec
+from agentrunner.errors import AgentRunnerError, Cancelled, UsageError
 from agentrunner.events import MessageEvent, ModelResponse, Status
 from agentrunner.model import AgentContext, Model
-from agentrunner.resume import resume_episode
-from agentrunner.runner import DecideFn, Rollout, register_decisions
+from agentrunner.resume import can_resume, resume_episode
+from agentrunner.runner import MAX_TURNS_LIMIT, DecideFn, EpisodeLoop, register_decisions
 from agentrunner.store import TraceStore
-from agentrunner.store.groups import GroupMember, add_group_member, create_fork_group, fork_groups
+from agentrunner.store.groups import (
+    GroupMember,
+    add_group_member,
+    create_fork_group,
+    fork_groups,
+    outcomes,
+    record_outcome,
+)
 from agentrunner.types import AgentTurn, Message
 
 PROPOSAL = -1  # the sample index of a member that proposed a candidate
 STOPPED = "branching stopped"
+ATTEMPTS = 2  # runs of a fork that has not finished: a retryable failure, a cancel
 ModelFn = Callable[[AgentContext], AgentTurn]
 
 
@@ -91,9 +101,9 @@ class Decision:
     candidates: list[Candidate]
     adopted: int
     pending: list[str] = field(default_factory=list)
-    """Read back (:func:`read_decisions`): members not finished yet (proposals that have not
-    answered, continuations not completed, failed or cancelled); while any is, ``adopted`` is
-    only what the values so far would choose."""
+    """Read back (:func:`read_decisions`) while the engine has not decided: members not
+    finished yet (proposals that have not answered, continuations not completed);
+    ``adopted`` is then only what the values so far would choose."""
     adopted_seq: int | None = None
     """Read back: the seq of the main line's ``adopted`` message (None: not recorded yet)."""
 
@@ -127,9 +137,12 @@ def choose(candidates: Sequence[Candidate], adopt: Adopt) -> int:
 
 
 def choose_index(values: dict[int, float], adopt: str) -> int:
-    """:func:`choose` over ``candidate index -> value``."""
-    if adopt == "measure" or not values:
+    """:func:`choose` over ``candidate index -> value`` (measure: the main line's own sample,
+    the lowest index there is)."""
+    if not values:
         return 0
+    if adopt == "measure":
+        return min(values)
     return min(values, key=lambda i: (-values[i], i))
 
 
@@ -142,21 +155,22 @@ class Brancher:
         episode_id: str,
         branching: Branching,
         model_fn: ModelFn,
-        *,
-        on_decision: Callable[[Decision], None] | None = None,
     ) -> None:
         self.store = store
         self.episode_id = episode_id
         self.branching = branching
         self.model_fn = model_fn
-        self.on_decision = on_decision
-        stop = store.last_of_kind(episode_id, "cancel")
-        self.stopped = stop is not None and str(stop.payload.get("reason", "")).startswith(STOPPED)
+        self.stopped = any(
+            str(row.payload.get("reason", "")).startswith(STOPPED)
+            for row in store.iter_events(episode_id, kinds=["cancel"])
+        )
         """Branching stopped (at ``max_cost``), in this attempt or an earlier one."""
+        if branching.env_factory is None:
+            _check_rebuildable(store, episode_id)
 
-    def hook(self, turn: int, seq: int, note: Callable[[str], None]) -> Message | None:
-        """The runner's decision hook: at a decision turn, the adopted action (None: let the
-        model take the turn). ``note`` records why branching stops, once."""
+    def hook(self, loop: EpisodeLoop, turn: int) -> Message | None:
+        """The runner's decision hook: at a decision turn, the adopted action (None: the
+        model takes the turn)."""
         if not self.branching.at(turn) or self.stopped:
             return None
         limit = self.branching.max_cost
@@ -164,40 +178,64 @@ class Brancher:
             spent = spend(self.store, self.episode_id)["cost_usd"] or 0.0
             if spent >= limit:
                 self.stopped = True
-                note(
+                loop.branching_stopped(
                     f"{STOPPED}: --max-cost ${limit:.4f} reached (${spent:.4f} spent on"
                     f" branching); the episode goes on without decision points"
                 )
                 return None
-        decision = self.decide(turn, seq)
-        return decision.candidates[decision.adopted].message
+        decision = self.decide(turn, loop.rec.writer.next_seq - 1, loop.cancel_reason)
+        chosen = [c for c in decision.candidates if c.index == decision.adopted]
+        return chosen[0].message if chosen else None
 
     # -- the decision point
-    def decide(self, turn: int, seq: int) -> Decision:
+    def decide(
+        self, turn: int, seq: int, cancel: Callable[[], str | None] = lambda: None
+    ) -> Decision:
         """The decision at ``turn`` (the main line's last seq is ``seq``): made now, or
-        finished from what an earlier attempt recorded."""
+        finished from what an earlier attempt recorded. ``cancel`` stops it (and its forks,
+        which record their cancel and resume with it)."""
         group_id, fork_seq, proposals = self._group(turn, seq)
-        self._run([p for p in proposals if not self._proposed(p, turn)], turn, samples=True)
-        candidates = self._candidates(proposals, turn)
-        members = self._continuations(group_id, fork_seq, turn, candidates)
-        limit = turn + self.branching.horizon if self.branching.horizon is not None else None
-        self._run([m for m in members if not self._finished(m)], limit, samples=False)
-        for member in members:
-            rollout = self.store.episode(member.episode_id)
-            candidate = candidates[member.candidate]
-            candidate.continuations.append(member.episode_id)
-            candidate.rewards.append(rollout.total_reward)
-        decision = Decision(
-            group_id,
-            turn,
-            fork_seq,
-            self.branching.adopt,
-            candidates,
-            choose(candidates, self.branching.adopt),
-        )
-        if self.on_decision is not None:
-            self.on_decision(decision)
+        recorded = outcomes(self.store, [group_id]).get(group_id)
+        if recorded is None:
+            for _ in range(ATTEMPTS):  # a fork that did not finish runs again once
+                todo = [p for p in proposals if not self._proposed(p, turn) and self._can(p)]
+                self._run([(p, self._candidate_of(p)) for p in todo], turn, cancel)
+            candidates = self._candidates(proposals, turn)
+            members = self._continuations(group_id, fork_seq, turn, candidates)
+            horizon = self.branching.horizon
+            limit = None if horizon is None else min(turn + horizon, MAX_TURNS_LIMIT)
+            for _ in range(ATTEMPTS):
+                todo = [m.episode_id for m in members if not self._done(m) and self._can(m)]
+                self._run([(m, None) for m in todo], limit, cancel)
+            recorded = self._outcome(candidates, members)
+            record_outcome(self.store, group_id, recorded)
+        decision = _decision(self.store, group_id, turn, fork_seq, self.branching.adopt, recorded)
         return decision
+
+    def _outcome(
+        self, candidates: Sequence[Candidate], members: Sequence[GroupMember]
+    ) -> dict[str, Any]:
+        """What the decision point decided: each candidate's value over its completed
+        continuations (those that failed for good are listed, not valued), the adopted one."""
+        by_index = {c.index: c for c in candidates}
+        failed: dict[int, list[str]] = {}
+        for member in members:
+            candidate = by_index[member.candidate]
+            fork = self.store.episode(member.episode_id)
+            if fork.status == Status.COMPLETED:
+                candidate.continuations.append(member.episode_id)
+                candidate.rewards.append(fork.total_reward)
+            else:
+                failed.setdefault(member.candidate, []).append(member.episode_id)
+        valued = {c.index: c.mean for c in candidates if c.rewards}
+        adopted = choose_index(valued or {c.index: 0.0 for c in candidates}, self.branching.adopt)
+        return {
+            "adopted": adopted if candidates else None,
+            "candidates": [
+                {**c.summary(), "rewards": c.rewards, "failed": failed.get(c.index, [])}
+                for c in candidates
+            ],
+        }
 
     def _group(self, turn: int, seq: int) -> tuple[str, int, list[str]]:
         """This turn's decision group and its proposal forks (created if it has none)."""
@@ -235,14 +273,17 @@ class Brancher:
     def _proposed(self, fork_id: str, turn: int) -> bool:
         return self.store.last_at_turn(fork_id, "model.response", turn) is not None
 
-    def _finished(self, member: GroupMember) -> bool:
-        return self.store.episode(member.episode_id).status in (
-            Status.COMPLETED,
-            Status.FAILED,
-            Status.CANCELLED,
-        )
+    def _done(self, member: GroupMember) -> bool:
+        return self.store.episode(member.episode_id).status == Status.COMPLETED
+
+    def _can(self, fork: str | GroupMember) -> bool:
+        """Whether running the fork (again) can finish it: not a failure retrying cannot fix."""
+        fork_id = fork if isinstance(fork, str) else fork.episode_id
+        return can_resume(self.store, self.store.episode(fork_id)) is None
 
     def _candidates(self, proposals: Sequence[str], turn: int) -> list[Candidate]:
+        """A candidate per proposal that answered (one whose model call failed for good
+        proposes nothing), duplicates marked."""
         out: list[Candidate] = []
         seen: dict[str, int] = {}
         for i, fork_id in enumerate(proposals):
@@ -251,7 +292,7 @@ class Brancher:
                 case ModelResponse(message_hash=digest):
                     message = self.store.message(digest)
                 case _:
-                    raise UsageError(f"proposal fork {fork_id} produced no turn {turn}")
+                    continue
             key = action_key(message)
             out.append(Candidate(i, fork_id, message, digest, duplicate_of=seen.get(key)))
             seen.setdefault(key, i)
@@ -281,32 +322,113 @@ class Brancher:
         return [have[key] for key in sorted(have)]
 
     # -- running forks
-    def _run(self, forks: Sequence[Any], limit: int | None, *, samples: bool) -> None:
-        """Run (or finish) forks in threads, each with its own store connection: proposals
-        one turn with their sample index, continuations to ``limit``."""
-        jobs = [
-            (m if isinstance(m, str) else m.episode_id, i if samples else None)
-            for i, m in enumerate(forks)
-        ]
-        if samples:  # a proposal's sample index is its candidate index
-            jobs = [(fork, self._candidate_of(fork)) for fork, _ in jobs]
+    def _run(
+        self,
+        jobs: Sequence[tuple[str, int | None]],
+        limit: int | None,
+        cancel: Callable[[], str | None],
+    ) -> None:
+        """Run (or finish) forks, ``(fork id, sample)``, in threads with store connections
+        of their own, to turn ``limit``. A cancel of the main line cancels them (each
+        records it and resumes later); a fork that fails is left as it ended."""
         if not jobs:
             return
-        with ThreadPoolExecutor(
+        stop = threading.Event()
+
+        def stopped() -> bool:
+            return stop.is_set() or cancel() is not None
+
+        pool = ThreadPoolExecutor(
             max_workers=self.branching.concurrency, thread_name_prefix="agentrunner-branch"
-        ) as pool:
-            for _ in pool.map(lambda job: self._run_one(job[0], limit, job[1]), jobs):
-                pass
+        )
+        try:
+            futures = [pool.submit(self._run_one, f, limit, s, stopped) for f, s in jobs]
+            for future in futures:
+                future.result()
+        except BaseException:
+            stop.set()  # Ctrl-C: the forks stop too, before the main line records its cancel
+            raise
+        finally:
+            pool.shutdown(wait=True)
+        reason = cancel()
+        if reason is not None:
+            raise Cancelled(reason)
 
     def _candidate_of(self, fork_id: str) -> int:
         summary = self.store.episode(fork_id)
         return summary.fork_group.candidate if summary.fork_group is not None else 0
 
-    def _run_one(self, fork_id: str, limit: int | None, sample: int | None) -> Rollout:
-        with TraceStore(self.store.location) as own:  # a connection of this thread's own
-            return resume_episode(
-                own, fork_id, model_fn=self.model_fn, max_turns=limit, sample=sample
+    def _run_one(
+        self, fork_id: str, limit: int | None, sample: int | None, stopped: Callable[[], bool]
+    ) -> None:
+        factory = self.branching.env_factory
+        env = factory() if factory is not None else None
+        try:
+            with TraceStore(self.store.location) as own:  # a connection of this thread's own
+                resume_episode(
+                    own,
+                    fork_id,
+                    env=env,
+                    model_fn=self.model_fn,
+                    max_turns=limit,
+                    sample=sample,
+                    cancel_check=stopped,
+                )
+        except AgentRunnerError:
+            pass  # the fork's log says how it ended; the decision values what completed
+        finally:
+            if env is not None:
+                env.close()
+
+
+def _check_rebuildable(store: TraceStore, episode_id: str) -> None:
+    """Refuse, before anything branches, an episode whose environment forks cannot rebuild."""
+    spec = store.episode(episode_id).env
+    try:
+        env_from_spec(spec, store).close()
+    except AgentRunnerError as exc:
+        raise UsageError(
+            f"branching runs its forks in fresh environments, and this one cannot be rebuilt"
+            f" from its recorded spec ({exc}); give Branching(env_factory=...)"
+        ) from None
+
+
+def decided(store: TraceStore, group: dict[str, Any]) -> Decision | None:
+    """A decision point's decision as the engine recorded it (None: not decided yet)."""
+    outcome = outcomes(store, [group["group_id"]]).get(group["group_id"])
+    if outcome is None:
+        return None
+    adopt: Adopt = "measure" if group["config"].get("adopt") == "measure" else "best"
+    return _decision(store, group["group_id"], group["turn"], group["fork_seq"], adopt, outcome)
+
+
+def _decision(
+    store: TraceStore,
+    group_id: str,
+    turn: int,
+    seq: int,
+    adopt: Adopt,
+    outcome: dict[str, Any],
+) -> Decision:
+    """A decision as its outcome recorded it (values, the adopted candidate)."""
+    candidates = []
+    for entry in outcome["candidates"]:
+        proposal = str(entry["proposal"])
+        row = store.last_at_turn(proposal, "model.response", turn)
+        digest = row.typed().message_hash if row is not None else ""  # type: ignore[union-attr]
+        candidates.append(
+            Candidate(
+                int(entry["candidate"]),
+                proposal,
+                store.message(digest),
+                digest,
+                duplicate_of=entry.get("duplicate_of"),
+                continuations=list(entry["continuations"]),
+                rewards=[float(r) for r in entry.get("rewards", [])],
             )
+        )
+    adopted = outcome.get("adopted")
+    return Decision(group_id, turn, seq, adopt, candidates, -1 if adopted is None else adopted)
 
 
 def _action(message: Message) -> dict[str, Any]:
@@ -327,13 +449,25 @@ def decisions(store: TraceStore, episode_id: str) -> Iterator[dict[str, Any]]:
 
 
 def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
-    """The decision points made on an episode (oldest first), rebuilt from the store as the
-    engine built them, without running anything: a candidate per proposal that answered
-    (its message, duplicates marked), valued by its finished continuations, ``adopted`` as
-    :func:`choose` picks it. What is not finished yet is listed in ``pending``."""
+    """The decision points made on an episode (oldest first), without running anything: a
+    decided one as its recorded outcome says (values, the adopted candidate); one not
+    decided yet rebuilt from the store as the engine would build it (a candidate per
+    proposal that answered, duplicates marked, valued by its completed continuations,
+    ``adopted`` what :func:`choose` would pick), with what is not finished in ``pending``."""
     out = []
-    for group in decisions(store, episode_id):
+    groups = list(decisions(store, episode_id))
+    decided = outcomes(store, [g["group_id"] for g in groups])
+    for group in groups:
         turn = group["turn"]
+        config = group["config"]
+        adopt: Adopt = "measure" if config.get("adopt") == "measure" else "best"
+        if group["group_id"] in decided:  # as the engine decided it, whatever changed since
+            made = _decision(
+                store, group["group_id"], turn, group["fork_seq"], adopt, decided[group["group_id"]]
+            )
+            made.adopted_seq = _adopted_seq(store, episode_id, made)
+            out.append(made)
+            continue
         candidates: dict[int, Candidate] = {}
         pending: list[str] = []
         seen: dict[str, int] = {}
@@ -364,9 +498,7 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
                 continue
             candidate.continuations.append(member.episode_id)
             candidate.rewards.append(fork.total_reward)
-        config = group["config"]
         listed = [candidates[i] for i in sorted(candidates)]
-        adopt: Adopt = "measure" if config.get("adopt") == "measure" else "best"
         decision = Decision(
             group["group_id"],
             turn,
@@ -381,7 +513,7 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
     return out
 
 
-_FINISHED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+_FINISHED = (Status.COMPLETED,)  # until the engine decides, only these are valued
 
 
 def _adopted_seq(store: TraceStore, episode_id: str, decision: Decision) -> int | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentrunner.branching import Branching
+from agentrunner.branching import KIND, Branching
 from agentrunner.environment import Environment, UsesStore
 from agentrunner.envs import imported
 from agentrunner.envs.factory import env_from_spec
@@ -33,7 +33,7 @@ from agentrunner.runner import (
 )
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.groups import batch_config_for
+from agentrunner.store.groups import batch_config_for, fork_groups
 from agentrunner.types import AgentTurn, Message
 from providers import model_from_spec
 
@@ -122,6 +122,9 @@ def resume_episode(
         raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
     episode_id = store.resolve(episode_id)
     episode = store.episode(episode_id)
+    role_sample, role_limit = _decision_role(store, episode)
+    sample = role_sample if sample is None else sample
+    max_turns = role_limit if max_turns is None else max_turns
     if episode.parent_episode_id is None and episode.last_seq == 0:
         return _run_fresh(
             store, episode, env, model_fn, max_turns, cancel_check, observer, branching
@@ -157,6 +160,22 @@ def resume_episode(
         finally:
             if own_env and env is not None:
                 env.close()
+
+
+def _decision_role(store: TraceStore, episode: EpisodeSummary) -> tuple[int | None, int | None]:
+    """A decision point's fork runs as the engine runs it, whoever resumes it: a proposal
+    as sample ``candidate`` for the decision turn only, a continuation to the horizon."""
+    role = episode.fork_group
+    if role is None or episode.parent_episode_id is None:
+        return None, None
+    for group in fork_groups(store, episode.parent_episode_id):
+        if group["group_id"] != role.group_id or group["config"].get("kind") != KIND:
+            continue
+        if role.sample < 0:
+            return role.candidate, group["turn"]
+        horizon = group["config"].get("horizon")
+        return None, None if horizon is None else min(group["turn"] + horizon, MAX_TURNS_LIMIT)
+    return None, None
 
 
 def _run_fresh(

@@ -51,9 +51,10 @@ CONTINUE_PROMPT = (
 )
 
 
-DecideFn = Callable[[int, int, Callable[[str], None]], Message | None]
-"""(turn, the main line's last seq, a note recorder) -> the action a decision point adopted
-(None: the model takes this turn)."""
+DecideFn = Callable[["EpisodeLoop", int], Message | None]
+"""(the main line's loop, the turn about to begin) -> the action a decision point adopted
+(None: the model takes this turn). It may record a note on the loop (``branching_stopped``)
+and must stop when the loop's ``cancel_reason()`` says so."""
 DecisionsFactory = Callable[[TraceStore, str, Branching, Model], DecideFn]
 _decisions: list[DecisionsFactory] = []
 
@@ -164,12 +165,11 @@ class EpisodeLoop:
             self._continue()
         while self.turn < self.config.max_turns:
             self._check_cancel("between_turns")
+            # A decision point runs before the turn begins: what it records on the main line
+            # (a cancel, an error) is of the turn before, so a resume makes it again.
+            adopted = self.decide(self, self.turn + 1) if self.decide is not None else None
             self.turn += 1
             self.rec.turn = self.turn
-            adopted = None
-            if self.decide is not None:
-                seq = self.rec.writer.next_seq - 1
-                adopted = self.decide(self.turn, seq, self._branching_stopped)
             if adopted is not None:  # a decision point chose this turn's action
                 self.rec.message(adopted, "adopted")
                 calls = adopted.tool_calls
@@ -183,7 +183,8 @@ class EpisodeLoop:
                 self._continue()
         return "max_turns"
 
-    def _branching_stopped(self, reason: str) -> None:
+    def branching_stopped(self, reason: str) -> None:
+        """Record why branching stops (the episode goes on)."""
         self.rec.cancel("between_turns", reason)
 
     def _continue(self) -> None:

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from agentrunner import Branching, TraceStore, run_agent_episode
-from agentrunner.decisions import PROPOSAL, decisions, spend
+from agentrunner.decisions import PROPOSAL, decisions, read_decisions, spend
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
+from agentrunner.errors import ModelError, UsageError
+from agentrunner.resume import resume_episode
 from providers.scripted import ScriptedModel
 
 DEMO = Path(__file__).parent.parent / "providers" / "scripts" / "demo.json"
@@ -132,3 +133,100 @@ def test_max_cost_stops_branching_not_the_episode_and_says_so_once(
     assert "--max-cost $0.0500 reached" in stops[0].reason  # type: ignore[union-attr]
     assert spend(store, rollout.episode_id)["cost_usd"] >= 0.05
     assert rollout.status == "completed"
+
+
+def _main(store: TraceStore) -> str:
+    """The one root episode of the store."""
+    (root,) = [e.episode_id for e in store.list_episodes() if e.parent_episode_id is None]
+    return root
+
+
+def _continuation_ids(store: TraceStore, episode_id: str) -> list[str]:
+    groups = list(decisions(store, episode_id))
+    return [m.episode_id for g in groups for m in g["members"] if m.sample != PROPOSAL]
+
+
+def test_a_cancel_during_a_decision_point_resumes_to_the_same_decision(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    model = _script(tmp_path, [SUBMIT, "fix"])
+    with WorkspaceEnv(snapshot_dir=tmp_path / "snaps") as env:
+        cancelled = run_agent_episode(
+            env=env,
+            task_id="demo-mean",
+            model_fn=model,
+            store=store,
+            branching=Branching(every=4, actions=2, samples=2, concurrency=1),
+            cancel_check=lambda: bool(
+                _continuation_ids(store, store.list_episodes()[-1].episode_id)
+            ),
+        )
+    assert cancelled.status == "cancelled"
+    resumed = resume_episode(store, cancelled.episode_id, model_fn=model)
+    assert (resumed.status, resumed.total_reward) == ("completed", 1.0)
+    adopted = _adopted(store, cancelled.episode_id, 4)  # the decision turn was not skipped
+    assert "str_replace" in store.message(adopted.message_hash).model_dump_json()
+    for fork in _continuation_ids(store, cancelled.episode_id):
+        assert store.episode(fork).status == "completed"
+
+
+class _Failing:
+    """The scripted model, failing for good where ``fails(context)`` says so."""
+
+    provider = "scripted"
+
+    def __init__(self, inner: ScriptedModel, fails: Any) -> None:
+        self.inner, self.model, self.params, self.fails = inner, inner.model, {}, fails
+
+    def spec(self) -> dict[str, Any]:
+        return self.inner.spec()
+
+    def __call__(self, context: Any) -> Any:
+        if self.fails(context):
+            raise ModelError("the provider refused this request", retryable=False)
+        return self.inner(context)
+
+
+def test_a_proposal_that_fails_proposes_nothing_and_the_others_are_decided_on(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    model = _Failing(_script(tmp_path, [SUBMIT, "fix", "fix"]), lambda c: c.sample == 1)
+    rollout = _run(store, tmp_path, model, Branching(every=4, actions=3, samples=1))  # type: ignore[arg-type]
+    (made,) = read_decisions(store, rollout.episode_id)
+    assert [c.index for c in made.candidates] == [0, 2] and made.adopted == 2
+    assert (rollout.status, rollout.total_reward) == ("completed", 1.0)
+
+
+def test_continuations_that_fail_for_good_are_not_valued(store: TraceStore, tmp_path: Path) -> None:
+    def after_the_fix(context: Any) -> bool:  # the continuations of candidate 1 only
+        return context.sample is None and any(
+            "return total / len(values)" in m.model_dump_json() for m in context.messages
+        )
+
+    model = _Failing(_script(tmp_path, [SUBMIT, "fix"]), after_the_fix)
+    rollout = _run(store, tmp_path, model, Branching(every=4, actions=2, samples=2))  # type: ignore[arg-type]
+    (made,) = read_decisions(store, rollout.episode_id)
+    by_index = {c.index: c for c in made.candidates}
+    assert by_index[0].rewards == [0.0, 0.0] and by_index[1].rewards == []  # failed: not 0.0
+    assert made.adopted == 0 and rollout.total_reward == 0.0
+
+
+def test_an_environment_forks_cannot_rebuild_is_refused_before_anything_branches(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    class Custom(WorkspaceEnv):
+        def spec(self) -> dict[str, Any]:
+            return {**super().spec(), "kind": "custom"}
+
+    with (
+        Custom(snapshot_dir=tmp_path / "snaps") as env,
+        pytest.raises(UsageError, match="env_factory"),
+    ):
+        run_agent_episode(
+            env=env,
+            task_id="demo-mean",
+            model_fn=_script(tmp_path, [SUBMIT, "fix"]),
+            store=store,
+            branching=Branching(every=4, actions=2, samples=1),
+        )
+    assert not list(decisions(store, _main(store)))  # nothing branched

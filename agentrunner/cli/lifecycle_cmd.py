@@ -194,6 +194,10 @@ def resume(args: argparse.Namespace) -> int:
     rollouts: list[Rollout] = []
     skipped: list[dict[str, str]] = []
     for i, episode_id in enumerate(targets, 1):
+        if can_resume(store, store.episode(episode_id)) is not None:
+            # finished meanwhile: a decision point's forks, by their main line's resume
+            err.print(f"[dim]{episode_id}: finished meanwhile[/]")
+            continue
         err.print(f"[bold]resume {i}/{len(targets)}[/] {episode_id}")
         try:
             rollouts.append(_resume_one(store, episode_id, args, **options))

@@ -24,12 +24,11 @@ chats (:mod:`.chat`, the row options apply). ``action`` is the proposal's respon
 given candidate, the edited message its continuations start with) and always carries the
 model's reasoning, under ``--reasoning KEY`` (default ``reasoning_content``).
 
-The values are recomputed from the store the way the decision engine computes them, and
-``adopted`` is :func:`agentrunner.decisions.choose` of them (``best``: the highest value,
-ties to the lowest index; ``measure``: candidate 0); a fan-out adopts nothing. A decision
-point is exported once it is complete: every proposal answered and every continuation
-finished (completed, failed or cancelled). One still running, or interrupted midway, gives
-no rows until it is finished.
+A decision point made while running is exported once the engine decided it, with the values
+and the adopted candidate it recorded (each candidate valued over its completed
+continuations; those that failed for good are not counted); one still running, or
+interrupted midway, gives no rows until it is decided. A fan-out's candidates are valued over
+its finished continuations, as ``fanout`` ranks them, and nothing is adopted.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.branching import KIND
-from agentrunner.decisions import PROPOSAL, Candidate, action_key, choose
+from agentrunner.decisions import PROPOSAL, Candidate, action_key, decided
 from agentrunner.events import ModelResponse, Status
 from agentrunner.export.chat import ExportOptions, chat, chat_message, tool_schemas
 from agentrunner.export.select import Selected
@@ -131,14 +130,21 @@ def _state(
 def _group_rows(
     store: TraceStore, group: dict[str, Any], options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
-    candidates = _candidates(store, group)
-    if candidates is None:
-        return
     config = group["config"]
     decision = config.get("kind") == KIND
     adopt = config.get("adopt", "best")
     mode = adopt if decision else "fanout"
-    adopted = choose(candidates, adopt) if decision else None
+    adopted: int | None = None
+    if decision:  # as the engine decided it (values over completed continuations)
+        made = decided(store, group)
+        if made is None:
+            return
+        candidates: list[Candidate] | None = made.candidates
+        adopted = made.adopted
+    else:
+        candidates = _candidates(store, group)
+    if not candidates:
+        return
     with_reasoning = dataclasses.replace(
         options, reasoning_key=options.reasoning_key or REASONING_KEY
     )

@@ -117,3 +117,28 @@ def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list
             }
         )
     return groups
+
+
+def record_outcome(store: TraceStore, group_id: str, outcome: dict[str, Any]) -> None:
+    """Keep what a decision point decided (the first record stands: a resumed decision
+    decides the same)."""
+    with interrupts.critical:
+        store._conn.execute(
+            store.sql.keep_existing(
+                "INSERT INTO decision_outcomes (group_id, outcome, created_at) VALUES (?, ?, ?)"
+            ),
+            (group_id, json.dumps(outcome, sort_keys=True), iso(now_us())),
+        )
+
+
+def outcomes(store: TraceStore, group_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The recorded outcomes of these decision points, by group id (undecided ones absent)."""
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(group_ids), 500):
+        part = group_ids[i : i + 500]
+        marks = ", ".join("?" for _ in part)
+        for group_id, text in store._conn.execute(
+            f"SELECT group_id, outcome FROM decision_outcomes WHERE group_id IN ({marks})", part
+        ).fetchall():
+            out[group_id] = json.loads(text)
+    return out

@@ -225,7 +225,15 @@ P001_INITIAL = (
     """,
 )
 
-MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (("p001_initial", P001_INITIAL),)
+P002_DECISION_OUTCOMES = (
+    "CREATE TABLE decision_outcomes (group_id TEXT PRIMARY KEY REFERENCES fork_groups(id),"
+    " outcome TEXT NOT NULL CHECK (outcome::json IS NOT NULL), created_at TEXT NOT NULL)",
+)
+
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("p001_initial", P001_INITIAL),
+    ("p002_decision_outcomes", P002_DECISION_OUTCOMES),
+)
 """Named, append-only: a released migration is never edited; changes are new ones."""
 KNOWN = [name for name, _ in MIGRATIONS]
 

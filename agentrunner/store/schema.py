@@ -337,3 +337,12 @@ def m007_imports(db: Database) -> None:
 def m008_lease_tokens(db: Database) -> None:
     """Writer leases carry an attempt token that fences the writer's appends."""
     db.execute("ALTER TABLE control ADD COLUMN lease_token TEXT")
+
+
+@_migration
+def m009_decision_outcomes(db: Database) -> None:
+    """What each decision point decided (values, the adopted candidate), as it was decided."""
+    db.execute(
+        "CREATE TABLE decision_outcomes (group_id TEXT PRIMARY KEY REFERENCES fork_groups(id),"
+        " outcome TEXT NOT NULL CHECK (json_valid(outcome)), created_at TEXT NOT NULL)"
+    )

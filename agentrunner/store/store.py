@@ -648,11 +648,12 @@ class TraceStore:
         ).rowcount
         for table in ("control", "batch_members", "fork_group_members", "verifications", "imports"):
             conn.execute(f"DELETE FROM {table} WHERE episode_id = ?", (episode_id,))
-        conn.execute(
-            "DELETE FROM fork_group_members WHERE group_id IN"
-            " (SELECT id FROM fork_groups WHERE parent_episode_id = ?)",
-            (episode_id,),
-        )
+        for table in ("fork_group_members", "decision_outcomes"):
+            conn.execute(
+                f"DELETE FROM {table} WHERE group_id IN"
+                " (SELECT id FROM fork_groups WHERE parent_episode_id = ?)",
+                (episode_id,),
+            )
         conn.execute("DELETE FROM fork_groups WHERE parent_episode_id = ?", (episode_id,))
         conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
         conn.execute("DELETE FROM removals WHERE episode_id = ?", (episode_id,))

@@ -280,6 +280,17 @@ def _copy_side_rows(src: TraceStore, dst: TraceStore, episode_id: str) -> None:
         "group_id, episode_id, candidate, sample, action",
         episode_id,
     )
+    for group in groups:  # what the decision points made at this episode decided
+        if group[1] != episode_id:
+            continue
+        rows = src._conn.execute(
+            "SELECT group_id, outcome, created_at FROM decision_outcomes WHERE group_id = ?",
+            (group[0],),
+        ).fetchall()
+        dst._conn.executemany(
+            keep("INSERT INTO decision_outcomes (group_id, outcome, created_at) VALUES (?, ?, ?)"),
+            [tuple(r) for r in rows],
+        )
     _copy_rows(src, dst, "imports", "source_key, episode_id", episode_id)
     have = {
         (r[0], r[1])
