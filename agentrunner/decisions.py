@@ -13,10 +13,10 @@ decision point instead of one model call:
 3. A candidate's value is the mean reward of its continuations (with their spread and
    count). ``best`` adopts the highest (ties: the lowest candidate index); ``measure``
    adopts candidate 0, the main line's own sample, and only measures the others.
-4. The main line records the adopted message (a ``message`` event, role ``assistant``,
-   reason ``adopted``) and runs its tool calls. Readers rebuild the decision from the fork
-   group (:func:`read_decisions`): values from the continuations, the adopted candidate by
-   :func:`choose`, as the engine did.
+4. It records the outcome (values over the completed continuations, the adopted one), then
+   the main line records the adopted message (a ``message`` event, role ``assistant``,
+   reason ``adopted``) and runs its tool calls. Readers take the outcome as recorded
+   (:mod:`agentrunner.decision_log`).
 
 Everything is read back from the store: a main line resumed after a crash mid-decision
 finds its group, runs only the proposals and continuations that have not finished (a
@@ -26,15 +26,26 @@ makes the same choice from the same recorded rewards.
 
 from __future__ import annotations
 
-import json
-import statistics
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner.branching import KIND, Adopt, Branching
+from agentrunner.branching import KIND, Branching
+from agentrunner.decision_log import (
+    PROPOSAL,
+    STOPPED,
+    Candidate,
+    Decision,
+    action_key,
+    as_decided,
+    choose,
+    choose_index,
+    decided,
+    decisions,
+    read_decisions,
+    spend,
+)
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import AgentRunnerError, Cancelled, UsageError
 from agentrunner.events import MessageEvent, ModelResponse, Status
@@ -52,98 +63,8 @@ from agentrunner.store.groups import (
 )
 from agentrunner.types import AgentTurn, Message
 
-PROPOSAL = -1  # the sample index of a member that proposed a candidate
-STOPPED = "branching stopped"
 ATTEMPTS = 2  # runs of a fork that has not finished: a retryable failure, a cancel
 ModelFn = Callable[[AgentContext], AgentTurn]
-
-
-@dataclass
-class Candidate:
-    """One candidate action of a decision point and what its continuations returned."""
-
-    index: int
-    proposal: str
-    message: Message
-    message_hash: str
-    duplicate_of: int | None = None
-    continuations: list[str] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.rewards) if self.rewards else 0.0
-
-    @property
-    def spread(self) -> float:
-        return statistics.pstdev(self.rewards) if len(self.rewards) > 1 else 0.0
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "candidate": self.index,
-            "proposal": self.proposal,
-            "value": self.mean,
-            "spread": self.spread,
-            "n": len(self.rewards),
-            "duplicate_of": self.duplicate_of,
-            "continuations": self.continuations,
-        }
-
-
-@dataclass
-class Decision:
-    """A decision point: its group, where it branched, its candidates, which was adopted."""
-
-    group_id: str
-    turn: int
-    seq: int
-    adopt: Adopt
-    candidates: list[Candidate]
-    adopted: int
-    pending: list[str] = field(default_factory=list)
-    """Read back (:func:`read_decisions`) while the engine has not decided: members not
-    finished yet (proposals that have not answered, continuations not completed);
-    ``adopted`` is then only what the values so far would choose."""
-    adopted_seq: int | None = None
-    """Read back: the seq of the main line's ``adopted`` message (None: not recorded yet)."""
-
-    def record(self) -> dict[str, Any]:
-        """What the main line's ``adopted`` message carries."""
-        return {
-            "group_id": self.group_id,
-            "seq": self.seq,
-            "adopt": self.adopt,
-            "adopted": self.adopted,
-            "candidates": [c.summary() for c in self.candidates],
-        }
-
-
-def action_key(message: Message) -> str:
-    """Two candidates are the same action when their text and tool calls (names and parsed
-    arguments) are."""
-    calls = []
-    for call in message.tool_calls:
-        try:
-            args: Any = json.loads(call.arguments)
-        except (TypeError, ValueError):
-            args = call.arguments
-        calls.append([call.name, args])
-    return json.dumps([message.content.strip(), calls], sort_keys=True, ensure_ascii=False)
-
-
-def choose(candidates: Sequence[Candidate], adopt: Adopt) -> int:
-    """The adopted candidate: the highest value (ties: the lowest index), or candidate 0."""
-    return choose_index({c.index: c.mean for c in candidates}, adopt)
-
-
-def choose_index(values: dict[int, float], adopt: str) -> int:
-    """:func:`choose` over ``candidate index -> value`` (measure: the main line's own sample,
-    the lowest index there is)."""
-    if not values:
-        return 0
-    if adopt == "measure":
-        return min(values)
-    return min(values, key=lambda i: (-values[i], i))
 
 
 class Brancher:
@@ -209,7 +130,7 @@ class Brancher:
                 self._run([(m, None) for m in todo], limit, cancel)
             recorded = self._outcome(candidates, members)
             record_outcome(self.store, group_id, recorded)
-        decision = _decision(self.store, group_id, turn, fork_seq, self.branching.adopt, recorded)
+        decision = as_decided(self.store, group_id, turn, fork_seq, self.branching.adopt, recorded)
         return decision
 
     def _outcome(
@@ -393,44 +314,6 @@ def _check_rebuildable(store: TraceStore, episode_id: str) -> None:
         ) from None
 
 
-def decided(store: TraceStore, group: dict[str, Any]) -> Decision | None:
-    """A decision point's decision as the engine recorded it (None: not decided yet)."""
-    outcome = outcomes(store, [group["group_id"]]).get(group["group_id"])
-    if outcome is None:
-        return None
-    adopt: Adopt = "measure" if group["config"].get("adopt") == "measure" else "best"
-    return _decision(store, group["group_id"], group["turn"], group["fork_seq"], adopt, outcome)
-
-
-def _decision(
-    store: TraceStore,
-    group_id: str,
-    turn: int,
-    seq: int,
-    adopt: Adopt,
-    outcome: dict[str, Any],
-) -> Decision:
-    """A decision as its outcome recorded it (values, the adopted candidate)."""
-    candidates = []
-    for entry in outcome["candidates"]:
-        proposal = str(entry["proposal"])
-        row = store.last_at_turn(proposal, "model.response", turn)
-        digest = row.typed().message_hash if row is not None else ""  # type: ignore[union-attr]
-        candidates.append(
-            Candidate(
-                int(entry["candidate"]),
-                proposal,
-                store.message(digest),
-                digest,
-                duplicate_of=entry.get("duplicate_of"),
-                continuations=list(entry["continuations"]),
-                rewards=[float(r) for r in entry.get("rewards", [])],
-            )
-        )
-    adopted = outcome.get("adopted")
-    return Decision(group_id, turn, seq, adopt, candidates, -1 if adopted is None else adopted)
-
-
 def _action(message: Message) -> dict[str, Any]:
     return {
         "message": message.content,
@@ -441,109 +324,6 @@ def _action(message: Message) -> dict[str, Any]:
     }
 
 
-def decisions(store: TraceStore, episode_id: str) -> Iterator[dict[str, Any]]:
-    """The decision groups made on an episode (oldest first), as fork groups."""
-    for group in fork_groups(store, episode_id):
-        if group["config"].get("kind") == KIND:
-            yield group
-
-
-def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
-    """The decision points made on an episode (oldest first), without running anything: a
-    decided one as its recorded outcome says (values, the adopted candidate); one not
-    decided yet rebuilt from the store as the engine would build it (a candidate per
-    proposal that answered, duplicates marked, valued by its completed continuations,
-    ``adopted`` what :func:`choose` would pick), with what is not finished in ``pending``."""
-    out = []
-    groups = list(decisions(store, episode_id))
-    decided = outcomes(store, [g["group_id"] for g in groups])
-    for group in groups:
-        turn = group["turn"]
-        config = group["config"]
-        adopt: Adopt = "measure" if config.get("adopt") == "measure" else "best"
-        if group["group_id"] in decided:  # as the engine decided it, whatever changed since
-            made = _decision(
-                store, group["group_id"], turn, group["fork_seq"], adopt, decided[group["group_id"]]
-            )
-            made.adopted_seq = _adopted_seq(store, episode_id, made)
-            out.append(made)
-            continue
-        candidates: dict[int, Candidate] = {}
-        pending: list[str] = []
-        seen: dict[str, int] = {}
-        members: list[GroupMember] = group["members"]  # by (candidate, sample): proposals first
-        for member in members:
-            if member.sample == PROPOSAL:
-                row = store.last_at_turn(member.episode_id, "model.response", turn)
-                match row.typed() if row is not None else None:
-                    case ModelResponse(message_hash=digest):
-                        message = store.message(digest)
-                    case _:
-                        pending.append(member.episode_id)
-                        continue
-                key = action_key(message)
-                candidates[member.candidate] = Candidate(
-                    member.candidate,
-                    member.episode_id,
-                    message,
-                    digest,
-                    duplicate_of=seen.get(key),
-                )
-                seen.setdefault(key, member.candidate)
-                continue
-            fork = store.episode(member.episode_id)
-            candidate = candidates.get(member.candidate)
-            if candidate is None or fork.status not in _FINISHED:
-                pending.append(member.episode_id)
-                continue
-            candidate.continuations.append(member.episode_id)
-            candidate.rewards.append(fork.total_reward)
-        listed = [candidates[i] for i in sorted(candidates)]
-        decision = Decision(
-            group["group_id"],
-            turn,
-            group["fork_seq"],
-            adopt,
-            listed,
-            choose(listed, adopt) if listed else 0,
-            pending,
-        )
-        decision.adopted_seq = _adopted_seq(store, episode_id, decision)
-        out.append(decision)
-    return out
-
-
-_FINISHED = (Status.COMPLETED,)  # until the engine decides, only these are valued
-
-
-def _adopted_seq(store: TraceStore, episode_id: str, decision: Decision) -> int | None:
-    """Where the main line recorded the decision's adopted message (its first ``adopted``
-    message at the decision turn after the group's seq)."""
-    rows = store.events(episode_id, after_seq=decision.seq, limit=8, kinds=("message",))
-    for row in rows:
-        match row.typed():
-            case MessageEvent(reason="adopted") if row.turn == decision.turn:
-                return row.seq
-    return None
-
-
-def spend(store: TraceStore, episode_id: str) -> dict[str, Any]:
-    """What branching cost an episode: its decision points, and the tokens and cost of every
-    proposal and continuation (each fork's own calls), apart from the main line's."""
-    tokens = dict.fromkeys(("input", "output", "cache_read", "cache_write", "reasoning"), 0)
-    cost: float | None = None
-    count = 0
-    for group in decisions(store, episode_id):
-        count += 1
-        for member in group["members"]:
-            fork = store.episode(member.episode_id)
-            for key, value in fork.tokens.items():
-                tokens[key] = tokens.get(key, 0) + int(value)
-            if fork.cost_usd is not None:
-                cost = (cost or 0.0) + fork.cost_usd
-    return {"decisions": count, "tokens": tokens, "cost_usd": cost}
-
-
 def _hook_factory(
     store: TraceStore, episode_id: str, branching: Branching, model: Model
 ) -> DecideFn:
@@ -551,3 +331,18 @@ def _hook_factory(
 
 
 register_decisions(_hook_factory)
+
+__all__ = [
+    "PROPOSAL",
+    "STOPPED",
+    "Brancher",
+    "Candidate",
+    "Decision",
+    "action_key",
+    "choose",
+    "choose_index",
+    "decided",
+    "decisions",
+    "read_decisions",
+    "spend",
+]
