@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_cli
 
 from agentrunner import Branching, TraceStore, run_agent_episode
 from agentrunner.decisions import PROPOSAL, decisions, read_decisions, spend
@@ -230,3 +231,28 @@ def test_an_environment_forks_cannot_rebuild_is_refused_before_anything_branches
             branching=Branching(every=4, actions=2, samples=1),
         )
     assert not list(decisions(store, _main(store)))  # nothing branched
+
+
+def test_resume_all_after_a_cancelled_decision_finishes_it_through_the_main_line(
+    db_path: Path, tmp_path: Path
+) -> None:
+    model = _script(tmp_path, [SUBMIT, "fix"])
+    with TraceStore(db_path) as store, WorkspaceEnv(snapshot_dir=tmp_path / "snaps") as env:
+        cancelled = run_agent_episode(
+            env=env,
+            task_id="demo-mean",
+            model_fn=model,
+            store=store,
+            branching=Branching(every=4, actions=2, samples=2, concurrency=1),
+            cancel_check=lambda: bool(_continuation_ids(store, _main(store))),
+        )
+    result = run_cli("resume", "--all", "--db", str(db_path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["skipped"] == []
+    with TraceStore(db_path) as store:
+        assert store.episode(cancelled.episode_id).status == "completed"
+        assert all(
+            store.episode(f).status == "completed"
+            for f in _continuation_ids(store, cancelled.episode_id)
+        )
