@@ -201,12 +201,10 @@ async def test_c_on_an_episode_without_decision_points_says_so(tui_db: Path) -> 
         screen = app.screen
         assert isinstance(screen, TraceScreen)
         await wait_for(pilot, lambda: screen.summary is not None)
-        await pilot.pause(0.2)
         await pilot.press("c")
-        await pilot.pause(0.2)
+        said = "no decision points in this episode's history"
+        await wait_for(pilot, lambda: said in [n.message for n in app._notifications])
         assert isinstance(app.screen, TraceScreen)
-        messages = [n.message for n in app._notifications]
-    assert "no decision points in this episode's history" in messages
 
 
 async def test_an_unfinished_decision_point_marks_the_main_line_s_last_row_before_it(
