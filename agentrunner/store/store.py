@@ -22,7 +22,7 @@ from ulid import ULID
 
 from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
-from agentrunner.store import blobs, control, eventlog, lookups, search, verifications
+from agentrunner.store import blobs, control, eventlog, lookups, reports, search, verifications
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.connection import Synchronous, immediate, open_connections
 from agentrunner.store.dialect import SQLITE, Conn, Dialect, Pool
@@ -871,6 +871,10 @@ class TraceStore:
     def proposal_forks(self) -> set[str]:
         """The fan-out forks that only proposed a candidate (one re-sampled turn)."""
         return lookups.proposal_forks(self)
+
+    def log_facts(self) -> dict[str, reports.LogFacts]:
+        """Per episode: its tool calls, model latencies and errors (one indexed pass)."""
+        return reports.log_facts(self)
 
     def verifications(self, episode_id: str) -> list[StoredVerification]:
         """Every verifier result stored for an episode, newest first."""

@@ -1,0 +1,209 @@
+"""``agentrunner report``: what a set of runs says, in numbers; ``--compare A B`` pairs two."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from rich.table import Table
+
+from agentrunner.cli.common import new_command, open_store, print_json, stdout_console
+from agentrunner.errors import UsageError
+from agentrunner.report.build import GROUP_KEYS, ReportFilter, collect, compare, report
+from agentrunner.store import TraceStore
+
+STATUSES = ("completed", "cancelled", "failed", "interrupted", "running")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
+        "report",
+        run_report,
+        help="an evaluation report: pass rate with its interval, pass@k, reward, cost, ...",
+        description="Summarise the episodes the filters keep, from the store alone: per group "
+        "(--by model, task, split or batch) and per task, the episodes and how they ended, the "
+        "pass rate (reward >= --threshold, or a --verifier's latest result) with its 95% "
+        "Wilson interval, mean reward ± standard error, pass@k over the seeds (unbiased "
+        "estimator), tokens, cost (total and per solved task), turns and tool calls (median, "
+        "p90), model latency (p50, p90), stop reasons and the most frequent errors. "
+        "--compare A B (each a model spec, wildcards allowed, or a batch id, prefix or "
+        "name) pairs the two by (task, seed) instead: the pass-rate difference with McNemar's "
+        "exact test, reward and cost differences with 95% intervals, and the tasks each "
+        "solves that the other does not. Only root episodes count unless --include-forks.",
+    )
+    p.add_argument(
+        "--by",
+        action="append",
+        choices=GROUP_KEYS,
+        help="group by this (repeatable; default: model)",
+    )
+    p.add_argument("--task", action="append", default=[], metavar="ID", help="task id or glob")
+    p.add_argument("--model", action="append", default=[], metavar="SPEC", help="model or glob")
+    p.add_argument("--batch", action="append", default=[], metavar="ID", help="batch id or name")
+    p.add_argument("--status", action="append", default=[], choices=STATUSES)
+    p.add_argument("--since", metavar="TIME", help="started at or after (ISO 8601, UTC)")
+    p.add_argument("--until", metavar="TIME", help="started at or before (ISO 8601, UTC)")
+    p.add_argument(
+        "--include-forks", action="store_true", help="count forks too (default: roots only)"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="an episode passes when its reward is at least R (default 1.0)",
+    )
+    p.add_argument("--verifier", metavar="NAME", help="pass = that verifier's latest result passed")
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="compare two model specs or batches on the (task, seed) pairs both ran",
+    )
+
+
+def run_report(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    where = ReportFilter(
+        tasks=tuple(args.task),
+        models=tuple(args.model),
+        batches=tuple(args.batch),
+        statuses=tuple(args.status),
+        since=args.since,
+        until=args.until,
+        include_forks=args.include_forks,
+    )
+    options: dict[str, Any] = {"threshold": args.threshold, "verifier": args.verifier}
+    if args.compare:
+        a, b = (collect(store, _side(store, where, spec), **options) for spec in args.compare)
+        result = {"a": args.compare[0], "b": args.compare[1], **compare(a, b)}
+        if args.json:
+            print_json(result)
+        else:
+            _print_compare(result)
+        return 0
+    facts = collect(store, where, **options)
+    if not facts:
+        raise UsageError(f"no episodes in {store.where} match the filters")
+    made = report(facts, args.by or ["model"])
+    made["threshold"] = args.threshold
+    made["verifier"] = args.verifier
+    if args.json:
+        print_json(made)
+    else:
+        _print_report(made)
+    return 0
+
+
+def _side(store: TraceStore, where: ReportFilter, spec: str) -> ReportFilter:
+    """One side of a comparison: a batch (id, prefix or name) or a model spec (glob)."""
+    try:
+        return dataclasses.replace(where, batches=(*where.batches, store.resolve_batch(spec)))
+    except UsageError:
+        return dataclasses.replace(where, models=(*where.models, spec))
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _rate(m: dict[str, Any]) -> str:
+    if m["pass_rate"] is None:
+        return "-"
+    low, high = m["pass_rate_ci95"]
+    return f"{m['pass_rate']:.0%} [{low:.0%}, {high:.0%}]"
+
+
+def _print_report(made: dict[str, Any]) -> None:
+    out = stdout_console()
+    table = Table(title=f"by {', '.join(made['by'])}", show_lines=False)
+    for column in (
+        *made["by"],
+        "episodes",
+        "done/cxl/fail",
+        "pass rate [95%]",
+        "reward ± se",
+        "pass@k",
+        "tokens in/cached/out/reasoning",
+        "cost",
+        "$/solved",
+        "turns med/p90",
+        "tools med/p90",
+        "latency p50/p90",
+    ):
+        table.add_column(column)
+    for group in [*made["groups"], {"key": {k: "all" for k in made["by"]}, **made["overall"]}]:
+        table.add_row(*[str(group["key"][k]) for k in made["by"]], *_cells(group))
+    out.print(table)
+    overall = made["overall"]
+    stops = ", ".join(f"{k} {v}" for k, v in overall["stop_reasons"].items())
+    out.print(f"stop reasons: {stops or '-'}")
+    for error in overall["errors"]:
+        out.print(f"  {error['count']} x {error['error']}")
+    tasks = Table(title="per task")
+    for column in ("task", "model", "episodes", "pass rate [95%]", "reward ± se", "cost"):
+        tasks.add_column(column)
+    for task in made["tasks"]:
+        for row in task["rows"]:
+            tasks.add_row(
+                task["task_id"],
+                row["model"],
+                str(row["episodes"]),
+                _rate(row),
+                f"{_num(row['reward_mean'])} ± {_num(row['reward_se'])}",
+                _cost(row["cost_usd"]),
+            )
+    out.print(tasks)
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def _cells(m: dict[str, Any]) -> list[str]:
+    at_k = m["pass_at_k"]
+    top = max(at_k, key=int) if at_k else None
+    t = m["tokens"]
+    return [
+        str(m["episodes"]),
+        f"{m['completed']}/{m['cancelled']}/{m['failed']}",
+        _rate(m),
+        f"{_num(m['reward_mean'])} ± {_num(m['reward_se'])}",
+        f"@{top} {at_k[top]:.0%}" if top is not None else "-",
+        f"{t['input']:,}/{t['cached']:,}/{t['output']:,}/{t['reasoning']:,}",
+        _cost(m["cost_usd"]),
+        _cost(m["cost_per_solved_usd"]),
+        f"{_num(m['turns']['median'], 0)}/{_num(m['turns']['p90'], 0)}",
+        f"{_num(m['tool_calls']['median'], 0)}/{_num(m['tool_calls']['p90'], 0)}",
+        f"{_num(m['latency_s']['p50'])}s/{_num(m['latency_s']['p90'])}s",
+    ]
+
+
+def _print_compare(result: dict[str, Any]) -> None:
+    out = stdout_console()
+    if not result["pairs"]:
+        out.print(f"no (task, seed) pair was run by both {result['a']} and {result['b']}")
+        return
+    test = result["mcnemar"]
+    out.print(
+        f"{result['pairs']} (task, seed) pairs run by both: pass rate A {result['pass_rate_a']:.0%}"
+        f", B {result['pass_rate_b']:.0%} (B - A {result['pass_rate_difference']:+.0%});"
+        f" only A passed {test['only_a']}, only B {test['only_b']}: McNemar exact p ="
+        f" {test['p_value']:.3g}"
+    )
+    ci = result["reward_difference_ci95"]
+    out.print(
+        f"reward B - A: {_num(result['reward_difference'], 3)}"
+        + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    )
+    cost_ci = result["cost_difference_ci95"]
+    if result["cost_difference_usd"] is not None:
+        out.print(
+            f"cost B - A per pair: ${result['cost_difference_usd']:.4f}"
+            + (f" [{cost_ci[0]:.4f}, {cost_ci[1]:.4f}]" if cost_ci else "")
+            + f" ({result['priced_pairs']} priced pairs)"
+        )
+    out.print(f"solved only by A: {', '.join(result['solved_only_by_a']) or '-'}")
+    out.print(f"solved only by B: {', '.join(result['solved_only_by_b']) or '-'}")

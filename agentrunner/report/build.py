@@ -1,0 +1,282 @@
+"""An evaluation report from the store alone: what a set of runs says, per group and per task,
+and two sets compared pair by pair.
+
+An episode *passes* when its reward reaches ``threshold`` (default 1.0) or, with
+``verifier``, when that verifier's latest result passed. Only root episodes count (forks and
+fan-out continuations would count a task several times) unless ``include_forks``.
+Numbers come from the episodes' summaries (status, reward, own tokens and cost, turns) and
+one indexed pass over the log's tool calls, responses and errors: no streamed chunk is read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrunner.errors import UsageError
+from agentrunner.report.stats import (
+    mcnemar,
+    mean_se,
+    paired_difference,
+    pass_at_k,
+    percentile,
+    wilson,
+)
+from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store.groups import batch_members
+from agentrunner.store.reports import LogFacts
+
+GROUP_KEYS = ("model", "task", "split", "batch")
+TOP_ERRORS = 5
+
+
+@dataclass(frozen=True)
+class ReportFilter:
+    """Which episodes a report reads (as ``export`` filters them)."""
+
+    tasks: tuple[str, ...] = ()  # shell-style wildcards
+    models: tuple[str, ...] = ()
+    batches: tuple[str, ...] = ()  # batch ids, prefixes or names
+    statuses: tuple[str, ...] = ()  # empty: any
+    since: str | None = None  # ISO 8601 times, compared with created_at
+    until: str | None = None
+    include_forks: bool = False
+
+
+@dataclass
+class Facts:
+    """One episode, as the report counts it."""
+
+    summary: EpisodeSummary
+    passed: bool
+    log: LogFacts
+    batches: list[str] = field(default_factory=list)
+    split: str | None = None
+
+    @property
+    def model(self) -> str:
+        return str(self.summary.model.get("spec", ""))
+
+    def key(self, by: str) -> str:
+        match by:
+            case "model":
+                return self.model
+            case "task":
+                return self.summary.task_id
+            case "split":
+                return self.split or "-"
+            case "batch":
+                return ",".join(self.batches) or "-"
+        raise UsageError(f"cannot group by {by!r}; one of {', '.join(GROUP_KEYS)}")
+
+
+def collect(
+    store: TraceStore,
+    where: ReportFilter,
+    *,
+    threshold: float = 1.0,
+    verifier: str | None = None,
+) -> list[Facts]:
+    """The episodes ``where`` keeps, oldest first, with what the report needs of each."""
+    batch_ids = [store.resolve_batch(b) for b in where.batches]
+    summaries = list(reversed(store.list_episodes()))
+    members = _batch_members(store)
+    chosen = [s for s in summaries if _keeps(where, s, members.get(s.episode_id, []), batch_ids)]
+    verdicts = _verdicts(store, verifier)
+    logs = store.log_facts()
+    out = []
+    for s in chosen:
+        passed = verdicts.get(s.episode_id, False) if verifier else s.total_reward >= threshold
+        out.append(
+            Facts(
+                s,
+                passed,
+                logs.get(s.episode_id, LogFacts()),
+                members.get(s.episode_id, []),
+                s.env.get("split") if isinstance(s.env.get("split"), str) else None,
+            )
+        )
+    return out
+
+
+def _batch_members(store: TraceStore) -> dict[str, list[str]]:
+    """The batches each episode belongs to."""
+    out: dict[str, list[str]] = {}
+    for batch_id in store.batches_of(store.episode_ids()):
+        for episode_id in batch_members(store, batch_id).values():
+            out.setdefault(episode_id, []).append(batch_id)
+    return out
+
+
+def _keeps(
+    where: ReportFilter, s: EpisodeSummary, batches: list[str], wanted_batches: list[str]
+) -> bool:
+    if s.parent_episode_id is not None and not where.include_forks:
+        return False
+    if where.tasks and not any(fnmatch.fnmatchcase(s.task_id, t) for t in where.tasks):
+        return False
+    spec = str(s.model.get("spec", ""))
+    if where.models and not any(fnmatch.fnmatchcase(spec, m) for m in where.models):
+        return False
+    if wanted_batches and not set(batches) & set(wanted_batches):
+        return False
+    if where.statuses and s.status not in where.statuses:
+        return False
+    if where.since is not None and s.created_at < where.since:
+        return False
+    return where.until is None or s.created_at <= where.until
+
+
+def _verdicts(store: TraceStore, verifier: str | None) -> dict[str, bool]:
+    if verifier is None:
+        return {}
+    return {v.episode_id: v.passed for v in store.latest_verifications() if v.verifier == verifier}
+
+
+def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
+    """Everything a report says of a set of episodes."""
+    n = len(episodes)
+    statuses = Counter(str(e.summary.status) for e in episodes)
+    passed = sum(e.passed for e in episodes)
+    rewards = [e.summary.total_reward for e in episodes]
+    reward_mean, reward_se = mean_se(rewards)
+    interval = wilson(passed, n)
+    tokens = dict.fromkeys(("input", "cached", "output", "reasoning"), 0)
+    for e in episodes:
+        t = e.summary.tokens
+        tokens["input"] += int(t.get("input", 0))
+        tokens["cached"] += int(t.get("cache_read", 0))
+        tokens["output"] += int(t.get("output", 0))
+        tokens["reasoning"] += int(t.get("reasoning", 0))
+    costs = [e.summary.cost_usd for e in episodes if e.summary.cost_usd is not None]
+    cost = sum(costs) if costs else None
+    turns = [float(e.summary.turns) for e in episodes]
+    calls = [float(e.log.tool_calls) for e in episodes]
+    latencies = [x for e in episodes for x in e.log.latencies]
+    errors = Counter(x for e in episodes for x in e.log.errors)
+    stops = Counter(e.summary.stop_reason or str(e.summary.status) for e in episodes)
+    return {
+        "episodes": n,
+        "completed": statuses.get("completed", 0),
+        "cancelled": statuses.get("cancelled", 0),
+        "failed": statuses.get("failed", 0),
+        "interrupted": statuses.get("interrupted", 0),
+        "running": statuses.get("running", 0),
+        "passed": passed,
+        "pass_rate": passed / n if n else None,
+        "pass_rate_ci95": interval.as_list() if interval is not None else None,
+        "reward_mean": reward_mean,
+        "reward_se": reward_se,
+        "pass_at_k": _pass_at_k(episodes),
+        "tokens": tokens,
+        "cost_usd": cost,
+        "cost_per_solved_usd": cost / passed if cost is not None and passed else None,
+        "turns": {"median": percentile(turns, 50), "p90": percentile(turns, 90)},
+        "tool_calls": {"median": percentile(calls, 50), "p90": percentile(calls, 90)},
+        "latency_s": {"p50": percentile(latencies, 50), "p90": percentile(latencies, 90)},
+        "stop_reasons": dict(sorted(stops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "errors": [
+            {"error": error, "count": count}
+            for error, count in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_ERRORS]
+        ],
+    }
+
+
+def _pass_at_k(episodes: Sequence[Facts]) -> dict[str, float]:
+    """pass@k for k up to the fewest seeds any task has: per task, over its episodes, then
+    averaged over the tasks."""
+    by_task: dict[str, list[bool]] = {}
+    for e in episodes:
+        by_task.setdefault(e.summary.task_id, []).append(e.passed)
+    if not by_task:
+        return {}
+    most = min(len(v) for v in by_task.values())
+    return {
+        str(k): sum(pass_at_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task)
+        for k in range(1, most + 1)
+    }
+
+
+def report(
+    episodes: Sequence[Facts], by: Sequence[str], *, per_task_by: str = "model"
+) -> dict[str, Any]:
+    """Per group (``by``: model, task, split, batch), overall, and per task a row per
+    ``per_task_by`` value."""
+    groups = _grouped(episodes, lambda e: tuple(e.key(b) for b in by))
+    tasks = _grouped(episodes, lambda e: (e.summary.task_id,))
+    return {
+        "by": list(by),
+        "overall": metrics(episodes),
+        "groups": [
+            {"key": dict(zip(by, key, strict=True)), **metrics(members)} for key, members in groups
+        ],
+        "tasks": [
+            {
+                "task_id": key[0],
+                "rows": [
+                    {per_task_by: row_key[0], **metrics(rows)}
+                    for row_key, rows in _grouped(members, lambda e: (e.key(per_task_by),))
+                ],
+            }
+            for key, members in tasks
+        ],
+    }
+
+
+def _grouped(
+    episodes: Iterable[Facts], key: Callable[[Facts], tuple[str, ...]]
+) -> list[tuple[tuple[str, ...], list[Facts]]]:
+    out: dict[tuple[str, ...], list[Facts]] = {}
+    for e in episodes:
+        out.setdefault(key(e), []).append(e)
+    return sorted(out.items())
+
+
+def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
+    """A against B, paired by (task, seed) where both ran (the latest episode of each side):
+    pass rates and their difference with McNemar's exact test, mean reward and cost
+    differences (B - A) with 95% intervals, and the tasks each solves that the other does
+    not (a task is solved when any of its seeds passed)."""
+    left, right = _latest_by_pair(a), _latest_by_pair(b)
+    pairs = sorted(set(left) & set(right))
+    only_a = sum(left[p].passed and not right[p].passed for p in pairs)
+    only_b = sum(right[p].passed and not left[p].passed for p in pairs)
+    test = mcnemar(only_a, only_b)
+    n = len(pairs)
+    rate_a = sum(left[p].passed for p in pairs) / n if n else None
+    rate_b = sum(right[p].passed for p in pairs) / n if n else None
+    reward_diff, reward_ci = paired_difference(
+        [left[p].summary.total_reward for p in pairs],
+        [right[p].summary.total_reward for p in pairs],
+    )
+    priced = [p for p in pairs if None not in (left[p].summary.cost_usd, right[p].summary.cost_usd)]
+    cost_diff, cost_ci = paired_difference(
+        [float(left[p].summary.cost_usd or 0.0) for p in priced],
+        [float(right[p].summary.cost_usd or 0.0) for p in priced],
+    )
+    solved_a = {p[0] for p in pairs if left[p].passed}
+    solved_b = {p[0] for p in pairs if right[p].passed}
+    return {
+        "pairs": n,
+        "pass_rate_a": rate_a,
+        "pass_rate_b": rate_b,
+        "pass_rate_difference": None if n == 0 else (rate_b or 0.0) - (rate_a or 0.0),
+        "mcnemar": {"only_a": test.b, "only_b": test.c, "p_value": test.p_value},
+        "reward_difference": reward_diff,
+        "reward_difference_ci95": reward_ci.as_list() if reward_ci else None,
+        "cost_difference_usd": cost_diff,
+        "cost_difference_ci95": cost_ci.as_list() if cost_ci else None,
+        "priced_pairs": len(priced),
+        "solved_only_by_a": sorted(solved_a - solved_b),
+        "solved_only_by_b": sorted(solved_b - solved_a),
+    }
+
+
+def _latest_by_pair(episodes: Iterable[Facts]) -> dict[tuple[str, int], Facts]:
+    out: dict[tuple[str, int], Facts] = {}
+    for e in episodes:  # oldest first: a later episode of the same pair replaces it
+        out[(e.summary.task_id, e.summary.seed)] = e
+    return out

@@ -1,0 +1,54 @@
+"""What an evaluation report reads of the log, in one pass over the kind index: per
+episode, its tool calls, its model calls' latencies and its errors (never the chunks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentrunner.store import eventlog
+
+if TYPE_CHECKING:
+    from agentrunner.store.store import TraceStore
+
+_CALL = eventlog.KIND_CODE["tool.call"]
+_RESPONSE = eventlog.KIND_CODE["model.response"]
+_ERROR = eventlog.KIND_CODE["error"]
+
+
+@dataclass
+class LogFacts:
+    """One episode's own events, as a report counts them."""
+
+    tool_calls: int = 0
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """``type: message`` of each error event (the first line, cut at 120 characters)."""
+
+
+def log_facts(store: TraceStore) -> dict[str, LogFacts]:
+    """Every episode's :class:`LogFacts` (its own events, not inherited ones), by id."""
+    sql = store.sql
+    ids = dict(store._conn.execute("SELECT key, id FROM episodes").fetchall())
+    out: dict[str, LogFacts] = {episode_id: LogFacts() for episode_id in ids.values()}
+    rows = store._conn.execute(
+        f"SELECT id, kind, CASE WHEN kind = {_RESPONSE} THEN {sql.text('payload', 'latency_s')}"
+        f" WHEN kind = {_ERROR} THEN {sql.text('payload', 'type')} END,"
+        f" CASE WHEN kind = {_ERROR} THEN {sql.text('payload', 'message')} END"
+        f" FROM event_log WHERE kind IN ({_CALL}, {_RESPONSE}, {_ERROR})"
+        f" AND {eventlog.NOT_CHUNK}"
+    )
+    for rid, kind, value, message in rows:
+        episode_id = ids.get(rid >> eventlog.SEQ_BITS)
+        if episode_id is None:
+            continue
+        facts = out[episode_id]
+        if kind == _CALL:
+            facts.tool_calls += 1
+        elif kind == _RESPONSE:
+            if value is not None:
+                facts.latencies.append(float(value))
+        else:
+            first = str(message or "").strip().splitlines()[0] if message else ""
+            facts.errors.append(f"{value}: {first[:120]}")
+    return out
