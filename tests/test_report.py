@@ -172,3 +172,11 @@ def test_compare_pairs_by_task_and_seed_with_mcnemar(db: Path) -> None:
 def test_report_says_so_when_nothing_matches(db: Path) -> None:
     result = run_cli("report", "--db", str(db), "--task", "no-such-task")
     assert result.returncode == 2 and "no episodes" in result.stderr
+
+
+def test_split_filter_keeps_the_tasks_of_that_split(db: Path) -> None:
+    made = _json("report", "--db", str(db), "--json", "--split", "train", "--by", "split")
+    assert [g["key"]["split"] for g in made["groups"]] == ["train"]
+    assert made["overall"]["episodes"] == 12  # both tasks are in the train split
+    result = run_cli("report", "--db", str(db), "--split", "test")
+    assert result.returncode == 2 and "no episodes" in result.stderr

@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", action="append", default=[], metavar="SPEC", help="model or glob")
     p.add_argument("--batch", action="append", default=[], metavar="ID", help="batch id or name")
     p.add_argument("--status", action="append", default=[], choices=STATUSES)
+    p.add_argument("--split", metavar="S", help="tasks of this split (from their tasks file)")
     p.add_argument("--since", metavar="TIME", help="started at or after (ISO 8601, UTC)")
     p.add_argument("--until", metavar="TIME", help="started at or before (ISO 8601, UTC)")
     p.add_argument(
@@ -71,6 +72,7 @@ def run_report(args: argparse.Namespace) -> int:
         models=tuple(args.model),
         batches=tuple(args.batch),
         statuses=tuple(args.status),
+        split=args.split,
         since=args.since,
         until=args.until,
         include_forks=args.include_forks,

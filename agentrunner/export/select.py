@@ -66,7 +66,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
 
 
-def _splits(selection: Selection, episodes: list[EpisodeSummary], notes: list[str]) -> list[str]:
+def task_splits(
+    selection: Selection, episodes: list[EpisodeSummary], notes: list[str]
+) -> list[str]:
     """The split of each episode's task ("" when it cannot be known)."""
     cache: dict[str, dict[str, str]] = {}
     out = []
@@ -116,7 +118,7 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
             if any(fnmatch.fnmatchcase(str(e.model.get("spec", "")), m) for m in selection.models)
         ]
     if selection.split is not None:
-        splits = _splits(selection, episodes, notes)
+        splits = task_splits(selection, episodes, notes)
         episodes = [e for e, s in zip(episodes, splits, strict=True) if s == selection.split]
     if selection.verifier or selection.verified_only:
         episodes = _by_verification(store, selection, episodes)

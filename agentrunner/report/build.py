@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.errors import UsageError
+from agentrunner.export.select import Selection, task_splits
 from agentrunner.report.stats import (
     mcnemar,
     mean_se,
@@ -41,6 +42,7 @@ class ReportFilter:
     models: tuple[str, ...] = ()
     batches: tuple[str, ...] = ()  # batch ids, prefixes or names
     statuses: tuple[str, ...] = ()  # empty: any
+    split: str | None = None  # the tasks file's split of each episode's task
     since: str | None = None  # ISO 8601 times, compared with created_at
     until: str | None = None
     include_forks: bool = False
@@ -85,21 +87,27 @@ def collect(
     summaries = list(reversed(store.list_episodes()))
     members = _batch_members(store)
     chosen = [s for s in summaries if _keeps(where, s, members.get(s.episode_id, []), batch_ids)]
+    splits = task_splits(Selection(statuses=()), chosen, [])
+    if where.split is not None:
+        chosen, splits = _only_split(chosen, splits, where.split)
     verdicts = _verdicts(store, verifier)
     logs = store.log_facts()
     out = []
-    for s in chosen:
+    for s, split in zip(chosen, splits, strict=True):
         passed = verdicts.get(s.episode_id, False) if verifier else s.total_reward >= threshold
         out.append(
             Facts(
-                s,
-                passed,
-                logs.get(s.episode_id, LogFacts()),
-                members.get(s.episode_id, []),
-                s.env.get("split") if isinstance(s.env.get("split"), str) else None,
+                s, passed, logs.get(s.episode_id, LogFacts()), members.get(s.episode_id, []), split
             )
         )
     return out
+
+
+def _only_split(
+    episodes: list[EpisodeSummary], splits: list[str], split: str
+) -> tuple[list[EpisodeSummary], list[str]]:
+    kept = [(e, s) for e, s in zip(episodes, splits, strict=True) if s == split]
+    return [e for e, _ in kept], [s for _, s in kept]
 
 
 def _batch_members(store: TraceStore) -> dict[str, list[str]]:
