@@ -16,11 +16,13 @@ from agentrunner.errors import EpisodeNotFoundError, StoreError, UsageError
 from agentrunner.events import (
     EpisodeEnd,
     EpisodeStart,
+    Error,
     MessageEvent,
     ModelChunk,
     ModelRequest,
     ModelResponse,
     Status,
+    ToolCall,
     ToolResult,
     Usage,
 )
@@ -351,3 +353,16 @@ def test_a_nul_in_recorded_text_keeps_every_read_working(backend: MakeStore) -> 
     assert store.count_chunks(ep, "c") == 1
     assert store.find(store.segments(ep), "put", 0, forward=True) == 3
     assert store.events(ep)[2].typed().observation == "out\x00put"  # type: ignore[union-attr]
+
+
+def test_log_facts_count_calls_latencies_and_errors_of_each_episode(backend: MakeStore) -> None:
+    store = backend()
+    ep = _episode(store)
+    writer = store.writer(ep)
+    writer.append(0, _start())
+    writer.append(1, ModelResponse(call_id="c", message_hash="m", latency_s=0.25))
+    writer.append(1, ToolCall(call_id="t1", name="bash", arguments="{}"))
+    writer.append(1, ToolCall(call_id="t2", name="bash", arguments="{}"))
+    writer.append(1, Error(where="tool", type="Boom", message="it broke\nand more"))
+    facts = store.log_facts()[ep]
+    assert (facts.tool_calls, facts.latencies, facts.errors) == (2, [0.25], ["Boom: it broke"])

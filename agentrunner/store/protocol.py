@@ -27,6 +27,7 @@ from agentrunner.store.records import (
     ModelInput,
     Segment,
 )
+from agentrunner.store.reports import LogFacts
 from agentrunner.store.verifications import StoredVerification
 from agentrunner.types import Message, ToolSpec
 
@@ -216,6 +217,8 @@ class StoreBackend(SnapshotBackend, Protocol):
     def verifications(self, episode_id: str) -> list[StoredVerification]: ...
 
     def latest_verifications(self, *, details: bool = False) -> list[StoredVerification]: ...
+
+    def log_facts(self) -> dict[str, LogFacts]: ...
 
     # -- batches
     def list_batches(
