@@ -28,6 +28,7 @@ def binding_sections() -> list[tuple[str, list[BindingType]]]:
     from agentrunner.tui.screens.episodes import EpisodesScreen, EpisodesTable
     from agentrunner.tui.screens.fork import ForkScreen
     from agentrunner.tui.screens.help import HelpScreen
+    from agentrunner.tui.screens.report import ReportScreen
     from agentrunner.tui.screens.trace import TraceScreen
 
     return [
@@ -37,6 +38,7 @@ def binding_sections() -> list[tuple[str, list[BindingType]]]:
         ("Branches", [*LineageTree.BINDINGS, *BranchesScreen.BINDINGS]),
         ("Decision points", [*DecisionTree.BINDINGS, *DecisionsScreen.BINDINGS]),
         ("Diff", list(DiffScreen.BINDINGS)),
+        ("Report", list(ReportScreen.BINDINGS)),
         ("Fork editor", list(ForkScreen.BINDINGS)),
         ("Confirm", list(ConfirmScreen.BINDINGS)),
         ("Help", list(HelpScreen.BINDINGS)),

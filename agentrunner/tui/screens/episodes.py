@@ -2,7 +2,7 @@
 
 Filter (``/``) matches id, task, model, status and parent; ``s`` cycles the sort column and
 ``S`` reverses it. The list is re-read every second in a worker, so running episodes update
-in place; Enter opens the selected episode's trace.
+in place; Enter opens the selected episode's trace, ``r`` the report of what is listed.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from agentrunner.tui import actions
 from agentrunner.tui import format as fmt
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.screens.branches import BranchesScreen
+from agentrunner.tui.screens.report import ReportScreen
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
 
@@ -86,6 +87,7 @@ class EpisodesScreen(ReaderScreen):
         Binding("d", "diff", "Diff", show=False, id="episodes.diff"),
         Binding("R", "resume", "Resume", id="episodes.resume"),
         Binding("x", "cancel", "Cancel run", id="episodes.cancel"),
+        Binding("r", "report", "Report", show=False, id="episodes.report"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="episodes.escape"),
     ]
 
@@ -262,6 +264,11 @@ class EpisodesScreen(ReaderScreen):
         episode = self.selected()
         if episode is not None:
             self.app.push_screen(BranchesScreen(episode.episode_id))
+
+    def action_report(self) -> None:
+        """The report of the episodes listed (as filtered; the order does not matter)."""
+        listed = [e.episode_id for e in self.shown_episodes()]
+        self.app.push_screen(ReportScreen(listed, self.filter_text.strip()))
 
     def action_diff(self) -> None:
         self._with_selected(actions.diff)
