@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from agentrunner.cli.common import new_command, open_store, print_json, stdout_console
+from agentrunner.cli.common import (
+    new_command,
+    open_store,
+    print_json,
+    stderr_console,
+    stdout_console,
+)
 from agentrunner.errors import UsageError
 from agentrunner.report.build import GROUP_KEYS, ReportFilter, collect, compare, report
+from agentrunner.report.html import write as write_html
 from agentrunner.store import TraceStore
 
 STATUSES = ("completed", "cancelled", "failed", "interrupted", "running")
@@ -31,7 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--compare A B (each a model spec, wildcards allowed, or a batch id, prefix or "
         "name) pairs the two by (task, seed) instead: the pass-rate difference with McNemar's "
         "exact test, reward and cost differences with 95% intervals, and the tasks each "
-        "solves that the other does not. Only root episodes count unless --include-forks.",
+        "solves that the other does not. Only root episodes count unless --include-forks. "
+        "--html FILE also writes the report as one self-contained HTML page (tables and "
+        "charts: pass rate per task and model, reward vs cost, turns, cost over time; it "
+        "needs plotly: pip install 'agentrunner[report]').",
     )
     p.add_argument(
         "--by",
@@ -63,6 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar=("A", "B"),
         help="compare two model specs or batches on the (task, seed) pairs both ran",
     )
+    p.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also write the report to FILE as one self-contained HTML page with charts",
+    )
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -78,6 +95,8 @@ def run_report(args: argparse.Namespace) -> int:
         include_forks=args.include_forks,
     )
     options: dict[str, Any] = {"threshold": args.threshold, "verifier": args.verifier}
+    if args.compare and args.html:
+        raise UsageError("--html writes a report, not a --compare; use one or the other")
     if args.compare:
         a, b = (collect(store, _side(store, where, spec), **options) for spec in args.compare)
         result = {"a": args.compare[0], "b": args.compare[1], **compare(a, b)}
@@ -92,10 +111,14 @@ def run_report(args: argparse.Namespace) -> int:
     made = report(facts, args.by or ["model"])
     made["threshold"] = args.threshold
     made["verifier"] = args.verifier
+    if args.html:
+        write_html(args.html, made, facts, source=store.where)
     if args.json:
         print_json(made)
     else:
         _print_report(made)
+    if args.html:
+        stderr_console().print(f"wrote {args.html}", markup=False)
     return 0
 
 
