@@ -17,8 +17,10 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.errors import UsageError
+from agentrunner.formatting import cost
 from agentrunner.report.build import GROUP_KEYS, ReportFilter, collect, compare, report
 from agentrunner.report.html import write as write_html
+from agentrunner.report.text import METRIC_COLUMNS, cells, num, rate
 from agentrunner.store import TraceStore
 
 STATUSES = ("completed", "cancelled", "failed", "interrupted", "running")
@@ -130,37 +132,13 @@ def _side(store: TraceStore, where: ReportFilter, spec: str) -> ReportFilter:
         return dataclasses.replace(where, models=(*where.models, spec))
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _rate(m: dict[str, Any]) -> str:
-    if m["pass_rate"] is None:
-        return "-"
-    low, high = m["pass_rate_ci95"]
-    return f"{m['pass_rate']:.0%} [{low:.0%}, {high:.0%}]"
-
-
 def _print_report(made: dict[str, Any]) -> None:
     out = stdout_console()
     table = Table(title=f"by {', '.join(made['by'])}", show_lines=False)
-    for column in (
-        *made["by"],
-        "episodes",
-        "done/cxl/fail",
-        "pass rate [95%]",
-        "reward ± se",
-        "pass@k",
-        "tokens in/cached/out/reasoning",
-        "cost",
-        "$/solved",
-        "turns med/p90",
-        "tools med/p90",
-        "latency p50/p90",
-    ):
+    for column in (*made["by"], *METRIC_COLUMNS):
         table.add_column(column)
     for group in [*made["groups"], {"key": {k: "all" for k in made["by"]}, **made["overall"]}]:
-        table.add_row(*[str(group["key"][k]) for k in made["by"]], *_cells(group))
+        table.add_row(*[str(group["key"][k]) for k in made["by"]], *cells(group))
     out.print(table)
     overall = made["overall"]
     stops = ", ".join(f"{k} {v}" for k, v in overall["stop_reasons"].items())
@@ -176,34 +154,11 @@ def _print_report(made: dict[str, Any]) -> None:
                 task["task_id"],
                 row["model"],
                 str(row["episodes"]),
-                _rate(row),
-                f"{_num(row['reward_mean'])} ± {_num(row['reward_se'])}",
-                _cost(row["cost_usd"]),
+                rate(row),
+                f"{num(row['reward_mean'])} ± {num(row['reward_se'])}",
+                cost(row["cost_usd"]),
             )
     out.print(tasks)
-
-
-def _cost(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
-
-
-def _cells(m: dict[str, Any]) -> list[str]:
-    at_k = m["pass_at_k"]
-    top = max(at_k, key=int) if at_k else None
-    t = m["tokens"]
-    return [
-        str(m["episodes"]),
-        f"{m['completed']}/{m['cancelled']}/{m['failed']}",
-        _rate(m),
-        f"{_num(m['reward_mean'])} ± {_num(m['reward_se'])}",
-        f"@{top} {at_k[top]:.0%}" if top is not None else "-",
-        f"{t['input']:,}/{t['cached']:,}/{t['output']:,}/{t['reasoning']:,}",
-        _cost(m["cost_usd"]),
-        _cost(m["cost_per_solved_usd"]),
-        f"{_num(m['turns']['median'], 0)}/{_num(m['turns']['p90'], 0)}",
-        f"{_num(m['tool_calls']['median'], 0)}/{_num(m['tool_calls']['p90'], 0)}",
-        f"{_num(m['latency_s']['p50'])}s/{_num(m['latency_s']['p90'])}s",
-    ]
 
 
 def _print_compare(result: dict[str, Any]) -> None:
@@ -220,7 +175,7 @@ def _print_compare(result: dict[str, Any]) -> None:
     )
     ci = result["reward_difference_ci95"]
     out.print(
-        f"reward B - A: {_num(result['reward_difference'], 3)}"
+        f"reward B - A: {num(result['reward_difference'], 3)}"
         + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
     )
     cost_ci = result["cost_difference_ci95"]

@@ -20,24 +20,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from agentrunner.report.build import ReportFilter, collect, report
+from agentrunner.report.text import METRIC_COLUMNS, cells
 from agentrunner.store import TraceStore
 from agentrunner.tui import format as fmt
 from agentrunner.tui.work import ReaderScreen
 
 BY = ("model",)
-METRIC_COLUMNS = (
-    "episodes",
-    "done/cxl/fail",
-    "pass rate [95%]",
-    "reward ± se",
-    "pass@k",
-    "tokens in/cached/out/reasoning",
-    "cost",
-    "$/solved",
-    "turns med/p90",
-    "tools med/p90",
-    "latency p50/p90",
-)
 
 
 @dataclass(frozen=True)
@@ -62,38 +50,6 @@ def listed_report(
     counted = listed if include_forks else roots
     made = report(counted, BY) if counted else None
     return ListedReport(made, len(counted), len(listed) - len(roots), include_forks)
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def rate(m: dict[str, Any]) -> str:
-    """Pass rate with its 95% Wilson interval."""
-    if m["pass_rate"] is None:
-        return "-"
-    low, high = m["pass_rate_ci95"]
-    return f"{m['pass_rate']:.0%} [{low:.0%}, {high:.0%}]"
-
-
-def cells(m: dict[str, Any]) -> list[str]:
-    """One row of metrics, in ``METRIC_COLUMNS`` order (as ``agentrunner report`` prints)."""
-    at_k = m["pass_at_k"]
-    top = max(at_k, key=int) if at_k else None
-    t = m["tokens"]
-    return [
-        str(m["episodes"]),
-        f"{m['completed']}/{m['cancelled']}/{m['failed']}",
-        rate(m),
-        f"{_num(m['reward_mean'])} ± {_num(m['reward_se'])}",
-        f"@{top} {at_k[top]:.0%}" if top is not None else "-",
-        f"{t['input']:,}/{t['cached']:,}/{t['output']:,}/{t['reasoning']:,}",
-        fmt.cost(m["cost_usd"]),
-        fmt.cost(m["cost_per_solved_usd"]),
-        f"{_num(m['turns']['median'], 0)}/{_num(m['turns']['p90'], 0)}",
-        f"{_num(m['tool_calls']['median'], 0)}/{_num(m['tool_calls']['p90'], 0)}",
-        f"{_num(m['latency_s']['p50'])}s/{_num(m['latency_s']['p90'])}s",
-    ]
 
 
 def notes(overall: dict[str, Any]) -> str:

@@ -1,0 +1,54 @@
+"""A report's numbers as text, one way for every place that shows them (the command line's
+tables and the TUI's report screen)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrunner.formatting import cost
+
+METRIC_COLUMNS = (
+    "episodes",
+    "done/cxl/fail",
+    "pass rate [95%]",
+    "reward ± se",
+    "pass@k",
+    "tokens in/cached/out/reasoning",
+    "cost",
+    "$/solved",
+    "turns med/p90",
+    "tools med/p90",
+    "latency p50/p90",
+)
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def rate(m: dict[str, Any]) -> str:
+    """The pass rate with its 95% Wilson interval."""
+    if m["pass_rate"] is None:
+        return "-"
+    low, high = m["pass_rate_ci95"]
+    return f"{m['pass_rate']:.0%} [{low:.0%}, {high:.0%}]"
+
+
+def cells(m: dict[str, Any]) -> list[str]:
+    """One row of metrics, in :data:`METRIC_COLUMNS` order."""
+    at_k = m["pass_at_k"]
+    top = max(at_k, key=int) if at_k else None
+    t = m["tokens"]
+    return [
+        str(m["episodes"]),
+        f"{m['completed']}/{m['cancelled']}/{m['failed']}",
+        rate(m),
+        f"{num(m['reward_mean'])} ± {num(m['reward_se'])}",
+        f"@{top} {at_k[top]:.0%}" if top is not None else "-",
+        f"{t['input']:,}/{t['cached']:,}/{t['output']:,}/{t['reasoning']:,}",
+        cost(m["cost_usd"]),
+        cost(m["cost_per_solved_usd"]),
+        f"{num(m['turns']['median'], 0)}/{num(m['turns']['p90'], 0)}",
+        f"{num(m['tool_calls']['median'], 0)}/{num(m['tool_calls']['p90'], 0)}",
+        f"{num(m['latency_s']['p50'])}s/{num(m['latency_s']['p90'])}s",
+    ]
