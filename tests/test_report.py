@@ -180,3 +180,14 @@ def test_split_filter_keeps_the_tasks_of_that_split(db: Path) -> None:
     assert made["overall"]["episodes"] == 12  # both tasks are in the train split
     result = run_cli("report", "--db", str(db), "--split", "test")
     assert result.returncode == 2 and "no episodes" in result.stderr
+
+
+def test_the_time_range_takes_dates_and_times(db: Path) -> None:
+    with TraceStore(db) as store:
+        day = store.list_episodes()[0].created_at[:10]
+    whole_day = _json("report", "--db", str(db), "--json", "--since", day, "--until", day)
+    assert whole_day["overall"]["episodes"] == 12  # --until a date: up to its end
+    before = run_cli("report", "--db", str(db), "--until", "2000-01-01T00:00Z")
+    assert before.returncode == 2 and "no episodes" in before.stderr
+    bad = run_cli("report", "--db", str(db), "--since", "yesterday")
+    assert bad.returncode == 2 and "--since must be an ISO 8601 date or time" in bad.stderr

@@ -14,6 +14,7 @@ import fnmatch
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentrunner.errors import UsageError
@@ -43,7 +44,7 @@ class ReportFilter:
     batches: tuple[str, ...] = ()  # batch ids, prefixes or names
     statuses: tuple[str, ...] = ()  # empty: any
     split: str | None = None  # the tasks file's split of each episode's task
-    since: str | None = None  # ISO 8601 times, compared with created_at
+    since: str | None = None  # ISO 8601 dates or times (UTC unless they say), vs created_at
     until: str | None = None
     include_forks: bool = False
 
@@ -84,9 +85,18 @@ def collect(
 ) -> list[Facts]:
     """The episodes ``where`` keeps, oldest first, with what the report needs of each."""
     batch_ids = [store.resolve_batch(b) for b in where.batches]
+    window = (
+        _instant(where.since, "since") if where.since else None,
+        _instant(where.until, "until") if where.until else None,
+    )
     summaries = list(reversed(store.list_episodes()))
     members = _batch_members(store)
-    chosen = [s for s in summaries if _keeps(where, s, members.get(s.episode_id, []), batch_ids)]
+    chosen = [
+        s
+        for s in summaries
+        if _keeps(where, s, members.get(s.episode_id, []), batch_ids)
+        and _within(s.created_at, *window)
+    ]
     splits = task_splits(Selection(statuses=()), chosen, [])
     if where.split is not None:
         chosen, splits = _only_split(chosen, splits, where.split)
@@ -131,11 +141,31 @@ def _keeps(
         return False
     if wanted_batches and not set(batches) & set(wanted_batches):
         return False
-    if where.statuses and s.status not in where.statuses:
-        return False
-    if where.since is not None and s.created_at < where.since:
-        return False
-    return where.until is None or s.created_at <= where.until
+    return not where.statuses or s.status in where.statuses
+
+
+def _instant(text: str, flag: str) -> datetime:
+    """An ISO 8601 time or date (UTC when it names no zone); ``until`` a date: its end."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"`{flag}` must be an ISO 8601 date or time (2026-12-01, 2026-12-01T08:30), "
+            f"not {text!r}",
+            param=flag,
+        ) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    if flag == "until" and len(text.strip()) == 10:  # a date: all of it
+        value += timedelta(days=1) - timedelta(microseconds=1)
+    return value
+
+
+def _within(created_at: str, since: datetime | None, until: datetime | None) -> bool:
+    if since is None and until is None:
+        return True
+    when = _instant(created_at, "created_at")
+    return (since is None or when >= since) and (until is None or when <= until)
 
 
 def _verdicts(store: TraceStore, verifier: str | None) -> dict[str, bool]:
