@@ -184,10 +184,78 @@ def test_split_filter_keeps_the_tasks_of_that_split(db: Path) -> None:
 
 def test_the_time_range_takes_dates_and_times(db: Path) -> None:
     with TraceStore(db) as store:
-        day = store.list_episodes()[0].created_at[:10]
-    whole_day = _json("report", "--db", str(db), "--json", "--since", day, "--until", day)
+        days = sorted(e.created_at[:10] for e in store.list_episodes())
+    first, last = days[0], days[-1]
+    whole_day = _json("report", "--db", str(db), "--json", "--since", first, "--until", last)
     assert whole_day["overall"]["episodes"] == 12  # --until a date: up to its end
     before = run_cli("report", "--db", str(db), "--until", "2000-01-01T00:00Z")
     assert before.returncode == 2 and "no episodes" in before.stderr
     bad = run_cli("report", "--db", str(db), "--since", "yesterday")
     assert bad.returncode == 2 and "--since must be an ISO 8601 date or time" in bad.stderr
+
+
+def test_compare_sides_narrow_the_shared_filters_and_may_not_overlap(db: Path) -> None:
+    narrowed = _json(
+        "report",
+        "--db",
+        str(db),
+        "--json",
+        "--model",
+        "scripted:model-a",
+        "--compare",
+        "scripted:model-a",
+        "scripted:model-b",
+    )
+    assert narrowed["pairs"] == 0  # B is outside --model: nothing of it is compared
+    overlap = run_cli("report", "--db", str(db), "--compare", "scripted:*", "scripted:model-b")
+    assert overlap.returncode == 2 and "same episodes" in overlap.stderr
+
+
+def test_a_verifier_no_episode_has_is_an_error_not_a_zero(db: Path) -> None:
+    result = run_cli("report", "--db", str(db), "--verifier", "no-such-verifier")
+    assert result.returncode == 2 and "no episode has a result" in result.stderr
+
+
+def test_episodes_not_ended_are_listed_but_not_judged(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with TraceStore(path) as store, WorkspaceEnv(snapshot_dir=tmp_path / "s") as env:
+        run_agent_episode(
+            env=env, task_id="demo-mean", model_fn=ScriptedModel("demo", pace=0), store=store
+        )
+        spec = {"spec": "scripted:demo"}
+        store.add_batch(  # planned, not run yet: interrupted until a worker runs them
+            "b-1",
+            {},
+            [
+                ("demo-mean", 1, {"kind": "workspace"}, spec),
+                ("demo-mean", 2, {"kind": "workspace"}, spec),
+            ],
+        )
+    made = _json("report", "--db", str(path), "--json")
+    overall = made["overall"]
+    assert (overall["episodes"], overall["judged"], overall["interrupted"]) == (3, 1, 2)
+    assert overall["pass_rate"] == 1.0 and overall["pass_at_k"] == {"1": 1.0}
+
+
+def test_mcnemar_stays_exact_and_quick_with_many_discordant_pairs() -> None:
+    from agentrunner.report.stats import mcnemar
+
+    assert mcnemar(0, 3).p_value == pytest.approx(0.25)
+    assert mcnemar(2, 1).p_value == pytest.approx(1.0)
+    large = mcnemar(20_000, 20_500)  # the normal approximation: z = 500 / sqrt(40500) ~ 2.48
+    assert 0.01 < large.p_value < 0.02
+
+
+def test_pass_at_k_averages_the_tasks_that_have_k_seeds() -> None:
+    from agentrunner.report.build import _pass_at_k
+
+    def fact(task: str, seed: int, passed: bool) -> Any:
+        class Summary:
+            task_id, status = task, "completed"
+
+        Summary.seed = seed  # type: ignore[attr-defined]
+        return type("F", (), {"model": "m", "summary": Summary, "passed": passed})()
+
+    facts = [fact("t1", 0, True), fact("t1", 1, False), fact("t1", 2, False), fact("t2", 0, True)]
+    # t1: n=3, c=1; t2: n=1, c=1. pass@1 = (1/3 + 1) / 2; pass@2 (t1 only) = 1 - C(2,2)/C(3,2)
+    assert _pass_at_k(facts) == pytest.approx({"1": 2 / 3, "2": 2 / 3, "3": 1.0})

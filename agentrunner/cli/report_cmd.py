@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from agentrunner.cli.common import (
 )
 from agentrunner.errors import UsageError
 from agentrunner.formatting import cost
-from agentrunner.report.build import GROUP_KEYS, ReportFilter, collect, compare, report
+from agentrunner.report.build import GROUP_KEYS, Facts, ReportFilter, collect, compare, report
 from agentrunner.report.html import write as write_html
 from agentrunner.report.text import METRIC_COLUMNS, cells, num, rate
 from agentrunner.store import TraceStore
@@ -100,14 +100,21 @@ def run_report(args: argparse.Namespace) -> int:
     if args.compare and args.html:
         raise UsageError("--html writes a report, not a --compare; use one or the other")
     if args.compare:
-        a, b = (collect(store, _side(store, where, spec), **options) for spec in args.compare)
+        shared = collect(store, where, **options)  # the filters hold for both sides
+        a, b = (_side(store, spec, shared) for spec in args.compare)
+        both = {e.summary.episode_id for e in a} & {e.summary.episode_id for e in b}
+        if both:
+            raise UsageError(
+                f"A and B select {len(both)} of the same episodes; give two models or batches"
+                " that do not overlap"
+            )
         result = {"a": args.compare[0], "b": args.compare[1], **compare(a, b)}
         if args.json:
             print_json(result)
         else:
             _print_compare(result)
         return 0
-    facts = collect(store, where, **options)
+    facts = collect(store, where, need=tuple(args.by or ["model"]), **options)
     if not facts:
         raise UsageError(f"no episodes in {store.where} match the filters")
     made = report(facts, args.by or ["model"])
@@ -124,12 +131,16 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _side(store: TraceStore, where: ReportFilter, spec: str) -> ReportFilter:
-    """One side of a comparison: a batch (id, prefix or name) or a model spec (glob)."""
+def _side(store: TraceStore, spec: str, facts: list[Facts]) -> list[Facts]:
+    """One side of a comparison, among the episodes the filters keep: a batch (id, prefix
+    or name) or a model spec (shell-style wildcards)."""
     try:
-        return dataclasses.replace(where, batches=(*where.batches, store.resolve_batch(spec)))
-    except UsageError:
-        return dataclasses.replace(where, models=(*where.models, spec))
+        batch = store.resolve_batch(spec)
+    except UsageError as exc:
+        if "ambiguous" in str(exc):
+            raise
+        return [f for f in facts if fnmatch.fnmatchcase(f.model, spec)]
+    return [f for f in facts if batch in f.batches]
 
 
 def _print_report(made: dict[str, Any]) -> None:

@@ -28,10 +28,12 @@ from agentrunner.report.stats import (
     wilson,
 )
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.groups import batch_members
+from agentrunner.store.groups import memberships
+from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.reports import LogFacts
 
 GROUP_KEYS = ("model", "task", "split", "batch")
+ENDED = ("completed", "cancelled", "failed")
 TOP_ERRORS = 5
 
 
@@ -54,7 +56,8 @@ class Facts:
     """One episode, as the report counts it."""
 
     summary: EpisodeSummary
-    passed: bool
+    passed: bool | None
+    """None: not judged (not ended yet, or never verified by ``--verifier``)."""
     log: LogFacts
     batches: list[str] = field(default_factory=list)
     split: str | None = None
@@ -82,29 +85,36 @@ def collect(
     *,
     threshold: float = 1.0,
     verifier: str | None = None,
+    need: Sequence[str] = (),
 ) -> list[Facts]:
-    """The episodes ``where`` keeps, oldest first, with what the report needs of each."""
+    """The episodes ``where`` keeps, oldest first, with what the report needs of each
+    (``need``: the groupings asked for; ``split`` reads the tasks files)."""
     batch_ids = [store.resolve_batch(b) for b in where.batches]
     window = (
         _instant(where.since, "since") if where.since else None,
         _instant(where.until, "until") if where.until else None,
     )
-    summaries = list(reversed(store.list_episodes()))
-    members = _batch_members(store)
+    roots = EpisodeFilter(roots_only=not where.include_forks)
+    summaries = list(reversed(store.list_episodes(where=roots)))
+    members = memberships(store)
     chosen = [
         s
         for s in summaries
         if _keeps(where, s, members.get(s.episode_id, []), batch_ids)
         and _within(s.created_at, *window)
     ]
-    splits = task_splits(Selection(statuses=()), chosen, [])
+    splits: list[str] = [""] * len(chosen)
+    if where.split is not None or "split" in need:  # tasks files are read only for splits
+        splits = task_splits(Selection(statuses=()), chosen, [])
     if where.split is not None:
         chosen, splits = _only_split(chosen, splits, where.split)
     verdicts = _verdicts(store, verifier)
+    if verifier is not None and not verdicts:
+        raise UsageError(f"no episode has a result of verifier {verifier!r}; see `verify`")
     logs = store.log_facts()
     out = []
     for s, split in zip(chosen, splits, strict=True):
-        passed = verdicts.get(s.episode_id, False) if verifier else s.total_reward >= threshold
+        passed = verdicts.get(s.episode_id) if verifier else s.total_reward >= threshold
         out.append(
             Facts(
                 s, passed, logs.get(s.episode_id, LogFacts()), members.get(s.episode_id, []), split
@@ -118,15 +128,6 @@ def _only_split(
 ) -> tuple[list[EpisodeSummary], list[str]]:
     kept = [(e, s) for e, s in zip(episodes, splits, strict=True) if s == split]
     return [e for e, _ in kept], [s for _, s in kept]
-
-
-def _batch_members(store: TraceStore) -> dict[str, list[str]]:
-    """The batches each episode belongs to."""
-    out: dict[str, list[str]] = {}
-    for batch_id in store.batches_of(store.episode_ids()):
-        for episode_id in batch_members(store, batch_id).values():
-            out.setdefault(episode_id, []).append(batch_id)
-    return out
 
 
 def _keeps(
@@ -156,7 +157,8 @@ def _instant(text: str, flag: str) -> datetime:
         ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    if flag == "until" and len(text.strip()) == 10:  # a date: all of it
+    date_only = not any(c in text for c in "T :")
+    if flag == "until" and date_only:  # a date (2026-12-01, 20261201): all of it
         value += timedelta(days=1) - timedelta(microseconds=1)
     return value
 
@@ -178,10 +180,11 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
     """Everything a report says of a set of episodes."""
     n = len(episodes)
     statuses = Counter(str(e.summary.status) for e in episodes)
-    passed = sum(e.passed for e in episodes)
-    rewards = [e.summary.total_reward for e in episodes]
+    judged = [e for e in episodes if _judged(e)]
+    passed = sum(bool(e.passed) for e in judged)
+    rewards = [e.summary.total_reward for e in judged]
     reward_mean, reward_se = mean_se(rewards)
-    interval = wilson(passed, n)
+    interval = wilson(passed, len(judged))
     tokens = dict.fromkeys(("input", "cached", "output", "reasoning"), 0)
     for e in episodes:
         t = e.summary.tokens
@@ -203,12 +206,13 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
         "failed": statuses.get("failed", 0),
         "interrupted": statuses.get("interrupted", 0),
         "running": statuses.get("running", 0),
+        "judged": len(judged),
         "passed": passed,
-        "pass_rate": passed / n if n else None,
+        "pass_rate": passed / len(judged) if judged else None,
         "pass_rate_ci95": interval.as_list() if interval is not None else None,
         "reward_mean": reward_mean,
         "reward_se": reward_se,
-        "pass_at_k": _pass_at_k(episodes),
+        "pass_at_k": _pass_at_k(judged),
         "tokens": tokens,
         "cost_usd": cost,
         "cost_per_solved_usd": cost / passed if cost is not None and passed else None,
@@ -223,19 +227,30 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
     }
 
 
+def _judged(e: Facts) -> bool:
+    """Whether an episode counts in the pass rate: it ended (completed, cancelled or failed:
+    one not run yet, running or interrupted has no outcome) and, with ``--verifier``, was
+    verified."""
+    return e.passed is not None and e.summary.status in ENDED
+
+
 def _pass_at_k(episodes: Sequence[Facts]) -> dict[str, float]:
-    """pass@k for k up to the fewest seeds any task has: per task, over its episodes, then
-    averaged over the tasks."""
-    by_task: dict[str, list[bool]] = {}
-    for e in episodes:
-        by_task.setdefault(e.summary.task_id, []).append(e.passed)
-    if not by_task:
+    """pass@k per (model, task) over its seeds (the latest episode of each), averaged over
+    the (model, task) units that have at least k seeds, for k up to the most any has."""
+    latest: dict[tuple[str, str, int], bool] = {}
+    for e in episodes:  # oldest first: a seed run again counts once, as it last ended
+        latest[(e.model, e.summary.task_id, e.summary.seed)] = bool(e.passed)
+    units: dict[tuple[str, str], list[bool]] = {}
+    for (model, task, _), passed in latest.items():
+        units.setdefault((model, task), []).append(passed)
+    if not units:
         return {}
-    most = min(len(v) for v in by_task.values())
-    return {
-        str(k): sum(pass_at_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task)
-        for k in range(1, most + 1)
-    }
+    most = max(len(v) for v in units.values())
+    out = {}
+    for k in range(1, most + 1):
+        enough = [v for v in units.values() if len(v) >= k]
+        out[str(k)] = sum(pass_at_k(len(v), sum(v), k) for v in enough) / len(enough)
+    return out
 
 
 def report(
@@ -274,18 +289,19 @@ def _grouped(
 
 
 def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
-    """A against B, paired by (task, seed) where both ran (the latest episode of each side):
+    """A against B, paired by (task, seed) where both have an ended (judged) episode (the
+    latest of each side):
     pass rates and their difference with McNemar's exact test, mean reward and cost
     differences (B - A) with 95% intervals, and the tasks each solves that the other does
     not (a task is solved when any of its seeds passed)."""
     left, right = _latest_by_pair(a), _latest_by_pair(b)
     pairs = sorted(set(left) & set(right))
-    only_a = sum(left[p].passed and not right[p].passed for p in pairs)
-    only_b = sum(right[p].passed and not left[p].passed for p in pairs)
+    only_a = sum(bool(left[p].passed) and not right[p].passed for p in pairs)
+    only_b = sum(bool(right[p].passed) and not left[p].passed for p in pairs)
     test = mcnemar(only_a, only_b)
     n = len(pairs)
-    rate_a = sum(left[p].passed for p in pairs) / n if n else None
-    rate_b = sum(right[p].passed for p in pairs) / n if n else None
+    rate_a = sum(bool(left[p].passed) for p in pairs) / n if n else None
+    rate_b = sum(bool(right[p].passed) for p in pairs) / n if n else None
     reward_diff, reward_ci = paired_difference(
         [left[p].summary.total_reward for p in pairs],
         [right[p].summary.total_reward for p in pairs],
@@ -314,7 +330,9 @@ def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
 
 
 def _latest_by_pair(episodes: Iterable[Facts]) -> dict[tuple[str, int], Facts]:
+    """The latest judged episode of each (task, seed)."""
     out: dict[tuple[str, int], Facts] = {}
     for e in episodes:  # oldest first: a later episode of the same pair replaces it
-        out[(e.summary.task_id, e.summary.seed)] = e
+        if _judged(e):
+            out[(e.summary.task_id, e.summary.seed)] = e
     return out

@@ -83,7 +83,11 @@ def mcnemar(b: int, c: int) -> McNemar:
     n = b + c
     if n == 0:
         return McNemar(b, c, 1.0)
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
+    log_half = n * math.log(0.5)
+    tail = sum(  # in logs: exact enough, and quick for any number of pairs
+        math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half)
+        for i in range(min(b, c) + 1)
+    )
     return McNemar(b, c, min(1.0, 2 * tail))
 
 

@@ -39,8 +39,9 @@ def cells(m: dict[str, Any]) -> list[str]:
     at_k = m["pass_at_k"]
     top = max(at_k, key=int) if at_k else None
     t = m["tokens"]
+    judged = m.get("judged", m["episodes"])
     return [
-        str(m["episodes"]),
+        str(m["episodes"]) + (f" ({judged} judged)" if judged != m["episodes"] else ""),
         f"{m['completed']}/{m['cancelled']}/{m['failed']}",
         rate(m),
         f"{num(m['reward_mean'])} ± {num(m['reward_se'])}",

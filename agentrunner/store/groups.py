@@ -142,3 +142,13 @@ def outcomes(store: TraceStore, group_ids: list[str]) -> dict[str, dict[str, Any
         ).fetchall():
             out[group_id] = json.loads(text)
     return out
+
+
+def memberships(store: TraceStore) -> dict[str, list[str]]:
+    """The batches each episode belongs to (one query)."""
+    out: dict[str, list[str]] = {}
+    for batch_id, episode_id in store._conn.execute(
+        "SELECT batch_id, episode_id FROM batch_members ORDER BY batch_id"
+    ).fetchall():
+        out.setdefault(episode_id, []).append(batch_id)
+    return out

@@ -154,6 +154,8 @@ class EpisodeFilter:
     batch_id: str | None = None
     parent_episode_id: str | None = None
     status: str | None = None
+    roots_only: bool = False
+    """Leave forks out (before their summaries are computed)."""
 
 
 @dataclass(frozen=True, slots=True)

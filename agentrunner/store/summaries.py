@@ -232,6 +232,8 @@ def _conditions(store: TraceStore, where: EpisodeFilter) -> tuple[list[str], lis
     if where.parent_episode_id is not None:
         conds.append("e.parent_episode_id = ?")
         args.append(where.parent_episode_id)
+    if where.roots_only:
+        conds.append("e.parent_episode_id IS NULL")
     return conds, args
 
 
