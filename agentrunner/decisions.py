@@ -49,9 +49,10 @@ from agentrunner.decision_log import (
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import AgentRunnerError, Cancelled, UsageError
 from agentrunner.events import MessageEvent, ModelResponse, Status
+from agentrunner.fork import message_action
 from agentrunner.model import AgentContext, Model
 from agentrunner.resume import can_resume, resume_episode
-from agentrunner.runner import MAX_TURNS_LIMIT, DecideFn, EpisodeLoop, register_decisions
+from agentrunner.runner import DecideFn, EpisodeLoop, register_decisions
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import (
     GroupMember,
@@ -118,16 +119,18 @@ class Brancher:
         group_id, fork_seq, proposals = self._group(turn, seq)
         recorded = outcomes(self.store, [group_id]).get(group_id)
         if recorded is None:
+            # A fork runs in its role (a proposal as its sample, for the decision turn; a
+            # continuation to the horizon): resume_episode reads it from the group.
             for _ in range(ATTEMPTS):  # a fork that did not finish runs again once
-                todo = [p for p in proposals if not self._proposed(p, turn) and self._can(p)]
-                self._run([(p, self._candidate_of(p)) for p in todo], turn, cancel)
+                self._run(
+                    [p for p in proposals if not self._proposed(p, turn) and self._can(p)], cancel
+                )
             candidates = self._candidates(proposals, turn)
             members = self._continuations(group_id, fork_seq, turn, candidates)
-            horizon = self.branching.horizon
-            limit = None if horizon is None else min(turn + horizon, MAX_TURNS_LIMIT)
             for _ in range(ATTEMPTS):
-                todo = [m.episode_id for m in members if not self._done(m) and self._can(m)]
-                self._run([(m, None) for m in todo], limit, cancel)
+                self._run(
+                    [m.episode_id for m in members if not self._done(m) and self._can(m)], cancel
+                )
             recorded = self._outcome(candidates, members)
             record_outcome(self.store, group_id, recorded)
         decision = as_decided(self.store, group_id, turn, fork_seq, self.branching.adopt, recorded)
@@ -237,22 +240,19 @@ class Brancher:
                         role="assistant", message_hash=candidate.message_hash, reason="edit"
                     )
                     fork = self._fork(seq, (turn, edit))
-                    member = GroupMember(fork, candidate.index, j, _action(candidate.message))
+                    member = GroupMember(
+                        fork, candidate.index, j, message_action(candidate.message)
+                    )
                     add_group_member(self.store, group_id, member)
                     have[(candidate.index, j)] = member
         return [have[key] for key in sorted(have)]
 
     # -- running forks
-    def _run(
-        self,
-        jobs: Sequence[tuple[str, int | None]],
-        limit: int | None,
-        cancel: Callable[[], str | None],
-    ) -> None:
-        """Run (or finish) forks, ``(fork id, sample)``, in threads with store connections
-        of their own, to turn ``limit``. A cancel of the main line cancels them (each
-        records it and resumes later); a fork that fails is left as it ended."""
-        if not jobs:
+    def _run(self, forks: Sequence[str], cancel: Callable[[], str | None]) -> None:
+        """Run (or finish) forks in threads with store connections of their own. A cancel
+        of the main line cancels them (each records it and resumes later); a fork that fails
+        is left as it ended."""
+        if not forks:
             return
         stop = threading.Event()
 
@@ -263,7 +263,7 @@ class Brancher:
             max_workers=self.branching.concurrency, thread_name_prefix="agentrunner-branch"
         )
         try:
-            futures = [pool.submit(self._run_one, f, limit, s, stopped) for f, s in jobs]
+            futures = [pool.submit(self._run_one, fork, stopped) for fork in forks]
             for future in futures:
                 future.result()
         except BaseException:
@@ -275,13 +275,7 @@ class Brancher:
         if reason is not None:
             raise Cancelled(reason)
 
-    def _candidate_of(self, fork_id: str) -> int:
-        summary = self.store.episode(fork_id)
-        return summary.fork_group.candidate if summary.fork_group is not None else 0
-
-    def _run_one(
-        self, fork_id: str, limit: int | None, sample: int | None, stopped: Callable[[], bool]
-    ) -> None:
+    def _run_one(self, fork_id: str, stopped: Callable[[], bool]) -> None:
         factory = self.branching.env_factory
         env = factory() if factory is not None else None
         try:
@@ -291,8 +285,6 @@ class Brancher:
                     fork_id,
                     env=env,
                     model_fn=self.model_fn,
-                    max_turns=limit,
-                    sample=sample,
                     cancel_check=stopped,
                 )
         except AgentRunnerError:
@@ -312,16 +304,6 @@ def _check_rebuildable(store: TraceStore, episode_id: str) -> None:
             f"branching runs its forks in fresh environments, and this one cannot be rebuilt"
             f" from its recorded spec ({exc}); give Branching(env_factory=...)"
         ) from None
-
-
-def _action(message: Message) -> dict[str, Any]:
-    return {
-        "message": message.content,
-        "tool_calls": [
-            {"name": c.name, "arguments": c.arguments, "call_id": c.call_id}
-            for c in message.tool_calls
-        ],
-    }
 
 
 def _hook_factory(

@@ -23,7 +23,7 @@ from agentrunner.distributed import Lost, RayExecutor, require_ray
 from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.events import ModelResponse
-from agentrunner.fork import fork_episode, fork_point, parse_action
+from agentrunner.fork import fork_episode, fork_point, message_action, parse_action
 from agentrunner.members import BatchEpisode, Member, run_member, shared
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.resume import resume_episode
@@ -72,16 +72,6 @@ class FanoutResult:
             "turn": self.turn,
             "ranked": [c.to_dict() for c in self.ranked],
         }
-
-
-def _message_action(message: Message) -> dict[str, Any]:
-    return {
-        "message": message.content,
-        "tool_calls": [
-            {"name": c.name, "arguments": c.arguments, "call_id": c.call_id}
-            for c in message.tool_calls
-        ],
-    }
 
 
 def score_actions(
@@ -167,7 +157,7 @@ def score_actions(
     with runner(concurrency) as run:
         if actions is None:
             run(proposals, turn)
-            candidates = [_message_action(_assistant_at(store, f, turn)) for f in proposals]
+            candidates = [message_action(_assistant_at(store, f, turn)) for f in proposals]
             with store.atomic():
                 for i, fork_id in enumerate(proposals):
                     member = GroupMember(fork_id, i, PROPOSAL, candidates[i])

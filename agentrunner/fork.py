@@ -77,6 +77,17 @@ def parse_action(action: str | dict[str, Any] | list[Any], turn: int) -> Message
     return Message(role="assistant", content=text, tool_calls=tuple(calls))
 
 
+def message_action(message: Message) -> dict[str, Any]:
+    """An assistant message as an ``--action`` (what :func:`parse_action` reads back)."""
+    return {
+        "message": message.content,
+        "tool_calls": [
+            {"name": c.name, "arguments": c.arguments, "call_id": c.call_id}
+            for c in message.tool_calls
+        ],
+    }
+
+
 def fork_episode(
     store: TraceStore,
     episode_id: str,
