@@ -263,9 +263,13 @@ class TraceStore:
         model: dict[str, Any],
         parent_episode_id: str | None = None,
         fork_seq: int | None = None,
+        *,
+        episode_id: str | None = None,
+        created_at: str | None = None,
     ) -> tuple[str, int]:
-        """Inside :meth:`_writing`: a new episode row; its id and integer key."""
-        episode_id = str(ULID())
+        """Inside :meth:`_writing`: a new episode row (a new id made now, or the ones of an
+        episode copied from another store); its id and integer key in this store."""
+        episode_id = episode_id or str(ULID())
         conn = self._conn
         key = conn.execute("SELECT coalesce(max(key), 0) + 1 FROM episodes").fetchone()[0]
         conn.execute(
@@ -278,7 +282,7 @@ class TraceStore:
                 fork_seq,
                 task_id,
                 seed,
-                utc_now(),
+                created_at or utc_now(),
                 json.dumps(env, sort_keys=True),
                 json.dumps(model, sort_keys=True),
             ),

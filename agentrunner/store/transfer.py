@@ -86,12 +86,17 @@ def copy_episode(src: TraceStore, dst: TraceStore, episode_id: str) -> Copied:
     written = 0
     with interrupts.critical:
         if mine is None:
+            _, parent, fork_seq, task_id, seed, created_at, env, model = row
             with dst._writing():
-                dst._conn.execute(
-                    "INSERT INTO episodes (id, key, parent_episode_id, fork_seq, task_id, seed,"
-                    " created_at, env, model) SELECT ?, coalesce(max(key), 0) + 1, ?, ?, ?, ?, ?,"
-                    " ?, ? FROM episodes",
-                    tuple(row),
+                dst._insert_episode(
+                    task_id,
+                    seed,
+                    json.loads(env),
+                    json.loads(model),
+                    parent,
+                    fork_seq,
+                    episode_id=episode_id,
+                    created_at=created_at,
                 )
         if not dst.claim_writer(episode_id):  # no run may append there meanwhile
             raise StoreError(
