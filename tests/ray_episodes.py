@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from agentrunner import EpisodeSummary, TraceStore
+from agentrunner.batch import run_batch
 from agentrunner.envs.workspace import WorkspaceEnv
 from providers import get_model
 
@@ -78,3 +80,27 @@ def assert_each_pair_completed_once(store: TraceStore, expected: list[tuple[str,
         ends = [r.kind for r in rows].count("episode.end")
         starts = [r.kind for r in rows].count("episode.start")
         assert (e.status, starts, ends) == ("completed", 1, 1), e.episode_id
+
+
+def batch_hurt_midway(
+    store: TraceStore, tmp_path: Path, hurt: Callable[[EpisodeSummary], None]
+) -> EpisodeSummary:
+    """Run a batch of 4 seeds x 2 tasks on Ray, ``hurt`` the writer of an episode half-way
+    (kill its process, remove its node), and check the batch still ran every pair once to
+    completion, the hurt episode resumed (a ``resume`` event, action ``resumed``)."""
+    with ThreadPoolExecutor(1) as driver:
+        running = driver.submit(
+            run_batch,
+            store,
+            task_seed_pairs=pairs(4),
+            concurrency=8,
+            **batch_kwargs(tmp_path, pace=0.02),
+        )
+        victim = wait_for(lambda: mid_episode(store.location, 6), "an episode half-way")
+        hurt(victim)
+        result = running.result(timeout=600)
+    assert_each_pair_completed_once(store, pairs(4))
+    assert "resume" in kinds(store, victim.episode_id)
+    actions = {e.episode_id: e.action for e in result.episodes}
+    assert actions[victim.episode_id] == "resumed"
+    return victim

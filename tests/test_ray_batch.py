@@ -6,15 +6,14 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from cli_process import AGENTRUNNER, last_json, run_cli
 from ray_episodes import (
     assert_each_pair_completed_once,
+    batch_hurt_midway,
     batch_kwargs,
-    kinds,
     mid_episode,
     open_store,
     pairs,
@@ -127,21 +126,9 @@ def test_a_stopped_ray_batch_cancels_its_episodes_and_the_next_run_resumes_them(
 def test_episodes_of_a_killed_ray_worker_resume_on_its_replacement_and_complete_once(
     store: TraceStore, tmp_path: Path
 ) -> None:
-    with ThreadPoolExecutor(1) as driver:
-        running = driver.submit(
-            run_batch,
-            store,
-            task_seed_pairs=pairs(4),
-            concurrency=8,
-            **batch_kwargs(tmp_path, pace=0.02),
-        )
-        victim = wait_for(lambda: mid_episode(store.location, 6), "an episode half-way")
-        os.kill(victim.writer_pid or 0, signal.SIGKILL)
-        result = running.result(timeout=600)
-    assert_each_pair_completed_once(store, pairs(4))
-    assert "resume" in kinds(store, victim.episode_id)
-    actions = {e.episode_id: e.action for e in result.episodes}
-    assert actions[victim.episode_id] == "resumed"
+    batch_hurt_midway(
+        store, tmp_path, lambda victim: os.kill(victim.writer_pid or 0, signal.SIGKILL)
+    )
 
 
 @pytest.fixture

@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ray_episodes import (
-    assert_each_pair_completed_once,
-    batch_kwargs,
-    kinds,
-    mid_episode,
+    batch_hurt_midway,
     open_store,
-    pairs,
-    wait_for,
 )
 
-from agentrunner import TraceStore
-from agentrunner.batch import run_batch
+from agentrunner import EpisodeSummary, TraceStore
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'agentrunner[ray]')")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -71,19 +64,10 @@ def _node_of(cluster: Any, worker_pid: int) -> Any:
 def test_episodes_of_a_removed_node_resume_on_the_other_node_and_complete_once(
     cluster: Any, store: TraceStore, tmp_path: Path
 ) -> None:
-    with ThreadPoolExecutor(1) as driver:
-        running = driver.submit(
-            run_batch,
-            store,
-            task_seed_pairs=pairs(4),
-            concurrency=8,
-            **batch_kwargs(tmp_path, pace=0.02),
-        )
-        victim = wait_for(lambda: mid_episode(store.location, 6), "an episode half-way")
+    def remove_its_node(victim: EpisodeSummary) -> None:
         cluster.remove_node(_node_of(cluster, victim.writer_pid or os.getpid()))
-        result = running.result(timeout=600)
-    cluster.add_node(num_cpus=2)  # for the next test
-    assert_each_pair_completed_once(store, pairs(4))
-    assert "resume" in kinds(store, victim.episode_id)
-    actions = {e.episode_id: e.action for e in result.episodes}
-    assert actions[victim.episode_id] == "resumed"
+
+    try:
+        batch_hurt_midway(store, tmp_path, remove_its_node)
+    finally:
+        cluster.add_node(num_cpus=2)  # for the next test
