@@ -90,8 +90,11 @@ def action_key(message: Message) -> str:
 
 
 def choose(candidates: Sequence[Candidate], adopt: Adopt) -> int:
-    """The adopted candidate: the highest value (ties: the lowest index), or candidate 0."""
-    return choose_index({c.index: c.mean for c in candidates}, adopt)
+    """The adopted candidate (``measure``: the main line's own, the lowest index; ``best``:
+    the highest value, ties to the lowest index), among those with a completed continuation
+    (when none has one: among all)."""
+    valued = {c.index: c.mean for c in candidates if c.rewards}
+    return choose_index(valued or {c.index: 0.0 for c in candidates}, adopt)
 
 
 def choose_index(values: dict[int, float], adopt: str) -> int:

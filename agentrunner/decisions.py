@@ -151,8 +151,7 @@ class Brancher:
                 candidate.rewards.append(fork.total_reward)
             else:
                 failed.setdefault(member.candidate, []).append(member.episode_id)
-        valued = {c.index: c.mean for c in candidates if c.rewards}
-        adopted = choose_index(valued or {c.index: 0.0 for c in candidates}, self.branching.adopt)
+        adopted = choose(candidates, self.branching.adopt)
         return {
             "adopted": adopted if candidates else None,
             "candidates": [
