@@ -14,9 +14,10 @@ that the checkout is where the change started and that no path the change touche
 edits; ``git apply --check`` runs first and ``git apply`` is atomic, so a refused change leaves
 the target untouched.
 
-Every git run is isolated from the user's configuration (no system or global config, no
-global attributes, no colour, external diff or textconv). Patches are returned as ``str``
-decoded with ``surrogateescape``: ``patch.encode("utf-8", "surrogateescape")`` gives git's bytes.
+Every git run is isolated from the user's configuration, and in the target no program its own
+config names runs (no filter driver, no hook): see :mod:`agentrunner.envs.patch_git`. Patches
+are returned as ``str`` decoded with ``surrogateescape``: ``patch.encode("utf-8",
+"surrogateescape")`` gives git's bytes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import hashlib
 import os
 import re
 import stat
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from agentrunner.envs.manifest import Entry, FileEntry, LinkEntry
+from agentrunner.envs.patch_git import checked, first_line, git, inert_config, spawn_git
 from agentrunner.errors import EnvironmentFailure, UsageError
 from agentrunner.store.hashing import file_sha256
 
@@ -49,14 +50,6 @@ _SHORT = 7
 _MAX_NAMED = 5
 _CHUNK = 1 << 20
 _COMMIT_ID = re.compile(r"[0-9a-fA-F]{4,64}")
-_ISOLATED = (
-    *("-c", "core.quotePath=true"),
-    *("-c", f"core.attributesFile={os.devnull}"),
-    *("-c", "core.fsmonitor=false"),
-    *("-c", "diff.noprefix=false"),
-    *("-c", "diff.mnemonicPrefix=false"),
-    *("-c", "color.ui=never"),
-)
 _DIFF = ("-r", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv")
 _PREFIXES = ("--src-prefix=a/", "--dst-prefix=b/")
 _COMMITTER = b"committer agentrunner <agentrunner> 0 +0000\n"
@@ -129,9 +122,10 @@ def apply_to(
     _refuse_conflicts(target, change)
     patch = _render(change, read_blob, stat=False) if change.paths else b""
     if patch:
-        _git_apply(target, patch, check=True)
+        config = inert_config(target)
+        _git_apply(target, patch, config, check=True)
         if not check_only:
-            _git_apply(target, patch, check=False)
+            _git_apply(target, patch, config, check=False)
     added, deleted = change.new.keys() - change.old.keys(), change.old.keys() - change.new.keys()
     return ApplyResult(
         files=len(change.paths),
@@ -192,11 +186,11 @@ def _render(change: _Change, read_blob: BlobReader, *, stat: bool) -> bytes:
     try:
         with tempfile.TemporaryDirectory(prefix="agentrunner-patch-") as scratch:
             repo = Path(scratch) / "repo.git"
-            _checked(_git(["init", "-q", "--bare", "--template=", str(repo)]), "git init")
+            checked(git(["init", "-q", "--bare", "--template=", str(repo)]), "git init")
             _fast_import(repo, change, read_blob)
             shape = ["--stat"] if stat else ["-p", "--binary", "--full-index"]
             args = ["diff-tree", *_DIFF, *_PREFIXES, *shape, "refs/heads/old", "refs/heads/new"]
-            return _checked(_git(args, git_dir=repo), "git diff-tree").stdout
+            return checked(git(args, git_dir=repo), "git diff-tree").stdout
     except OSError as exc:  # the temporary folder or fast-import's pipe (read_blob's are not)
         raise EnvironmentFailure(f"cannot use a temporary git repository: {exc}") from exc
 
@@ -204,7 +198,7 @@ def _render(change: _Change, read_blob: BlobReader, *, stat: bool) -> bytes:
 def _fast_import(repo: Path, change: _Change, read_blob: BlobReader) -> None:
     args = ["fast-import", "--quiet", "--done", "--date-format=raw"]
     with tempfile.TemporaryFile() as errors:
-        proc = _spawn_git(args, git_dir=repo, stderr=errors)
+        proc = spawn_git(args, git_dir=repo, stderr=errors)
         try:
             assert proc.stdin is not None
             with proc.stdin as sink:
@@ -215,7 +209,7 @@ def _fast_import(repo: Path, change: _Change, read_blob: BlobReader) -> None:
             code = proc.wait()
         if code != 0:
             errors.seek(0)
-            raise EnvironmentFailure(f"git fast-import failed: {_first_line(errors.read())}")
+            raise EnvironmentFailure(f"git fast-import failed: {first_line(errors.read())}")
 
 
 def _write_stream(sink: IO[bytes], change: _Change, read_blob: BlobReader) -> None:
@@ -274,13 +268,13 @@ def _c_quoted(path: str) -> bytes:
 def _require_base(target: Path, base_commit: str) -> None:
     if not _COMMIT_ID.fullmatch(base_commit):
         raise UsageError(f"base commit {base_commit!r} is not a commit id (hex digits)")
-    top = _git(["rev-parse", "--show-toplevel"], cwd=target)
+    top = git(["rev-parse", "--show-toplevel"], cwd=target)
     if top.returncode != 0 or not os.path.samefile(os.fsdecode(top.stdout.strip()), target):
         raise UsageError(
             f"target {target} is not the top folder of a git checkout; pass the checkout's"
             " top folder, or no base commit to patch a plain folder"
         )
-    head = _git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], cwd=target).stdout.strip()
+    head = git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], cwd=target).stdout.strip()
     if not head.decode().startswith(base_commit.lower()):
         base = base_commit.lower()[:_SHORT]
         raise UsageError(
@@ -362,90 +356,15 @@ def _listdir(folder: Path) -> list[str]:
         raise UsageError(f"cannot read {folder} in the target: {exc.strerror}") from exc
 
 
-def _git_apply(target: Path, patch: bytes, *, check: bool) -> None:
+def _git_apply(target: Path, patch: bytes, config: Mapping[str, str], *, check: bool) -> None:
     args = ["apply", "--binary", "--whitespace=nowarn", *(["--check"] if check else []), "-"]
-    result = _git(args, cwd=target, stdin=patch)
+    result = git(args, cwd=target, stdin=patch, config=config)
     if result.returncode == 0:
         return
-    why = _first_line(result.stderr)
+    why = first_line(result.stderr)
     if check:
         raise UsageError(
             f"the change does not apply to {target}: {why}; apply it to a clean checkout"
             " of the episode's base commit instead"
         )
     raise EnvironmentFailure(f"git apply failed in {target} after its check passed: {why}")
-
-
-# -- running git, isolated ----------------------------------------------------------------
-
-
-def _git(
-    args: list[str],
-    *,
-    cwd: Path | None = None,
-    git_dir: Path | None = None,
-    stdin: bytes | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    try:
-        return subprocess.run(
-            _command(args, git_dir),
-            cwd=cwd,
-            env=_environment(cwd),
-            input=stdin,
-            stdin=None if stdin is not None else subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-        )
-    except OSError as exc:
-        raise EnvironmentFailure(f"cannot run git: {exc}") from exc
-
-
-def _spawn_git(args: list[str], *, git_dir: Path, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
-    try:
-        return subprocess.Popen(
-            _command(args, git_dir),
-            env=_environment(None),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    except OSError as exc:
-        raise EnvironmentFailure(f"cannot run git: {exc}") from exc
-
-
-def _command(args: list[str], git_dir: Path | None) -> list[str]:
-    where = [f"--git-dir={git_dir}"] if git_dir is not None else []
-    return ["git", *_ISOLATED, *where, *args]
-
-
-def _environment(cwd: Path | None) -> dict[str, str]:
-    """The caller's environment without any GIT_* or COLUMNS, plus the isolation settings.
-
-    With ``cwd`` (a target folder), repository discovery stops at ``cwd`` itself: a plain
-    folder inside some other repository is treated as a plain folder.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "COLUMNS"}
-    env.update(
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_ATTR_NOSYSTEM="1",
-        GIT_OPTIONAL_LOCKS="0",
-        GIT_TERMINAL_PROMPT="0",
-        LC_ALL="C",
-    )
-    if cwd is not None:
-        env["GIT_CEILING_DIRECTORIES"] = str(cwd.resolve().parent)
-    return env
-
-
-def _checked(
-    result: subprocess.CompletedProcess[bytes], what: str
-) -> subprocess.CompletedProcess[bytes]:
-    if result.returncode != 0:
-        raise EnvironmentFailure(f"{what} failed: {_first_line(result.stderr)}")
-    return result
-
-
-def _first_line(stderr: bytes) -> str:
-    lines = stderr.decode("utf-8", "replace").strip().splitlines()
-    return lines[0] if lines else "(no message)"
