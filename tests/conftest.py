@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openenv_server
 import pg
 import pytest
 from pg import PostgresServer
@@ -14,6 +15,14 @@ from pg import PostgresServer
 from agentrunner import TraceStore
 from agentrunner.envs.workspace import WorkspaceEnv
 from providers.scripted import ScriptedModel
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Builds the real OpenEnv server's venv once, before any test runs, when an ``openenv``
+    test is selected: the build (minutes on a loaded machine) is bounded by its own limit, not
+    by the first test's timeout; a build that fails makes those tests skip with the reason."""
+    if any(item.get_closest_marker("openenv") for item in items):
+        openenv_server.prepare()
 
 
 @pytest.fixture(autouse=True)

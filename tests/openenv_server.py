@@ -3,10 +3,12 @@
 The ``openenv`` package lives in its own virtual environment outside the repo (its
 dependencies must not leak into agentrunner's): ``$AGENTRUNNER_OPENENV_VENV``, by default
 ``~/.cache/agentrunner-openenv/venv``. When missing it is built with
-``python -m venv`` + ``pip install 'openenv==0.10.*' uvicorn``; when that fails the tests
-are skipped with the reason. The env is scaffolded once with ``openenv init echo_env``
-beside the venv and served with ``python -m uvicorn server.app:app`` on an ephemeral
-loopback port.
+``python -m venv`` + ``pip install 'openenv==0.10.*' uvicorn``, once per run during
+collection (``prepare``, called by ``conftest.py`` when an ``openenv`` test is collected), so
+the build is bounded by its own time limit, never by a test's; when the build or the
+scaffolding fails the tests are skipped with the reason. The env is scaffolded once with
+``openenv init echo_env`` beside the venv and served with ``python -m uvicorn server.app:app``
+on an ephemeral loopback port.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ else:
 
 
 PIP_INSTALL = ["-m", "pip", "install", "-q", OPENENV_REQUIREMENT, "uvicorn"]
+
+
+def prepare() -> str | None:
+    """Builds the venv and scaffolds the env when missing; why they cannot be had, or None."""
+    venv, problem = _prepared_venv(os.environ.get(VENV_VAR) or str(DEFAULT_VENV))
+    if problem is not None:
+        return problem
+    return _scaffolded(venv)[1]
 
 
 def openenv_venv() -> Path:
@@ -88,22 +98,34 @@ def _build_venv(venv: Path) -> str | None:
 
 
 def scaffold_echo_env(venv: Path) -> Path:
-    """``openenv init echo_env`` into a cache dir beside the venv, reused when present."""
+    """``openenv init echo_env`` into a cache dir beside the venv, reused (else skip)."""
+    env_dir, problem = _scaffolded(venv)
+    if problem is not None:
+        pytest.skip(problem)
+    return env_dir
+
+
+@cache
+def _scaffolded(venv: Path) -> tuple[Path, str | None]:
     env_dir = venv.parent / "scaffold" / ENV_NAME
     if (env_dir / "server" / "app.py").exists():
-        return env_dir
+        return env_dir, None
     env_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=env_dir.parent) as tmp:
-        init = subprocess.run(
-            [str(venv / "bin" / "openenv"), "init", ENV_NAME, "--output-dir", tmp],
-            capture_output=True,
-            text=True,
-        )
+        try:
+            init = subprocess.run(
+                [str(venv / "bin" / "openenv"), "init", ENV_NAME, "--output-dir", tmp],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return env_dir, f"openenv init {ENV_NAME} failed: {exc}"
         if init.returncode != 0:
-            pytest.fail(f"openenv init {ENV_NAME} failed: {_tail(init.stdout + init.stderr)}")
+            return env_dir, f"openenv init {ENV_NAME} failed: {_tail(init.stdout + init.stderr)}"
         shutil.rmtree(env_dir, ignore_errors=True)
         (Path(tmp) / ENV_NAME).rename(env_dir)
-    return env_dir
+    return env_dir, None
 
 
 def free_port() -> int:
@@ -141,7 +163,7 @@ class OpenEnvServer:
                 command, cwd=env_dir, env=env, stdout=log, stderr=subprocess.STDOUT
             )
 
-    def wait_healthy(self, timeout: float = 60.0) -> None:
+    def wait_healthy(self, timeout: float = 240.0) -> None:  # only bounds a failing start
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
