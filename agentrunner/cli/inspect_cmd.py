@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import time
 
-from rich.markup import escape
 from rich.table import Table
 
 from agentrunner import formatting as fmt
@@ -20,6 +19,7 @@ from agentrunner.cli.render import EventRenderer
 from agentrunner.decisions import Decision, read_decisions, spend
 from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.events import Status
+from agentrunner.safe_text import literal, one_line_visible, plain
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.store.records import BatchSummary, EpisodeFilter
 from agentrunner.verifiers import VerificationResult, latest_verifications, verifications
@@ -119,7 +119,7 @@ def _say_if_cut(shown: int, total: int, what: str) -> None:
 
 def _report_corrupt(corrupt: list[StoreCorruptError]) -> int:
     for problem in corrupt:  # the others are listed; the corrupt ones are named on stderr
-        stderr_console().print(f"[bold red]error:[/] {escape(str(problem))}", soft_wrap=True)
+        stderr_console().print(f"[bold red]error:[/] {literal(problem)}", soft_wrap=True)
     return 1 if corrupt else 0
 
 
@@ -176,8 +176,8 @@ def ls(args: argparse.Namespace) -> int:
         table.add_row(
             prefixes.get(e.episode_id, e.episode_id),
             _parent_cell(e, prefixes),
-            escape(e.task_id),
-            escape(str(e.model.get("spec", "?"))),
+            _cell(e.task_id),
+            _cell(e.model.get("spec", "?")),
             f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
             str(e.turns),
             f"{e.total_reward:g}",
@@ -206,6 +206,11 @@ def _table(*columns: str) -> Table:
             max_width=22 if col in ("task", "model", "name") else None,
         )
     return table
+
+
+def _cell(value: object) -> str:
+    """A recorded value in one table cell: on one line, controls visible, never markup."""
+    return literal(one_line_visible(str(value)))
 
 
 def _parent_cell(e: EpisodeSummary, prefixes: dict[str, str]) -> str:
@@ -250,8 +255,8 @@ def _ls_batches(store: TraceStore, args: argparse.Namespace) -> int:
 def _batch_cells(b: BatchSummary) -> tuple[str, ...]:
     return (
         b.batch_id,
-        escape(b.name or "-"),
-        escape(b.model or "?"),
+        _cell(b.name or "-"),
+        _cell(b.model or "?"),
         str(b.pairs),
         str(b.episodes),
         str(b.completed),
@@ -295,11 +300,11 @@ def _print_verifications(results: list[VerificationResult]) -> None:
         again = f" · {older} earlier" if older else ""
         when = (r.created_at or "")[:16].replace("T", " ")
         out.print(
-            f"    {mark} {escape(name)} · score {score} · {when}{again}",
+            f"    {mark} {literal(name)} · score {score} · {when}{again}",
             highlight=False,
         )
         for line in _why_lines(r):
-            out.print(f"      [dim]{escape(line)}[/]", highlight=False)
+            out.print(f"      [dim]{literal(line)}[/]", highlight=False)
 
 
 def _why_lines(r: VerificationResult) -> list[str]:
@@ -321,12 +326,12 @@ def _why_lines(r: VerificationResult) -> list[str]:
 def _print_summary(e: EpisodeSummary) -> None:
     out = stdout_console()
     lines = [
-        f"[bold]episode[/] {e.episode_id}",
-        f"  task      {e.task_id} (seed {e.seed})",
-        f"  model     {e.model.get('spec', '?')}",
-        f"  env       {e.env.get('kind', '?')}",
+        f"[bold]episode[/] {literal(e.episode_id)}",
+        f"  task      {literal(e.task_id)} (seed {e.seed})",
+        f"  model     {literal(e.model.get('spec', '?'))}",
+        f"  env       {literal(e.env.get('kind', '?'))}",
         f"  status    [{STATUS_STYLE.get(e.status, '')}]{e.status}[/]"
-        + (f" ({e.stop_reason})" if e.stop_reason else ""),
+        + (f" ({literal(e.stop_reason)})" if e.stop_reason else ""),
         f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",
         f"  reward    {e.total_reward:g}",
         f"  tokens    {_spend(e.tokens, e.cost_usd)}"
@@ -381,8 +386,13 @@ def show(args: argparse.Namespace) -> int:
             table.add_column(col, overflow="fold" if col == "payload" else "ellipsis")
         for row in store.iter_events(episode_id):
             payload = row.payload_json if args.verbose else row.payload_json[:120]
-            table.add_row(
-                str(row.seq), str(row.attempt), str(row.turn), row.kind, row.ts[11:23], payload
+            table.add_row(  # recorded text as Text: never markup, controls visible
+                str(row.seq),
+                str(row.attempt),
+                str(row.turn),
+                plain(one_line_visible(row.kind)),
+                plain(one_line_visible(row.ts[11:23])),
+                plain(one_line_visible(payload)),
             )
         out.print(table)
         return 0

@@ -16,12 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
-from rich.markup import escape
 
 from agentrunner import events as ev
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import plural, unique_prefixes
+from agentrunner.safe_text import literal
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
@@ -124,10 +124,12 @@ class EventRenderer:
             self._decision(self._unfinished.pop(seq))
 
     def _lines(self, text: str, style: str, limit: int) -> None:
-        lines = text.splitlines() or [""]
+        lines = text.split("\n")  # only newlines: a \r is shown (^M), never obeyed
+        if len(lines) > 1 and not lines[-1]:
+            lines.pop()
         shown = lines if self.verbose else lines[:limit]
         for line in shown:
-            self.console.print(f"  [{style}]│[/] {escape(line)}", soft_wrap=True)
+            self.console.print(f"  [{style}]│[/] {literal(line)}", soft_wrap=True)
         if len(shown) < len(lines):
             self.console.print(
                 f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]"
@@ -135,10 +137,10 @@ class EventRenderer:
 
     def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
         model = p.model.get("spec", "?")
-        episode = f"[bold]{escape(self.episode_id)}[/] · " if self.episode_id else ""
+        episode = f"[bold]{literal(self.episode_id)}[/] · " if self.episode_id else ""
         self.console.print(
-            f"[bold]episode[/] {episode}task [cyan]{escape(p.task_id)}[/] · seed {p.seed} · "
-            f"model [cyan]{escape(str(model))}[/] · env {escape(str(p.env.get('kind', '?')))}"
+            f"[bold]episode[/] {episode}task [cyan]{literal(p.task_id)}[/] · seed {p.seed} · "
+            f"model [cyan]{literal(str(model))}[/] · env {literal(str(p.env.get('kind', '?')))}"
         )
 
     def _message(self, turn: int, p: ev.MessageEvent) -> None:
@@ -146,17 +148,17 @@ class EventRenderer:
         label = MESSAGE_LABELS.get(p.reason, p.reason)
         message = self._read(p.message_hash)
         if message is None:
-            self.console.print(f"[magenta]» {escape(label)}[/] [dim]({p.role})[/]")
+            self.console.print(f"[magenta]» {literal(label)}[/] [dim]({literal(p.role)})[/]")
             return
         if p.reason == "system" and not self.verbose:
             size = plural(len(message.content.splitlines()), "line")
-            self.console.print(f"[magenta]» {escape(label)}[/] [dim]({size}; -v shows it)[/]")
+            self.console.print(f"[magenta]» {literal(label)}[/] [dim]({size}; -v shows it)[/]")
             return
         if p.reason == "continue" or message.tool_calls:
             text = describe_message(message) if message.tool_calls else message.content
-            self.console.print(f"[magenta]» {escape(label)}:[/] [dim]{escape(text)}[/]")
+            self.console.print(f"[magenta]» {literal(label)}:[/] [dim]{literal(text)}[/]")
             return
-        self.console.print(f"[magenta]» {escape(label)}[/] [dim]({p.role})[/]")
+        self.console.print(f"[magenta]» {literal(label)}[/] [dim]({literal(p.role)})[/]")
         self._lines(message.content, "magenta", MAX_PROMPT_LINES)
 
     def _adopted(self, seq: int, turn: int, p: ev.MessageEvent) -> None:
@@ -173,10 +175,10 @@ class EventRenderer:
             return
         if message.reasoning:
             self.console.print(
-                f"[dim italic]thinking: {escape(message.reasoning)}[/]", soft_wrap=True
+                f"[dim italic]thinking: {literal(message.reasoning)}[/]", soft_wrap=True
             )
         if message.content:
-            self.console.print(escape(message.content), soft_wrap=True)
+            self.console.print(literal(message.content), soft_wrap=True)
 
     def _decision_at(self, seq: int) -> Decision | None:
         """The decision whose adopted message is at ``seq`` (made on this episode or, for a
@@ -218,7 +220,7 @@ class EventRenderer:
                 f" (n {len(c.rewards)}){same}{tail}",
                 highlight=False,
             )
-            self.console.print(f"    action: {escape(describe_message(c.message, limit=100))}")
+            self.console.print(f"    action: {literal(describe_message(c.message, limit=100))}")
             forks = " ".join(ids.get(e, e) for e in c.continuations) or "-"
             self.console.print(
                 f"    [dim]continuations {forks} · proposal {ids.get(c.proposal, c.proposal)}[/]",
@@ -244,7 +246,7 @@ class EventRenderer:
     def _model_request(self, turn: int, p: ev.ModelRequest) -> None:
         self._close_stream()
         self.console.rule(
-            f"[bold]turn {turn}[/] · {escape(p.provider)}:{escape(p.model)}", style="dim"
+            f"[bold]turn {turn}[/] · {literal(p.provider)}:{literal(p.model)}", style="dim"
         )
 
     def _model_chunk(self, turn: int, p: ev.ModelChunk) -> None:
@@ -256,13 +258,13 @@ class EventRenderer:
             if p.channel == "reasoning":
                 self.console.print("[dim italic]thinking:[/] ", end="")
         style = {"reasoning": "dim italic", "refusal": "bold red"}.get(p.channel, "")
-        text = escape(p.text)
+        text = literal(p.text)
         self.console.print(f"[{style}]{text}[/]" if style else text, end="", soft_wrap=True)
 
     def _model_response(self, turn: int, p: ev.ModelResponse) -> None:
         self._close_stream()
         if p.refusal:
-            self.console.print(f"[bold red]refusal:[/] {escape(p.refusal)}")
+            self.console.print(f"[bold red]refusal:[/] {literal(p.refusal)}")
         if p.stop_reason in (None, ev.StopReason.INCOMPLETE):
             self.console.print("[yellow]stream ended without a finish reason[/]")
 
@@ -276,7 +278,7 @@ class EventRenderer:
     def _tool_call(self, turn: int, p: ev.ToolCall) -> None:
         self._close_stream()
         args = _short_args(p.arguments, p.parsed)
-        self.console.print(f"[bold cyan]▶ {escape(p.name)}[/]([cyan]{escape(args)}[/])")
+        self.console.print(f"[bold cyan]▶ {literal(p.name)}[/]([cyan]{literal(args)}[/])")
 
     def _tool_result(self, turn: int, p: ev.ToolResult) -> None:
         self._lines(p.observation, "red" if p.error else "green", MAX_OBS_LINES)
@@ -290,7 +292,9 @@ class EventRenderer:
 
     def _cancel(self, turn: int, p: ev.Cancel) -> None:
         self._close_stream()
-        self.console.print(f"[bold yellow]cancelled[/] during {p.where}: {escape(p.reason)}")
+        self.console.print(
+            f"[bold yellow]cancelled[/] during {literal(p.where)}: {literal(p.reason)}"
+        )
 
     def _error(self, turn: int, p: ev.Error) -> None:
         self._close_stream()
@@ -298,20 +302,21 @@ class EventRenderer:
         # retrying says so in its message, and is not called retryable as well.
         retry = " (retryable)" if p.retryable and GAVE_UP not in p.message else ""
         self.console.print(
-            f"[bold red]error[/] in {escape(p.where)}: {escape(p.type)}: {escape(p.message)}{retry}"
+            f"[bold red]error[/] in {literal(p.where)}: {literal(p.type)}: "
+            f"{literal(p.message)}{retry}"
         )
 
     def _resume(self, turn: int, p: ev.Resume) -> None:
         self._close_stream()
         what = "fork" if p.reason == "fork" else "episode"
-        episode = f" {what} [bold]{escape(self.episode_id)}[/]" if self.episode_id else ""
+        episode = f" {what} [bold]{literal(self.episode_id)}[/]" if self.episode_id else ""
         self.console.print(
-            f"[bold magenta]resumed[/]{episode} from seq {p.from_seq} ({escape(p.env_restore)})"
+            f"[bold magenta]resumed[/]{episode} from seq {p.from_seq} ({literal(p.env_restore)})"
         )
 
     def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
         self._close_stream()
         self.console.print(
-            f"[bold]end[/]: {escape(p.stop_reason)} after {plural(p.turns, 'turn')} · reward "
+            f"[bold]end[/]: {literal(p.stop_reason)} after {plural(p.turns, 'turn')} · reward "
             f"[bold]{p.total_reward:g}[/]"
         )

@@ -1,0 +1,69 @@
+"""Recorded text made safe to show: control and escape characters visible, never interpreted.
+
+What a model wrote, what a command printed and what a task file says reach a terminal (the
+live view of ``run``, ``show``, ``ls``, the TUI). A terminal acts on control characters: an
+ESC starts a sequence that can set the clipboard (OSC 52), the window title, open links
+(OSC 8), clear the screen or erase lines above; ``\\r`` and backspace overwrite what is
+shown. So every recorded text is shown the way ``less`` and ``cat -v`` show it: C0 controls
+in caret notation (ESC as ``^[``, ``\\r`` as ``^M``, BEL as ``^G``), DEL as ``^?``, C1
+controls and the bidirectional overrides that reorder a line as ``<U+009B>``. Newline and
+tab are kept where layout needs them (:func:`visible`); one-line forms replace them too
+(:func:`one_line_visible`).
+
+Rich parses strings as markup (``[/]`` fails, ``[link=...]`` is live): :func:`literal` is
+the text for a markup string, :func:`plain` a ``rich.text.Text`` that is never parsed.
+
+One precompiled character class decides whether a text needs any change (a C-speed scan;
+most text does not), and ``str.translate`` makes the change in one pass.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.markup import escape
+from rich.style import Style
+from rich.text import Text
+
+__all__ = ["literal", "one_line_visible", "plain", "visible"]
+
+_KEPT = "\n\t"
+_BIDI = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+
+
+def _table(keep: str) -> dict[int, str]:
+    table = {c: f"^{chr(c + 0x40)}" for c in range(0x20) if chr(c) not in keep}
+    table[0x7F] = "^?"
+    table.update({c: f"<U+{c:04X}>" for c in (*range(0x80, 0xA0), *_BIDI)})
+    return table
+
+
+_VISIBLE = _table(_KEPT)
+_ONE_LINE = _table("")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character but newline and tab shown visibly (``^[``,
+    ``^M``, ``^?``, ``<U+009B>``); text without any is returned as it is."""
+    if _CONTROL.search(text) is None:
+        return text
+    return text.translate(_VISIBLE)
+
+
+def one_line_visible(text: str) -> str:
+    """As :func:`visible`, newline and tab included (``^J``, ``^I``): for one-line cells."""
+    if _ANY_CONTROL.search(text) is None:
+        return text
+    return text.translate(_ONE_LINE)
+
+
+def literal(value: object) -> str:
+    """``value`` as text for a Rich markup string: shown as written, never as markup."""
+    return escape(visible(str(value)))
+
+
+def plain(value: object, style: str | Style = "") -> Text:
+    """``value`` as a Rich ``Text`` (never parsed as markup), control characters visible."""
+    return Text(visible(str(value)), style=style)
