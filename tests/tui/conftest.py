@@ -209,8 +209,9 @@ def make_app(tui_db: Path) -> Callable[..., AgentRunnerApp]:
     return make
 
 
-async def wait_for(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float = 10) -> None:
-    """Let the app run until ``condition()`` holds (fails the test after ``timeout``)."""
+async def wait_for(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float = 120) -> None:
+    """Let the app run until ``condition()`` holds; ``timeout`` only bounds a failing test (a
+    passing one returns as soon as the condition holds, however loaded the machine is)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

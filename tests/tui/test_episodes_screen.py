@@ -91,10 +91,17 @@ async def test_sort_cycles_columns_and_reverses(make_app: Callable[..., AgentRun
         assert _rows(app)[0][0] == FAILED[:8]  # newest first
         await pilot.press("s")  # by status
         await pilot.press("S")  # ascending
-        await pilot.pause()
-        statuses = [r[1] for r in _rows(app)]
         assert isinstance(app.screen, EpisodesScreen) and app.screen.sort_key == "status"
-    assert statuses == sorted(statuses)
+        # The table is refilled after the keys are handled: wait for the sorted rows.
+        await wait_for(pilot, lambda: _sorted_statuses(app) is not None)
+        statuses = _sorted_statuses(app)
+    assert statuses is not None and len(statuses) == 5
+
+
+def _sorted_statuses(app: AgentRunnerApp) -> list[str] | None:
+    """The table's statuses once all five rows are there in ascending order, else None."""
+    statuses = [r[1] for r in _rows(app)]
+    return statuses if len(statuses) == 5 and statuses == sorted(statuses) else None
 
 
 async def test_enter_opens_the_selected_episode(make_app: Callable[..., AgentRunnerApp]) -> None:

@@ -110,7 +110,7 @@ async def test_fork_can_inject_a_user_message_with_another_model(
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: len(app.runs.started) == 1)
         fork_id = app.runs.started[0]
-        await wait_for(pilot, lambda: fork_id not in app.runs.active, timeout=30)
+        await wait_for(pilot, lambda: fork_id not in app.runs.active)
     with TraceStore(tui_db) as store:
         fork = store.episode(fork_id)
         first = store.events(fork_id, after_seq=fork.fork_seq or 0, limit=1)[0]
@@ -163,7 +163,7 @@ async def test_after_R_the_last_row_stays_in_view_when_the_run_outgrows_the_list
         before = lst.index.last_seq
         assert lst.row_count < lst.size.height  # the trace fits: no scrollbar yet
         await pilot.press("R")
-        await wait_for(pilot, lambda: CANCELLED not in app.runs.active, timeout=30)
+        await wait_for(pilot, lambda: CANCELLED not in app.runs.active)
         screen.poll_now()
         await wait_for(pilot, lambda: lst.index.last_seq > before)
         assert lst.row_count > lst.size.height

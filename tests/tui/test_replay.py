@@ -39,6 +39,7 @@ async def test_space_plays_back_with_recorded_timing_and_pauses(
         start = lst.limit or 0
         await wait_for(pilot, lambda: (lst.limit or 0) >= start + 3)
         await pilot.press("space")
+        await pilot.pause()  # a tick already queued before the pause lands first
         paused_at = lst.limit
         await pilot.pause(0.2)
         assert screen.replay.state == "paused" and lst.limit == paused_at
