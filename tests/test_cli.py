@@ -330,7 +330,7 @@ def test_resume_continues_a_ctrl_c_cancelled_run_to_completion(db_path: Path) ->
     runner = _start_run(db_path)
     ep = _wait_for_event(db_path, "tool.result")
     runner.send_signal(signal.SIGINT)
-    runner.communicate(timeout=30)
+    runner.communicate(timeout=120)
     listed = _last_json(_cli("ls", "--db", str(db_path), "--json").stdout)
     resumed = _cli("resume", ep[:12], "--db", str(db_path), "--json")
     result = _last_json(resumed.stdout)
@@ -345,7 +345,7 @@ def test_resume_all_resumes_every_resumable_episode(db_path: Path) -> None:
         runner = _start_run(db_path)
         seen += (_wait_for_event(db_path, "model.chunk", skip=seen),)
         runner.send_signal(signal.SIGINT)
-        runner.communicate(timeout=30)
+        runner.communicate(timeout=120)
     proc = _cli("resume", "--all", "--db", str(db_path), "--json")
     result = _last_json(proc.stdout)
     assert proc.returncode == 0 and isinstance(result, dict)
@@ -433,7 +433,7 @@ def test_a_second_ctrl_c_does_not_cut_the_recorded_ending(db_path: Path, gap_s: 
     runner.send_signal(signal.SIGINT)
     time.sleep(gap_s)
     runner.send_signal(signal.SIGINT)
-    out, err = runner.communicate(timeout=30)
+    out, err = runner.communicate(timeout=120)
     result = _last_json(out)
     assert runner.returncode == 130 and isinstance(result, dict) and "Traceback" not in err
     with TraceStore(db_path) as store:
