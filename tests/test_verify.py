@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +18,17 @@ def _verify(tmp_path: Path, test_source: str) -> dict[str, object]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "mod.py").write_text("VALUE = 2\n")
-    proc = subprocess.run(
-        [sys.executable, "-P", "-s", str(VERIFY_SCRIPT), str(hidden)],
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
+    read_end, write_end = os.pipe()  # the verdict comes over a pipe, never the output
+    with os.fdopen(read_end, "rb") as verdict:
+        subprocess.run(
+            [sys.executable, "-P", "-s", str(VERIFY_SCRIPT), str(hidden), str(write_end)],
+            cwd=workspace,
+            capture_output=True,
+            pass_fds=(write_end,),
+            check=True,
+        )
+        os.close(write_end)
+        result: dict[str, object] = json.loads(verdict.read())
     return result
 
 
@@ -39,6 +43,7 @@ def test_verifier_counts_passed_and_total_tests(tmp_path: Path) -> None:
         "passed": 1,
         "total": 2,
         "failures": ["test_hidden_x.T.test_bad"],
+        "complete": True,
     }
 
 

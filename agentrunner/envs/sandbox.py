@@ -221,11 +221,12 @@ def run_command(
     output_cap: int,
     flood_limit: int = FLOOD_LIMIT,
     preexec: Callable[[], None] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> CommandResult:
     """Run ``argv`` in its own process group with merged, capped output and a hard timeout.
 
-    ``preexec`` runs in the child before exec (limits, cgroup). Raises ``OSError`` when the
-    command cannot be started (the caller translates it).
+    ``preexec`` runs in the child before exec (limits, cgroup); ``pass_fds`` stay open in it.
+    Raises ``OSError`` when the command cannot be started (the caller translates it).
     """
     proc = subprocess.Popen(
         list(argv),
@@ -236,6 +237,7 @@ def run_command(
         stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=preexec,
+        pass_fds=tuple(pass_fds),
     )
     try:
         buf, timed_out, flooded = _collect(proc, timeout, output_cap, flood_limit)

@@ -1,9 +1,10 @@
 """Turning a verifier's or a test command's run into a reward and what the model reads.
 
-Two sources of a score: the bundled verifier script (it prints a JSON line with ``passed``,
-``total``, ``failures`` and maybe ``score``), scored by the task's reward mode; and a task's
-own test command (``--test``), which passes on exit status 0 or, given a JUnit XML report,
-earns the fraction of test cases that passed.
+Two sources of a score: a verifier's JSON verdict (``passed``, ``total``, ``failures`` and
+maybe ``score``), scored by the task's reward mode: the bundled verifier's comes over a pipe
+only its supervisor holds, a task's own verifier command prints it as its last JSON line; and
+a task's own test command (``--test``), which passes on exit status 0 or, given a JUnit XML
+report, earns the fraction of test cases that passed (an unreadable report earns 0).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from agentrunner.envs.tasks import Task
 MAX_REPORT_BYTES = 64 << 20
 
 
-def _last_json(output: str, nonce: str | None = None) -> dict[str, Any] | None:
-    """The last JSON object line of ``output`` (carrying ``nonce``, when one is expected)."""
+def _last_json(output: str) -> dict[str, Any] | None:
+    """The last JSON object line of ``output``."""
     for line in reversed(output.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -29,9 +30,24 @@ def _last_json(output: str, nonce: str | None = None) -> dict[str, Any] | None:
                 value = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(value, dict) and (nonce is None or value.get("nonce") == nonce):
+            if isinstance(value, dict):
                 return value
     return None
+
+
+def _supervised(verdict: bytes) -> dict[str, Any] | str:
+    """The bundled verifier's supervisor's verdict, or why it gave none worth scoring."""
+    try:
+        value = json.loads(verdict.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        return "the verifier gave no verdict (the code under test crashed it or tampered with it)"
+    if value.get("complete") is not True:
+        failures = value.get("failures")
+        why = failures[0] if isinstance(failures, list) and failures else "it did not finish"
+        return f"the hidden tests did not run to the end: {why}"
+    return value
 
 
 def _count(value: Any) -> int | None:
@@ -47,11 +63,12 @@ def _clamped_score(value: Any) -> float | None:
 
 
 def score_verifier(
-    task: Task, result: CommandResult, timeout: float, *, nonce: str | None = None
+    task: Task, result: CommandResult, timeout: float, *, verdict: bytes | None = None
 ) -> StepResult:
-    """The final step from the verifier's output: reward by the task's mode, and a summary.
+    """The final step from a verifier's run: reward by the task's mode, and a summary.
 
-    With ``nonce`` (the bundled verifier) only a verdict line carrying it counts."""
+    ``verdict`` is what the bundled verifier's supervisor wrote to its pipe (the output is
+    then never read for a verdict); without it, the output's last JSON line is the verdict."""
     if result.timed_out or result.flooded:
         msg = f"the verifier timed out after {timeout:g} s"
         if result.flooded:
@@ -59,9 +76,9 @@ def score_verifier(
         return StepResult(
             observation=f"submitted: {msg}; reward 0", reward=0.0, done=True, error=msg
         )
-    found = _last_json(result.text(), nonce)
-    if found is None and nonce is not None:
-        msg = "the verifier gave no verdict (the code under test crashed it or tampered with it)"
+    found = _last_json(result.text()) if verdict is None else _supervised(verdict)
+    if isinstance(found, str):
+        msg = found
         return StepResult(
             observation=f"submitted: {msg}; reward 0",
             reward=0.0,
@@ -114,8 +131,9 @@ class TestOutcome:
 
     @property
     def passed_all(self) -> bool:
-        """Every test case passed (with a report), else the command exited with status 0."""
-        if self.timed_out:
+        """Every test case passed (with a report), else the command exited with status 0
+        (never when a report was asked for and none was read)."""
+        if self.timed_out or self.report_problem is not None:
             return False
         if self.total is not None:
             return self.failed == 0 and self.total > 0
@@ -160,8 +178,9 @@ def score_test(
     if report is None:
         return base
     counts = report_data if isinstance(report_data, str) else read_junit(report_data or b"")
-    if isinstance(counts, str):
-        return TestOutcome(**{**asdict(base), "report": report, "report_problem": counts})
+    if isinstance(counts, str):  # asked for a report and got none worth reading: no credit
+        fields = {**asdict(base), "reward": 0.0, "report": report, "report_problem": counts}
+        return TestOutcome(**fields)
     passed, failed, skipped, failures = counts
     total = passed + failed
     reward = 0.0 if result.timed_out or total == 0 else passed / total

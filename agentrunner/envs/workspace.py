@@ -26,10 +26,10 @@ import contextlib
 import errno
 import functools
 import os
-import secrets
+import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -37,8 +37,10 @@ from typing import Any
 from agentrunner.environment import ResetResult, SnapshotBackend, StepResult, ToolAction
 from agentrunner.envs import paths, sandbox
 from agentrunner.envs.cgroups import StepCgroup
+from agentrunner.envs.clean_copy import materialize
 from agentrunner.envs.jail import HIDDEN, VERIFIER, Jail, SandboxConfig, resolve_mode
 from agentrunner.envs.layout import lay_out, prepare_files
+from agentrunner.envs.report_pipe import ReportPipe
 from agentrunner.envs.sandbox import ToolError
 from agentrunner.envs.scoring import MAX_REPORT_BYTES, TestOutcome, score_test, score_verifier
 from agentrunner.envs.snapshots import SnapshotStore
@@ -280,34 +282,43 @@ class WorkspaceEnv(WorkspaceTools):
     def run_test(
         self, command: str, *, report: str | None = None, hidden: dict[str, str] | None = None
     ) -> TestOutcome:
-        """Run a test command in the sandbox (``hidden`` files laid over the workspace for
-        this run only), score it, and put the workspace back as it was."""
-        before = self.snapshot()
-        try:
-            if report is not None:
-                paths.remove(self.workspace, report)  # a stale or planted report earns nothing
-            for rel, content in sorted((hidden or {}).items()):
-                paths.plant_bytes(self.workspace, rel, content.encode("utf-8"))
-        except ToolError as exc:
-            self.restore(before)
-            problem = f"the workspace stands in the way of the test run: {self._mask(str(exc))}"
-            return TestOutcome(command=command, exit_code=-1, timed_out=False, reward=0.0,
-                               report_problem=problem)  # fmt: skip
-        try:
-            result = self._run(["bash", "-c", command], timeout=self.verify_timeout, network=False)
-            output = sandbox.cap_text(result.text(self._mask), _TEST_OUTPUT_CAP)
-            return score_test(command, result, report, self._report(report), output=output)
-        finally:
-            self.restore(before)
+        """Run a test command in the sandbox on a clean copy of the recorded change (``hidden``
+        files laid over it), and score it; the agent's workspace is not touched. The JUnit
+        ``report`` is taken through a pipe as it is written (see ``report_pipe``)."""
+        with self._clean_copy() as (root, mask):
+            copy = root / "workspace"
+            try:
+                for rel, content in sorted((hidden or {}).items()):
+                    paths.plant_bytes(copy, rel, content.encode("utf-8"))
+                pipe = ReportPipe(copy, report, MAX_REPORT_BYTES) if report is not None else None
+            except (ToolError, OSError) as exc:
+                problem = f"the workspace stands in the way of the test run: {mask(str(exc))}"
+                return TestOutcome(command=command, exit_code=-1, timed_out=False, reward=0.0,
+                                   report_problem=problem)  # fmt: skip
+            with pipe or contextlib.nullcontext():
+                argv = ["bash", "-c", command]
+                result = self._run(argv, timeout=self.verify_timeout, network=False, root=root)
+                data = pipe.finish() if pipe is not None else None
+            output = sandbox.cap_text(result.text(mask), _TEST_OUTPUT_CAP)
+            return score_test(command, result, report, data, output=output)
 
-    def _report(self, report: str | None) -> bytes | str | None:
-        """The JUnit report the test command wrote (read beneath the workspace), or why not."""
-        if report is None:
-            return None
+    @contextlib.contextmanager
+    def _clean_copy(self) -> Iterator[tuple[Path, Callable[[str], str]]]:
+        """A private root whose ``workspace`` is the base with the recorded change applied
+        (what ``diff`` shows: no ``__pycache__``, nothing the snapshot leaves out), and the
+        mask that shows it as ``/``; removed afterwards."""
+        assert self._base is not None
+        after = self.snapshot()
+        root = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-")).resolve()
         try:
-            return paths.read_bytes(self.workspace, report, MAX_REPORT_BYTES)
-        except ToolError as exc:
-            return f"no readable JUnit report ({self._mask(str(exc))})"
+            for name in ("workspace", "tmp"):
+                (root / name).mkdir()
+            backend = self._snapshotter().backend
+            materialize(backend, str(self._base["snapshot"]), after, root / "workspace")
+            masker = sandbox.PathMasker(root)
+            yield root, lambda text: masker(self._mask(text))
+        finally:
+            sandbox.force_rmtree(root)
 
     def _snapshotter(self) -> Snapshotter:
         if self._snap is None:
@@ -381,24 +392,32 @@ class WorkspaceEnv(WorkspaceTools):
         timeout: float,
         extra_ro: tuple[tuple[Path, str], ...] = (),
         network: bool | None = None,
+        root: Path | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> sandbox.CommandResult:
-        """Run a command in the sandbox, with the limits; every process of it ends with it."""
+        """Run a command in the sandbox, with the limits; every process of it ends with it.
+
+        ``root`` (a verification's clean copy) runs it on ``root/workspace`` instead of the
+        agent's workspace, with bytecode neither written nor read from beside the sources."""
         jail = self._jail
         assert jail is not None and self._root is not None
         cgroup = StepCgroup.create(jail.config.limits.processes) if jail.mode == "bwrap" else None
         inside = jail.mode == "bwrap"
-        tmp = Path("/tmp") if inside else self._root / "tmp"
-        env = sandbox.scrubbed_env(home=tmp, tmpdir=tmp, path=jail.path_env())
+        workspace = self.workspace if root is None else root / "workspace"
+        tmp = Path("/tmp") if inside else (root or self._root) / "tmp"
+        extra = None if root is None else {"PYTHONPYCACHEPREFIX": str(tmp / ".no-pycache")}
+        env = sandbox.scrubbed_env(home=tmp, tmpdir=tmp, path=jail.path_env(), extra=extra)
         try:
             result = sandbox.run_command(
                 jail.command(
-                    argv, workspace=self.workspace, tmp=tmp, extra_ro=extra_ro, network=network
+                    argv, workspace=workspace, tmp=tmp, extra_ro=extra_ro, network=network
                 ),
-                cwd=self.workspace,
+                cwd=workspace,
                 env=env,
                 timeout=timeout,
                 output_cap=self.output_cap,
                 preexec=jail.preexec(cgroup),
+                pass_fds=pass_fds,
             )
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC):  # as configured
@@ -434,29 +453,54 @@ class WorkspaceEnv(WorkspaceTools):
         return self._verify(task)
 
     def _verify(self, task: Task) -> StepResult:
-        """The task's hidden verifier, with the hidden files present for this run only."""
-        assert self._root is not None and self._jail is not None
-        before = self.snapshot()
-        hidden = self._root / "hidden"  # outside the workspace, removed right after
+        """The task's hidden verifier on a clean copy of the recorded change, with the hidden
+        files beside it; the bundled one reports over a pipe only its supervisor holds."""
+        assert self._jail is not None
         inside = self._jail.mode == "bwrap"
-        shown = HIDDEN if inside else str(hidden)
         script = f"{VERIFIER}/verify.py" if inside else str(VERIFY_SCRIPT)
-        try:
-            sandbox.force_rmtree(hidden)
+        with self._clean_copy() as (root, _):
+            hidden, tools = root / "hidden", root / "verifier"  # beside the copy's workspace
+            shown = HIDDEN if inside else str(hidden)
             lay_out(task, task.hidden_files, hidden)
-            nonce = None
+            tools.mkdir()
+            shutil.copyfile(VERIFY_SCRIPT, tools / "verify.py")
+            for folder in (hidden, tools):  # readable by the sandbox's user, writable by none
+                folder.chmod(0o755)
+            binds = ((hidden, HIDDEN), (tools, VERIFIER))
+            run = functools.partial(
+                self._run, timeout=self.verify_timeout, extra_ro=binds, network=False, root=root
+            )
             if task.verifier:
-                argv = [arg.replace("{hidden}", shown) for arg in task.verifier]
-            else:
+                result = run([arg.replace("{hidden}", shown) for arg in task.verifier])
+                return score_verifier(task, result, self.verify_timeout)
+            read_end, write_end = os.pipe()
+            try:
                 # -P: the script's folder is not put on sys.path (it would shadow task modules)
-                nonce = secrets.token_hex(16)
-                argv = [str(self._jail.python), "-P", "-s", script, shown, nonce]
-            binds = ((hidden, HIDDEN), (VERIFY_SCRIPT, f"{VERIFIER}/verify.py"))
-            result = self._run(argv, timeout=self.verify_timeout, extra_ro=binds, network=False)
-        finally:
-            sandbox.force_rmtree(hidden)
-            self.restore(before)
-        return score_verifier(task, result, self.verify_timeout, nonce=nonce)
+                argv = [str(self._jail.python), "-P", "-s", script, shown, str(write_end)]
+                result = run(argv, pass_fds=(write_end,))
+                os.close(write_end)
+                write_end = -1
+                verdict = _read_available(read_end, 1 << 20)
+            finally:
+                for fd in (read_end, write_end):
+                    if fd >= 0:
+                        os.close(fd)
+        return score_verifier(task, result, self.verify_timeout, verdict=verdict)
+
+
+def _read_available(fd: int, limit: int) -> bytes:
+    """What a pipe holds now (its writers are gone or done), up to ``limit`` bytes."""
+    os.set_blocking(fd, False)
+    data = b""
+    while len(data) <= limit:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data[: limit + 1]
 
 
 @functools.cache
