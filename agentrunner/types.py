@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentrunner.redaction import scrub
+
 Role = Literal["system", "user", "assistant", "tool"]
 Channel = Literal["reasoning", "text", "tool_args", "refusal"]
 
@@ -37,7 +39,11 @@ class AgentToolCall(_Value):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
     def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a JSON object; raises ``ValueError`` with a readable reason."""
+        """The arguments as a JSON object; raises ``ValueError`` with a readable reason.
+
+        A lone surrogate the JSON text escapes (``"\\ud800"``, as providers send) becomes
+        U+FFFD in the parsed form, keys too: UTF-8 cannot carry it, so neither the store nor
+        a tool could; ``arguments`` keeps the text as written."""
         text = self.arguments.strip() or "{}"
         try:
             value = json.loads(text)
@@ -47,7 +53,7 @@ class AgentToolCall(_Value):
             ) from None
         if not isinstance(value, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
-        return value
+        return scrub(value, None)[0] if "\\" in text or not text.isascii() else value
 
     def checked_arguments(self) -> tuple[dict[str, Any] | None, str | None]:
         """The arguments as a JSON object and None, or None and why they are not one."""
@@ -92,6 +98,12 @@ class Message(_Value):
     tool_call_id: str | None = None
     name: str | None = None
     opaque: tuple[OpaquePart, ...] = ()
+    raw: Any = None
+    """A recorded client's message exactly as it sent it (provider-native, verbatim); for a
+    system prompt it sent as a body field, that field's value (see ``body_field``). None for
+    the runner's own messages, whose native form the provider adapter builds."""
+    body_field: str | None = None
+    """The request body field a recorded system prompt came in (``system``, ``instructions``)."""
 
 
 class AgentTurn(_Value):
@@ -127,6 +139,8 @@ class ToolSpec(_Value):
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}, "required": []}
     )
+    raw: dict[str, Any] | None = None
+    """The tool exactly as a recorded client declared it (provider-native), or None."""
 
 
 class Chunk(_Value):

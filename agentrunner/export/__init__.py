@@ -31,7 +31,7 @@ from agentrunner.export.parquet import require_pyarrow
 from agentrunner.export.prm import prm_rows
 from agentrunner.export.select import Selected, Selection, percentile, select_episodes
 from agentrunner.export.sft import sft_rows
-from agentrunner.export.writer import check_output, write_jsonl, write_parquet
+from agentrunner.export.writer import RecordableRows, check_output, write_jsonl, write_parquet
 from agentrunner.store import TraceStore
 
 RowsFn = Callable[[TraceStore, Selected, ExportOptions], Iterator[dict[str, Any]]]
@@ -112,18 +112,19 @@ def export(
             raise UsageError("Parquet output needs a file: -o FILE.parquet")
         require_pyarrow()
     selected, rows = export_rows(store, fmt, selection=selection, options=options)
-    watch = LengthWatch(fmt)
+    watch, recordable = LengthWatch(fmt), RecordableRows()
+    rows = watch.rows(recordable.rows(rows))
     if as_parquet:
         assert output is not None
-        count = write_parquet(watch.rows(rows), output, fmt, options.reasoning_key)
+        count = write_parquet(rows, output, fmt, options.reasoning_key)
     else:
-        count = write_jsonl(watch.rows(rows), output)
+        count = write_jsonl(rows, output)
     return ExportResult(
         format=fmt,
         rows=count,
         file=str(output) if output is not None else None,
         episodes=len(selected.episodes),
-        notes=[*selected.notes, *watch.notes()],
+        notes=[*selected.notes, *recordable.notes(), *watch.notes()],
     )
 
 

@@ -6,6 +6,10 @@ only by a complete one. The file is created with the permissions the user's umas
 new file (``0o666 & ~umask``, as ``open`` does). Zero rows give an empty JSONL file (0 bytes)
 or a valid Parquet file with the format's columns and no rows.
 
+Rows pass :class:`RecordableRows` first: a lone surrogate (which UTF-8, JSON Lines and Parquet
+cannot carry) becomes U+FFFD and a note counts the rows it touched, so one bad string never
+costs the rest of an export.
+
 Errors on the way become the project's own: an output that is a directory or not a regular
 file, or a folder where no file can be created, is a :class:`UsageError` (raised before any
 row is read); a write that fails midway is an :class:`AgentRunnerError`.
@@ -18,12 +22,37 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.export import parquet
+from agentrunner.redaction import scrub
+
+
+class RecordableRows:
+    """Passes rows through with every lone surrogate (keys too) replaced by U+FFFD."""
+
+    def __init__(self) -> None:
+        self.changed = 0
+
+    def rows(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for row in rows:
+            clean, replaced = scrub(row, None)
+            if replaced:
+                self.changed += 1
+                yield clean
+            else:
+                yield row
+
+    def notes(self) -> list[str]:
+        if not self.changed:
+            return []
+        return [
+            f"{self.changed} row(s) held text UTF-8 cannot carry (lone surrogates); written"
+            " with U+FFFD in its place"
+        ]
 
 
 def _line(row: dict[str, Any]) -> str:
