@@ -16,12 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.text import Text
 
 from agentrunner import events as ev
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import plural, unique_prefixes
-from agentrunner.safe_text import literal
+from agentrunner.safe_text import literal, visible
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
@@ -43,6 +44,17 @@ def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160)
     else:
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+Part = str | tuple[str, str]
+
+
+def line(*parts: Part) -> Text:
+    """One line of words and recorded values, each ``text`` or ``(text, style)``: a ``Text``,
+    never read as markup, control characters shown visibly (see :mod:`agentrunner.safe_text`)."""
+    return Text.assemble(
+        *(visible(p) if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts)
+    )
 
 
 def describe_message(message: Message, limit: int = 160) -> str:
@@ -128,8 +140,8 @@ class EventRenderer:
         if len(lines) > 1 and not lines[-1]:
             lines.pop()
         shown = lines if self.verbose else lines[:limit]
-        for line in shown:
-            self.console.print(f"  [{style}]│[/] {literal(line)}", soft_wrap=True)
+        for text_line in shown:
+            self.console.print(line(("  │", style), " ", text_line), soft_wrap=True)
         if len(shown) < len(lines):
             self.console.print(
                 f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]"
@@ -137,10 +149,18 @@ class EventRenderer:
 
     def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
         model = p.model.get("spec", "?")
-        episode = f"[bold]{literal(self.episode_id)}[/] · " if self.episode_id else ""
+        episode: list[Part] = [(self.episode_id, "bold"), " · "] if self.episode_id else []
         self.console.print(
-            f"[bold]episode[/] {episode}task [cyan]{literal(p.task_id)}[/] · seed {p.seed} · "
-            f"model [cyan]{literal(str(model))}[/] · env {literal(str(p.env.get('kind', '?')))}"
+            line(
+                ("episode", "bold"),
+                " ",
+                *episode,
+                "task ",
+                (p.task_id, "cyan"),
+                f" · seed {p.seed} · model ",
+                (str(model), "cyan"),
+                f" · env {p.env.get('kind', '?')}",
+            )
         )
 
     def _message(self, turn: int, p: ev.MessageEvent) -> None:
@@ -178,7 +198,7 @@ class EventRenderer:
                 f"[dim italic]thinking: {literal(message.reasoning)}[/]", soft_wrap=True
             )
         if message.content:
-            self.console.print(literal(message.content), soft_wrap=True)
+            self.console.print(line(message.content), soft_wrap=True)
 
     def _decision_at(self, seq: int) -> Decision | None:
         """The decision whose adopted message is at ``seq`` (made on this episode or, for a
@@ -220,7 +240,7 @@ class EventRenderer:
                 f" (n {len(c.rewards)}){same}{tail}",
                 highlight=False,
             )
-            self.console.print(f"    action: {literal(describe_message(c.message, limit=100))}")
+            self.console.print(line("    action: ", describe_message(c.message, limit=100)))
             forks = " ".join(ids.get(e, e) for e in c.continuations) or "-"
             self.console.print(
                 f"    [dim]continuations {forks} · proposal {ids.get(c.proposal, c.proposal)}[/]",
@@ -245,9 +265,7 @@ class EventRenderer:
 
     def _model_request(self, turn: int, p: ev.ModelRequest) -> None:
         self._close_stream()
-        self.console.rule(
-            f"[bold]turn {turn}[/] · {literal(p.provider)}:{literal(p.model)}", style="dim"
-        )
+        self.console.rule(line((f"turn {turn}", "bold"), f" · {p.provider}:{p.model}"), style="dim")
 
     def _model_chunk(self, turn: int, p: ev.ModelChunk) -> None:
         if p.channel == "tool_args":
@@ -258,13 +276,12 @@ class EventRenderer:
             if p.channel == "reasoning":
                 self.console.print("[dim italic]thinking:[/] ", end="")
         style = {"reasoning": "dim italic", "refusal": "bold red"}.get(p.channel, "")
-        text = literal(p.text)
-        self.console.print(f"[{style}]{text}[/]" if style else text, end="", soft_wrap=True)
+        self.console.print(line((p.text, style)), end="", soft_wrap=True)
 
     def _model_response(self, turn: int, p: ev.ModelResponse) -> None:
         self._close_stream()
         if p.refusal:
-            self.console.print(f"[bold red]refusal:[/] {literal(p.refusal)}")
+            self.console.print(line(("refusal:", "bold red"), " ", p.refusal))
         if p.stop_reason in (None, ev.StopReason.INCOMPLETE):
             self.console.print("[yellow]stream ended without a finish reason[/]")
 
@@ -278,7 +295,7 @@ class EventRenderer:
     def _tool_call(self, turn: int, p: ev.ToolCall) -> None:
         self._close_stream()
         args = _short_args(p.arguments, p.parsed)
-        self.console.print(f"[bold cyan]▶ {literal(p.name)}[/]([cyan]{literal(args)}[/])")
+        self.console.print(line((f"▶ {p.name}", "bold cyan"), "(", (args, "cyan"), ")"))
 
     def _tool_result(self, turn: int, p: ev.ToolResult) -> None:
         self._lines(p.observation, "red" if p.error else "green", MAX_OBS_LINES)
@@ -292,9 +309,7 @@ class EventRenderer:
 
     def _cancel(self, turn: int, p: ev.Cancel) -> None:
         self._close_stream()
-        self.console.print(
-            f"[bold yellow]cancelled[/] during {literal(p.where)}: {literal(p.reason)}"
-        )
+        self.console.print(line(("cancelled", "bold yellow"), f" during {p.where}: {p.reason}"))
 
     def _error(self, turn: int, p: ev.Error) -> None:
         self._close_stream()
@@ -302,21 +317,23 @@ class EventRenderer:
         # retrying says so in its message, and is not called retryable as well.
         retry = " (retryable)" if p.retryable and GAVE_UP not in p.message else ""
         self.console.print(
-            f"[bold red]error[/] in {literal(p.where)}: {literal(p.type)}: "
-            f"{literal(p.message)}{retry}"
+            line(("error", "bold red"), f" in {p.where}: {p.type}: {p.message}{retry}")
         )
 
     def _resume(self, turn: int, p: ev.Resume) -> None:
         self._close_stream()
         what = "fork" if p.reason == "fork" else "episode"
-        episode = f" {what} [bold]{literal(self.episode_id)}[/]" if self.episode_id else ""
+        episode: list[Part] = [f" {what} ", (self.episode_id, "bold")] if self.episode_id else []
         self.console.print(
-            f"[bold magenta]resumed[/]{episode} from seq {p.from_seq} ({literal(p.env_restore)})"
+            line(("resumed", "bold magenta"), *episode, f" from seq {p.from_seq} ({p.env_restore})")
         )
 
     def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
         self._close_stream()
         self.console.print(
-            f"[bold]end[/]: {literal(p.stop_reason)} after {plural(p.turns, 'turn')} · reward "
-            f"[bold]{p.total_reward:g}[/]"
+            line(
+                ("end", "bold"),
+                f": {p.stop_reason} after {plural(p.turns, 'turn')} · reward ",
+                (f"{p.total_reward:g}", "bold"),
+            )
         )
