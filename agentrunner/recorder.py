@@ -232,10 +232,12 @@ class Recorder:
         step: int | None = None,
         truncated: bool = False,
     ) -> str:
-        """Record a result and its tool message; return the observation as recorded."""
-        observation, replaced = self._text(observation)
+        """Record a result and its tool message; return the observation as recorded (cleared
+        of known secrets in their costlier forms too, the rest of one the previous result cut)."""
+        observation, replaced = recordable(observation)
+        observation = self.redactor.result(observation)
         if error is not None:
-            error = self._text(error)[0]
+            error = self.redactor.deep(recordable(error)[0])
         message = Message(
             role="tool", content=observation, tool_call_id=call.call_id, name=call.name
         )

@@ -12,6 +12,10 @@ and URL-safe, at any alignment inside a longer encoded text). Streamed text is r
 across chunk boundaries (chunks are written as they come, never held back): a chunk ending
 in the first :data:`MIN_PARTIAL` or more characters of a secret has them redacted, and the
 next chunk the rest of it.
+
+Tool results, workspace snapshot blobs and exports are also searched for the costlier forms
+(rot13, base32, spaced hex and decimal bytes, base64 of gzip, pieces of a key, a key spread
+with a character between each pair): :mod:`agentrunner.redaction_encodings`.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from agentrunner.redaction_encodings import DeepRedactor
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 MIN_SECRET_LEN = 6
@@ -29,6 +36,8 @@ MIN_SECRET_LEN = 6
 MIN_PARTIAL = 6
 """A chunk ending in this many or more characters of a secret has them redacted."""
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_OVERLAP = 64 << 10
+"""Bytes of a large file's previous block searched again with the next one."""
 
 
 def recordable(text: str) -> tuple[str, int]:
@@ -75,7 +84,6 @@ class Redactor:
                 self._names.setdefault(form, name)
         forms = sorted(self._names, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
-        self._bytes = [(f.encode("utf-8", "surrogatepass"), n) for f, n in self._names.items()]
         self._longest = max((len(f) for f in forms), default=0)
         self._grams = {f[i : i + MIN_PARTIAL] for f in forms for i in range(len(f) - MIN_PARTIAL)}
         self._tails: dict[str, str] = {}
@@ -99,12 +107,38 @@ class Redactor:
             return {self.text(str(k)): self.value(v) for k, v in value.items()}
         return value
 
+    @cached_property
+    def _deep(self) -> DeepRedactor:
+        return DeepRedactor(self.secrets, self._names, MIN_SECRET_LEN)
+
+    def deep(self, text: str) -> str:
+        """``text`` cleared of known secrets in the costlier forms too (an export, an error)."""
+        return self._deep.text(text) if self._pattern is not None and text else text
+
+    def result(self, text: str) -> str:
+        """The episode's next tool result, as :meth:`deep` and with the rest of a secret
+        whose piece ended the previous result's redactions."""
+        return self._deep.result(text) if self._pattern is not None else text
+
     def data(self, data: bytes) -> bytes:
-        """File contents with every known secret form replaced (for workspace snapshots)."""
-        for form, name in self._bytes:
-            if form in data:
-                data = data.replace(form, f"[redacted:{name}]".encode())
-        return data
+        """File contents with every known secret form replaced (for workspace snapshots);
+        the very same object when it holds none."""
+        return self._deep.data(data) if self._pattern is not None else data
+
+    def large(self, blocks: Iterable[bytes]) -> bytes | None:
+        """A file too large to hold in memory, read in ``blocks``: None when it holds no known
+        secret, else what is stored in its place (a marker naming the secret, its size)."""
+        tail = b""
+        size = 0
+        for block in blocks:
+            size += len(block)
+            joined = tail + block
+            clean = self.data(joined)
+            if clean is not joined:
+                name = clean.split(b"[redacted:", 1)[1].split(b"]", 1)[0].decode()
+                return f"[redacted:{name}] (a file of over {size >> 20} MiB)\n".encode()
+            tail = block[-_OVERLAP:]
+        return None
 
     def stream(self, key: str, text: str) -> str:
         """One streamed piece of ``key``'s text, redacted together with what came before it:
@@ -194,8 +228,9 @@ def scrub(value: Any, redactor: Redactor | None) -> tuple[Any, int]:
 
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:
-    """Replace each known secret (in all its forms) in ``text`` with a marker."""
-    return Redactor(secrets).text(text)
+    """Replace each known secret (in all its forms, the costlier ones too) in ``text`` with a
+    marker, as a tool result is recorded."""
+    return Redactor(secrets).deep(text)
 
 
 def public_url(url: str) -> str:

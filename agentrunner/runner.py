@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -83,6 +83,8 @@ class RunConfig(BaseModel):
 
     max_turns: int = Field(default=100, ge=1, le=MAX_TURNS_LIMIT)
     continue_prompt: str = CONTINUE_PROMPT
+    snapshot_secrets: Literal["redacted"] = "redacted"
+    """What workspace snapshots do with a file holding a known secret: store it redacted."""
 
 
 @dataclass

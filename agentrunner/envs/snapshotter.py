@@ -39,6 +39,7 @@ from agentrunner.envs.manifest import (
 )
 from agentrunner.envs.sandbox import force_rmtree
 from agentrunner.errors import AgentRunnerError, EnvironmentFailure
+from agentrunner.redaction import Redactor
 
 SKIP_DIRS = frozenset({"__pycache__"})
 CHECKPOINT_DEPTH = 256
@@ -124,6 +125,8 @@ class Snapshotter:
         self._depth = 0
         self._known: dict[str, _Known] = {}
         self._cache: dict[str, tuple[Manifest, int]] = {}
+        self.redactor = Redactor()
+        """Known secrets (of this process's environment) are redacted in what is stored."""
 
     # -- saving ------------------------------------------------------------------------------
 
@@ -262,7 +265,27 @@ class Snapshotter:
         digest = sha.hexdigest()
         if size <= _KEEP_BYTES:
             kept[digest] = b"".join(small)
+        if self.redactor:  # the store never holds a known secret: the file's redacted bytes
+            digest, size = self._redacted(path, digest, size, kept)
         return FileEntry(stat.S_IMODE(st.st_mode), digest, size)
+
+    def _redacted(
+        self, path: str, digest: str, size: int, kept: dict[str, bytes]
+    ) -> tuple[str, int]:
+        """What a file is stored as (digest, size): itself, or its bytes cleared of known
+        secrets (a large file holding one: a marker) when it holds one."""
+        data = kept.get(digest)
+        if data is None:
+            with self._open(path) as fh:
+                clean = self.redactor.large(iter(lambda: fh.read(PART_SIZE), b""))
+        else:
+            clean = self.redactor.data(data)
+        if clean is None or clean is data:
+            return digest, size
+        redacted = hashlib.sha256(clean).hexdigest()
+        kept.pop(digest, None)
+        kept[redacted] = clean
+        return redacted, len(clean)
 
     @contextlib.contextmanager
     def _open(self, path: str) -> Iterator[BinaryIO]:
