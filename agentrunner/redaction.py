@@ -115,6 +115,16 @@ class Redactor:
         """``text`` cleared of known secrets in the costlier forms too (an export, an error)."""
         return self._deep.text(text) if self._pattern is not None and text else text
 
+    def deep_value(self, value: Any) -> Any:
+        """Strings inside lists and dicts (keys too) as :meth:`deep` leaves them."""
+        if isinstance(value, str):
+            return self.deep(value)
+        if isinstance(value, list | tuple):
+            return [self.deep_value(v) for v in value]
+        if isinstance(value, dict):
+            return {self.deep(str(k)): self.deep_value(v) for k, v in value.items()}
+        return value
+
     def result(self, text: str) -> str:
         """The episode's next tool result, as :meth:`deep` and with the rest of a secret
         whose piece ended the previous result's redactions."""

@@ -27,6 +27,8 @@ SANDBOX = "bwrap" if bwrap_problem() is None else "process"
 MARKER = "[redacted:OPENAI_API_KEY]"
 READ_KEY = "k=$(sed -n 's/^OPENAI_API_KEY=//p' .env); "
 """The attacker's first step: the key from the planted file, into a shell variable."""
+ROT13_FROM = string.ascii_uppercase + string.ascii_lowercase
+ROT13_TO = ROT13_FROM[13:26] + ROT13_FROM[:13] + ROT13_FROM[39:] + ROT13_FROM[26:39]
 
 
 @pytest.fixture
@@ -225,3 +227,29 @@ def test_a_key_cut_across_two_tool_results_is_redacted_in_both(
     one, two = observations(db)
     assert key[8:cut] not in one and key[cut:] not in two
     assert MARKER in one and MARKER in two
+
+
+# -- exports ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["sft", "atif"])
+def test_an_export_clears_a_key_the_recording_run_did_not_know(
+    tmp_path: Path, key: str, fmt: str
+) -> None:
+    rot13 = key.translate(str.maketrans(ROT13_FROM, ROT13_TO))
+    path = tmp_path / "script.json"
+    turns = [{"text": f"the key in rot13: {rot13}"}]
+    path.write_text(json.dumps({"name": "t", "episodes": [{"match": "", "turns": turns}]}))
+    db, out = tmp_path / "t.db", tmp_path / "out.jsonl"
+    proc = run_cli(
+        "run", "--model", f"scripted:{path}", "--max-turns", "1", "--db", str(db), "--json",
+        env={"OPENAI_API_KEY": None},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert rot13.encode() in store_bytes(db)  # recorded where the key was not known
+    proc = run_cli(
+        "export", "--format", fmt, "-o", str(out), "--db", str(db), "--json",
+        env={"OPENAI_API_KEY": key},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert rot13 not in out.read_text() and MARKER in out.read_text()

@@ -72,7 +72,7 @@ from agentrunner.events import (
     Usage,
 )
 from agentrunner.export.chat import tool_schemas
-from agentrunner.export.writer import check_output, write_jsonl
+from agentrunner.export.writer import RecordableRows, check_output, write_jsonl
 from agentrunner.history import NOT_CHUNKS, History, ToolUse
 from agentrunner.store import EpisodeSummary, EventRow, TraceStore
 from agentrunner.types import AgentToolCall, Message, ToolSpec
@@ -493,13 +493,13 @@ def write_atif(
             output.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create directory {output}: {exc.strerror or exc}") from None
-    written, notes = 0, []
+    written, notes, recordable = 0, [], RecordableRows()
     for episode in episodes:
         doc = atif_trajectory(store, episode.episode_id)
         if doc is None:
             notes.append(f"episode {episode.episode_id} has no steps yet: left out")
             continue
         path = output / f"{episode.episode_id}.json" if directory and output else output
-        write_jsonl([doc], path)
+        write_jsonl(recordable.rows([doc]), path)
         written += 1
-    return written, notes
+    return written, [*notes, *recordable.notes()]

@@ -8,7 +8,8 @@ or a valid Parquet file with the format's columns and no rows.
 
 Rows pass :class:`RecordableRows` first: a lone surrogate (which UTF-8, JSON Lines and Parquet
 cannot carry) becomes U+FFFD and a note counts the rows it touched, so one bad string never
-costs the rest of an export.
+costs the rest of an export; a known secret (in any form :mod:`agentrunner.redaction` knows)
+becomes a marker, with a note too.
 
 Errors on the way become the project's own: an output that is a directory or not a regular
 file, or a folder where no file can be created, is a :class:`UsageError` (raised before any
@@ -28,31 +29,41 @@ from typing import IO, Any
 
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.export import parquet
-from agentrunner.redaction import scrub
+from agentrunner.redaction import Redactor, scrub
 
 
 class RecordableRows:
-    """Passes rows through with every lone surrogate (keys too) replaced by U+FFFD."""
+    """Passes rows through with every lone surrogate (keys too) replaced by U+FFFD, and every
+    known secret of this process's environment (in all its forms) by a marker."""
 
     def __init__(self) -> None:
         self.changed = 0
+        self.redacted = 0
+        self.redactor = Redactor()
 
     def rows(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for row in rows:
             clean, replaced = scrub(row, None)
             if replaced:
                 self.changed += 1
-                yield clean
-            else:
-                yield row
+                row = clean
+            if self.redactor:  # a store recorded where the key was not known, or not all forms
+                redacted = self.redactor.deep_value(row)
+                if redacted != row:
+                    self.redacted += 1
+                    row = redacted
+            yield row
 
     def notes(self) -> list[str]:
-        if not self.changed:
-            return []
-        return [
-            f"{self.changed} row(s) held text UTF-8 cannot carry (lone surrogates); written"
-            " with U+FFFD in its place"
-        ]
+        notes = []
+        if self.changed:
+            notes.append(
+                f"{self.changed} row(s) held text UTF-8 cannot carry (lone surrogates); written"
+                " with U+FFFD in its place"
+            )
+        if self.redacted:
+            notes.append(f"{self.redacted} row(s) held a known secret; written redacted")
+        return notes
 
 
 def _line(row: dict[str, Any]) -> str:
