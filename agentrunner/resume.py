@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from agentrunner.branching import KIND, Branching
 from agentrunner.environment import Environment, UsesStore
-from agentrunner.envs import imported
+from agentrunner.envs import imported, recorded
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import UsageError
 from agentrunner.events import Error, Status, status_for
@@ -46,6 +46,8 @@ def can_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:
     that retrying cannot fix."""
     if episode.parent_episode_id is None and episode.env.get("kind") == imported.KIND:
         return imported.why_not_runnable(episode.env)
+    if episode.env.get("kind") == recorded.KIND:
+        return recorded.why_not_runnable(episode.env)
     if episode.status == Status.COMPLETED:
         return f"it is completed ({episode.stop_reason}); fork it instead"
     if episode.parent_episode_id is None and episode.last_seq == 0:

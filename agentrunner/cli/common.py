@@ -50,7 +50,7 @@ def new_command(
     return parser
 
 
-CREATING_COMMANDS = frozenset({"run", "batch", "import"})
+CREATING_COMMANDS = frozenset({"run", "batch", "import", "record", "proxy"})
 """Only these may make a new store; every other command reads (or adds to) an existing one."""
 
 

@@ -30,7 +30,9 @@ def message_hash(parent_hash: str | None, canonical_message: str) -> str:
 
 
 def tools_json(tools: Sequence[ToolSpec]) -> str:
-    return canonical_json([t.model_dump(mode="json") for t in tools])
+    # A tool's ``raw`` form (a recorded client's) is left out when absent, so the runner's tool
+    # sets keep the hashes they always had.
+    return canonical_json([t.model_dump(mode="json", exclude_none=True) for t in tools])
 
 
 def tools_hash(canonical_tools: str) -> str:

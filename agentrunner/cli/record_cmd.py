@@ -1,0 +1,165 @@
+"""``agentrunner record -- COMMAND`` and ``agentrunner proxy``: other agents' model calls
+recorded through a loopback proxy."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import signal
+import sys
+
+from agentrunner.cli.common import new_command, print_json, stderr_console
+from agentrunner.errors import UsageError
+from agentrunner.formatting import plural
+from agentrunner.record.journal import Journal, Origin
+from agentrunner.record.launch import record, upstreams
+from agentrunner.record.proxy import TOKEN_HEADER, Proxy, ProxySettings
+from agentrunner.redaction import public_url
+from agentrunner.store import default_db_path
+
+TOKEN_VAR = "AGENTRUNNER_PROXY_TOKEN"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = new_command(
+        sub,
+        "record",
+        run_record,
+        help="run any agent with its model calls recorded through a loopback proxy",
+        description="Run COMMAND (Claude Code, Codex, aider, an OpenAI or Anthropic SDK app, "
+        "...) with its model clients pointed at a recording proxy on 127.0.0.1, and record "
+        "every model call it makes into the trace store as it happens: the request before it "
+        "is forwarded, each streamed chunk as it passes, the answer, usage and cost, the tool "
+        "calls the model makes and the results the agent sends back. The agent receives the "
+        "upstream's bytes unchanged; keys are forwarded and never recorded. Each conversation "
+        "is an episode (kind `recorded`); a sub-agent's is linked to the call that started it. "
+        "Exits with COMMAND's exit status.",
+    )
+    _upstream_options(p)
+    p.add_argument(
+        "agent", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the agent to run"
+    )
+    q = new_command(
+        sub,
+        "proxy",
+        run_proxy,
+        help="run the recording proxy on its own, for agents started elsewhere",
+        description="Serve the recording proxy until Ctrl-C: point clients at "
+        "http://HOST:PORT/anthropic (ANTHROPIC_BASE_URL) or http://HOST:PORT/openai "
+        "(OPENAI_BASE_URL). Several agents can record through it at once, each conversation "
+        "its own episode; they end when the proxy stops.",
+    )
+    q.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    q.add_argument("--port", type=int, default=8765, help="port to listen on (8765; 0: any)")
+    q.add_argument(
+        "--token",
+        default=None,
+        help=f"a token clients must send in the {TOKEN_HEADER} header (default: ${TOKEN_VAR});"
+        " required when --host is not a loopback address",
+    )
+    _upstream_options(q)
+
+
+def _upstream_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--upstream-anthropic",
+        metavar="URL",
+        help="where Anthropic API calls go (default: $ANTHROPIC_BASE_URL, else Anthropic's API)",
+    )
+    p.add_argument(
+        "--upstream-openai",
+        metavar="URL",
+        help="where OpenAI API calls go (default: $OPENAI_BASE_URL or $OPENAI_API_BASE,"
+        " else OpenAI's API)",
+    )
+    p.add_argument(
+        "--upstream-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds an upstream may stay silent before its call is recorded as failed (600)",
+    )
+
+
+def _location(args: argparse.Namespace) -> str:
+    return str(args.db or os.environ.get("AGENTRUNNER_DB") or default_db_path())
+
+
+def run_record(args: argparse.Namespace) -> int:
+    command = list(args.agent)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    chosen = upstreams(os.environ, anthropic=args.upstream_anthropic, openai=args.upstream_openai)
+    done = record(command, _location(args), chosen, timeout_s=args.upstream_timeout)
+    err = stderr_console()
+    ids = ", ".join(ep[:8] for ep in done.episodes) or "none"
+    err.print(
+        f"recorded {plural(len(done.episodes), 'episode')} ({ids}); the agent exited with "
+        f"{done.exit_status}",
+        markup=False,
+        highlight=False,
+    )
+    if args.json:
+        print_json({"exit_status": done.exit_status, "episodes": done.episodes})
+    return done.exit_status if done.exit_status is not None else 1
+
+
+def run_proxy(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get(TOKEN_VAR) or None
+    if not _loopback(args.host) and token is None:
+        raise UsageError(
+            f"--host {args.host} is reachable from other machines: give --token (or ${TOKEN_VAR});"
+            " a recording holds private code and keys pass through the proxy"
+        )
+    chosen = upstreams(os.environ, anthropic=args.upstream_anthropic, openai=args.upstream_openai)
+    origin = Origin(upstreams={family: public_url(url) for family, url in chosen.items()})
+    journal = Journal(_location(args), origin)
+    journal.start()
+    settings = ProxySettings(
+        upstreams=chosen,
+        host=args.host,
+        port=args.port,
+        token=token,
+        upstream_timeout_s=args.upstream_timeout,
+    )
+    try:
+        asyncio.run(_serve(Proxy(journal, settings), args.host))
+    finally:
+        episodes = [c.episode_id for c in journal.conversations.all]
+        journal.close("done")
+    stderr_console().print(
+        f"proxy stopped; recorded {plural(len(episodes), 'episode')}", markup=False
+    )
+    if args.json:
+        print_json({"episodes": episodes})
+    return 0
+
+
+async def _serve(proxy: Proxy, host: str) -> None:
+    port = await proxy.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"recording proxy on http://{shown}:{port}: ANTHROPIC_BASE_URL=http://{shown}:{port}/anthropic"
+        f" OPENAI_BASE_URL=http://{shown}:{port}/openai (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        await proxy.stop()
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

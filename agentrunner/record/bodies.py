@@ -1,0 +1,20 @@
+"""The exact body a recorded client sent for one of its calls, rebuilt from the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrunner.errors import UsageError
+from agentrunner.record.dialects import dialect
+from agentrunner.store import TraceStore
+
+
+def request_body(store: TraceStore, episode_id: str, turn: int) -> dict[str, Any]:
+    """The body of the recorded call at ``turn`` (secrets as redaction markers), rebuilt from
+    its message chain, tools and params by its wire API's dialect."""
+    row = store.last_at_turn(store.resolve(episode_id), "model.request", turn)
+    api = row.payload.get("api") if row is not None else None
+    if not isinstance(api, str):
+        raise UsageError(f"turn {turn} of {episode_id} is not a call recorded through the proxy")
+    request = store.reconstruct_request(episode_id, turn)
+    return dialect(api).rebuild(list(request.messages), list(request.tools), dict(request.params))

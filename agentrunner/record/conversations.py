@@ -1,0 +1,80 @@
+"""Which recorded episode a model call belongs to: conversations told apart by their messages.
+
+A request continues the conversation whose last request's messages it extends (its chain
+of content-addressed messages holds that request's tip), within the same client session when
+the client names one. A conversation that begins with the prompt an open ``Agent``/``Task``
+tool call of another conversation passed is that call's sub-agent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from agentrunner.recorder import Recorder
+from agentrunner.types import Message
+
+SPAWNING_TOOLS = frozenset({"Agent", "Task", "task", "spawn_agent"})
+
+
+@dataclass
+class Conversation:
+    """One recorded episode being written: its recorder and what the next call continues."""
+
+    episode_id: str
+    recorder: Recorder
+    session: str | None
+    chain: list[str] = field(default_factory=list)
+    """The hashes of the last request's messages (its tip last)."""
+    open_calls: dict[str, str] = field(default_factory=dict)
+    """Tool calls the model made whose results have not come back: call id -> tool name."""
+    prompts: dict[str, str] = field(default_factory=dict)
+    """Open sub-agent calls: the prompt each passed -> its call id."""
+    calls: int = 0
+
+
+class Conversations:
+    """The conversations of one proxy, found by the tips of their requests."""
+
+    def __init__(self) -> None:
+        self._by_tip: dict[tuple[str | None, str], Conversation] = {}
+        self.all: list[Conversation] = []
+
+    def find(self, session: str | None, chain: list[str]) -> Conversation | None:
+        """The conversation whose latest request ``chain`` extends (or repeats: a retry)."""
+        for digest in reversed(chain):
+            found = self._by_tip.get((session, digest))
+            if found is not None:
+                return found
+        return None
+
+    def add(self, conversation: Conversation) -> None:
+        self.all.append(conversation)
+
+    def advance(self, conversation: Conversation, chain: list[str]) -> None:
+        """``chain`` is the conversation's latest request."""
+        conversation.chain = chain
+        if chain:
+            self._by_tip[(conversation.session, chain[-1])] = conversation
+
+    def spawner(self, session: str | None, messages: list[Message]) -> tuple[str, str] | None:
+        """(episode, tool call) of the open sub-agent call whose prompt starts ``messages``."""
+        first = next((m.content for m in messages if m.role == "user" and m.content), None)
+        if first is None:
+            return None
+        for conversation in self.all:
+            if conversation.session == session and first.strip() in conversation.prompts:
+                return conversation.episode_id, conversation.prompts[first.strip()]
+        return None
+
+
+def spawned_prompt(name: str, arguments: str) -> str | None:
+    """The prompt a sub-agent tool call passes (None: not a sub-agent call)."""
+    if name not in SPAWNING_TOOLS:
+        return None
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return None
+    prompt = parsed.get("prompt") if isinstance(parsed, dict) else None
+    return prompt.strip() if isinstance(prompt, str) and prompt.strip() else None

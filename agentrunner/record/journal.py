@@ -1,0 +1,408 @@
+"""The proxy's one writer: every recorded event is appended by this thread, in arrival order.
+
+The proxy hands it work and goes on forwarding bytes: a request is appended before it is
+forwarded (the proxy waits for that one append), chunks, answers, tool calls, errors and
+cancels are appended off the forwarding path. Parsing (bodies, SSE, the dialects' folds)
+happens here too, never in the proxy's event loop. Between jobs it refreshes the writer
+leases of the open episodes, so a proxy that dies leaves them ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrunner import __version__
+from agentrunner import events as ev
+from agentrunner.envs import recorded
+from agentrunner.errors import StoreError
+from agentrunner.record.conversations import Conversation, Conversations, spawned_prompt
+from agentrunner.record.dialects import dialect
+from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
+from agentrunner.recorder import Recorder
+from agentrunner.redaction import Redactor, known_secrets, scrub
+from agentrunner.store import TraceStore
+from agentrunner.store.control import HEARTBEAT_INTERVAL_S
+from agentrunner.store.hashing import message_hash, message_json
+from agentrunner.types import Chunk, Message
+from providers._adapter import StreamFailure
+from providers._turn import TurnBuilder
+from providers._usage import priced
+
+_IDLE: tuple[Callable[[], Any], Future[Any]] = (lambda: None, Future())
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+ERROR_TEXT_LIMIT = 4000
+
+
+@dataclass
+class Call:
+    """One model call passing through the proxy (touched by the journal's thread only)."""
+
+    api: Dialect
+    conversation: Conversation
+    call_id: str
+    turn: int
+    stream: bool
+    model: str
+    fold: Any
+    builder: TurnBuilder
+    chunks: list[Chunk]
+    started: float = field(default_factory=time.monotonic)
+    decoder: SseDecoder = field(default_factory=SseDecoder)
+    body: list[bytes] = field(default_factory=list)
+    status: int = 200
+    chunk_index: int = 0
+    failure: str | None = None
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who is calling: what ``episode.start`` says of a recorded agent."""
+
+    command: list[str] | None = None
+    cwd: str | None = None
+    upstreams: dict[str, str] = field(default_factory=dict)
+
+
+class Journal:
+    """The writer thread and what it knows: the store, the conversations, the secrets."""
+
+    def __init__(self, location: str, origin: Origin) -> None:
+        self.location = location
+        self.origin = origin
+        self.secrets = known_secrets()
+        self.conversations = Conversations()
+        self.problems: list[str] = []
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._store: TraceStore | None = None
+        self._opened: Future[None] = Future()
+        self._thread = threading.Thread(target=self._run, name="agentrunner-journal", daemon=True)
+
+    # -- the thread
+
+    def start(self) -> None:
+        """Open the store in the writer thread; raises what opening it raised."""
+        self._thread.start()
+        self._opened.result()
+
+    def submit(self, job: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((job, future))
+        return future
+
+    def close(self, stop_reason: str = "done", **end: Any) -> None:
+        """End every open episode and stop the thread (after the jobs already handed in)."""
+        if not self._thread.is_alive():
+            return
+        self.submit(lambda: self._end_all(stop_reason, end)).result()
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            self._store = TraceStore(self.location)
+        except BaseException as exc:
+            self._opened.set_exception(exc)
+            return
+        self._opened.set_result(None)
+        beat = time.monotonic()
+        try:
+            while True:
+                try:
+                    item = self._jobs.get(timeout=HEARTBEAT_INTERVAL_S)
+                except queue.Empty:
+                    item = _IDLE
+                if item is None:
+                    return
+                if item is not _IDLE:
+                    job, future = item
+                    try:
+                        future.set_result(job())
+                    except Exception as exc:  # a recording problem never stops the proxy
+                        self._problem(f"{type(exc).__name__}: {exc}")
+                        future.set_exception(exc)
+                if time.monotonic() - beat >= HEARTBEAT_INTERVAL_S:
+                    beat = time.monotonic()
+                    self._heartbeat()
+        finally:
+            self._store.close()
+
+    @property
+    def store(self) -> TraceStore:
+        assert self._store is not None, "the journal's thread has not opened the store"
+        return self._store
+
+    def _problem(self, text: str) -> None:
+        self.problems.append(text)
+        print(f"agentrunner record: could not record: {text}", file=sys.stderr)
+
+    def _heartbeat(self) -> None:
+        for conversation in self.conversations.all:
+            try:
+                self.store.heartbeat(conversation.episode_id)
+            except (StoreError, OSError) as exc:
+                self._problem(f"heartbeat of {conversation.episode_id}: {exc}")
+
+    def learn_secret(self, name: str, value: str) -> None:
+        """A credential seen in a request: never recorded from here on, wherever it shows."""
+        if value and self.secrets.get(name) != value and len(value) >= 8:
+            self.secrets[f"{name}:{len(self.secrets)}"] = value
+            for conversation in self.conversations.all:
+                conversation.recorder.redactor = Redactor(self.secrets)
+
+    # -- calls (each runs in the thread, through submit)
+
+    def begin(self, api: str, body: bytes, session: str | None, agent: str | None) -> Call:
+        """Append what a request adds (tool results, messages) and its ``model.request``."""
+        wire = dialect(api)
+        split = wire.split(json.loads(body))
+        redactor = Redactor(self.secrets)
+        messages = [_scrubbed(m, redactor) for m in split.messages]
+        chain: list[str] = []
+        for m in messages:
+            chain.append(message_hash(chain[-1] if chain else None, message_json(m)))
+        conversation = self.conversations.find(session, chain)
+        if conversation is None:
+            conversation = self._open(wire, split.model, session, agent, messages)
+        rec = conversation.recorder
+        known = _shared_prefix(conversation.chain, chain)
+        parent = chain[known - 1] if known else None
+        for m, digest in zip(messages[known:], chain[known:], strict=True):
+            self.store.put_message(parent, m)
+            parent = digest
+        self._added(conversation, wire, messages[known:], chain[known:], first=not known)
+        rec.tip = chain[-1] if chain else None
+        self.conversations.advance(conversation, chain)
+        conversation.calls += 1
+        rec.turn = conversation.calls
+        tools = [t.model_copy(update={"raw": scrub(t.raw, redactor)[0]}) for t in split.tools]
+        call_id = f"{conversation.episode_id}-{conversation.calls}"
+        rec.chunk_index = 0
+        rec.record(
+            ev.ModelRequest.model_validate(
+                {
+                    "call_id": call_id,
+                    "tip_hash": rec.tip or self.store.put_message(None, Message(role="user")),
+                    "tools_hash": self.store.put_tools(tools),
+                    "params": scrub(split.params, redactor)[0],
+                    "provider": wire.provider,
+                    "model": split.model,
+                    "api": wire.api,  # the wire API, which rebuilds the exact body
+                }
+            )
+        )
+        chunks: list[Chunk] = []
+        return Call(
+            api=wire,
+            conversation=conversation,
+            call_id=call_id,
+            turn=conversation.calls,
+            stream=split.stream,
+            model=split.model,
+            fold=wire.new_fold(),
+            builder=builder(wire.provider, split.model, chunks),
+            chunks=chunks,
+        )
+
+    def _open(
+        self,
+        wire: Dialect,
+        model: str,
+        session: str | None,
+        agent: str | None,
+        messages: list[Message],
+    ) -> Conversation:
+        spawner = self.conversations.spawner(session, messages)
+        redactor = Redactor(self.secrets)
+        env: dict[str, Any] = {
+            "kind": recorded.KIND,
+            "agent": agent or "unknown agent",
+            "api": wire.api,
+            "command": self.origin.command,
+            "cwd": self.origin.cwd,
+            "upstreams": self.origin.upstreams,
+            "session_id": session,
+        }
+        if spawner is not None:
+            env["spawned_by"] = {"episode_id": spawner[0], "call_id": spawner[1]}
+        env = scrub(env, redactor)[0]
+        task = " ".join(self.origin.command) if self.origin.command else f"{env['agent']} via proxy"
+        start = ev.EpisodeStart(
+            task_id=redactor.text(task)[:500],
+            seed=0,
+            env=env,
+            model={"spec": f"{wire.provider}:{model}", "provider": wire.provider, "model": model},
+            config={"recorded_by": f"agentrunner {__version__}"},
+            version=__version__,
+        )
+        episode_id = self.store.create_episode(
+            task_id=start.task_id,
+            seed=0,
+            env=start.env,
+            model=start.model,
+            first_event=(0, start),
+            claim=True,
+        )
+        rec = Recorder(self.store, self.store.writer(episode_id), secrets=self.secrets)
+        conversation = Conversation(episode_id=episode_id, recorder=rec, session=session)
+        self.conversations.add(conversation)
+        return conversation
+
+    def _added(
+        self,
+        conversation: Conversation,
+        wire: Dialect,
+        messages: list[Message],
+        hashes: list[str],
+        *,
+        first: bool,
+    ) -> None:
+        """Events for the messages a request adds: the results of the model's tool calls
+        (``tool.result``, in the turn that made the calls) and any other message the client
+        put in (``message``); the model's own answer was recorded as it came."""
+        rec = conversation.recorder
+        for m, digest in zip(messages, hashes, strict=True):
+            outputs = wire.tool_outputs(m)
+            for out in outputs:
+                name = conversation.open_calls.pop(out.call_id, None)
+                conversation.prompts = {
+                    p: c for p, c in conversation.prompts.items() if c != out.call_id
+                }
+                rec.record(
+                    ev.ToolResult(
+                        call_id=out.call_id,
+                        name=name or "unknown",
+                        observation=out.text,
+                        error="the tool reported an error" if out.is_error else None,
+                        message_hash=digest,
+                    )
+                )
+            if outputs or (m.role == "assistant" and not first):
+                continue
+            rec.record(
+                ev.MessageEvent(
+                    role=m.role, message_hash=digest, reason="prompt" if first else "user"
+                )
+            )
+
+    def feed(self, call: Call, data: bytes) -> None:
+        """Bytes of the answer as they passed to the client."""
+        if not call.stream or call.status >= 400:  # an error's body is JSON, not a stream
+            call.body.append(data)
+            return
+        self._fold(call, stream_events(call.decoder.feed(data)))
+
+    def _fold(self, call: Call, events: list[dict[str, Any]]) -> None:
+        rec = call.conversation.recorder
+        rec.turn = call.turn
+        for event in events:
+            if call.failure is not None:
+                return
+            try:
+                call.fold.feed(event, call.builder)
+            except StreamFailure as exc:
+                call.failure = str(exc)
+            finally:
+                rec.chunk_index = call.chunk_index
+                for chunk in call.chunks:
+                    rec.chunk(call.call_id, chunk)
+                call.chunk_index = rec.chunk_index
+                call.chunks.clear()
+
+    def finish(self, call: Call) -> None:
+        """The answer ended: record it, its usage and the tool calls it makes (or the error)."""
+        if call.done:
+            return
+        call.done = True
+        rec = call.conversation.recorder
+        rec.turn = call.turn
+        if call.status >= 400:
+            text = b"".join(call.body).decode("utf-8", "replace")
+            rec.failure(
+                "generate",
+                f"HTTP {call.status}",
+                f"the upstream answered {call.status}: {text[:ERROR_TEXT_LIMIT]}",
+                retryable=call.status in RETRYABLE_STATUS,
+            )
+            return
+        if call.stream:
+            self._fold(call, stream_events(call.decoder.close()))
+        else:
+            try:
+                answer = json.loads(b"".join(call.body))
+            except json.JSONDecodeError as exc:
+                rec.failure("generate", "malformed answer", f"the answer is not JSON: {exc}")
+                return
+            self._fold(call, call.api.whole(answer) if isinstance(answer, dict) else [])
+        turn = call.fold.turn(call.builder)
+        usage = priced(turn.usage, turn.model or call.model, provider_id=call.api.provider)
+        turn = rec.response(
+            call.call_id, turn.model_copy(update={"usage": usage}), time.monotonic() - call.started
+        )
+        for tool_call in turn.tool_calls:
+            try:
+                parsed, problem = tool_call.parsed_arguments(), None
+            except ValueError as exc:
+                parsed, problem = None, str(exc)
+            rec.tool_call(tool_call, parsed, problem)
+            call.conversation.open_calls[tool_call.call_id] = tool_call.name
+            prompt = spawned_prompt(tool_call.name, tool_call.arguments)
+            if prompt is not None:
+                call.conversation.prompts[prompt] = tool_call.call_id
+        if call.failure is not None:
+            rec.failure("generate", "stream error", call.failure, retryable=True)
+        elif turn.stop_reason is None:
+            rec.failure(
+                "generate", "incomplete", "the stream ended without a finish reason", retryable=True
+            )
+
+    def broke(self, call: Call, reason: str, *, cancelled: bool) -> None:
+        """The call did not end well: the client hung up (a cancel) or the upstream failed."""
+        if call.done:
+            return
+        call.done = True
+        rec = call.conversation.recorder
+        rec.turn = call.turn
+        if cancelled:
+            rec.cancel("generate", reason)
+        else:
+            rec.failure("generate", "upstream", reason, retryable=True)
+
+    def _end_all(self, stop_reason: str, end: dict[str, Any]) -> None:
+        for conversation in self.conversations.all:
+            rec = conversation.recorder
+            rec.record(
+                ev.EpisodeEnd(
+                    stop_reason=stop_reason,
+                    turns=conversation.calls,
+                    total_reward=0.0,
+                    totals=rec.totals.as_dict(),
+                    **end,
+                )
+            )
+            self.store.release_writer(conversation.episode_id)
+        self.conversations = Conversations()
+
+
+def _scrubbed(message: Message, redactor: Redactor) -> Message:
+    """A message as it may be recorded: known secrets out, verbatim otherwise."""
+    return Message.model_validate(scrub(message.model_dump(), redactor)[0])
+
+
+def _shared_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

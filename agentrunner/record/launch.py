@@ -1,0 +1,117 @@
+"""``agentrunner record -- COMMAND``: an agent run with its model clients pointed at the proxy.
+
+The upstream of each API family is what the agent would have used without the proxy: the
+option given, else its base URL in the environment when ``record`` starts, else the public
+endpoint. The agent gets the proxy's URLs in the variables the OpenAI and Anthropic SDKs (and
+litellm) read; nothing the user wrote is changed. ``record`` exits with the agent's status;
+Ctrl-C reaches the agent, and the calls it cuts short are recorded as cancelled.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentrunner.errors import UsageError
+from agentrunner.record.journal import Journal, Origin
+from agentrunner.record.proxy import Proxy, ProxySettings, ProxyThread
+from agentrunner.redaction import Redactor, known_secrets, public_url
+
+DEFAULT_UPSTREAMS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+}
+
+
+def upstreams(
+    environ: Mapping[str, str], *, anthropic: str | None = None, openai: str | None = None
+) -> dict[str, str]:
+    """The upstream of each API family: the option, the environment, the public endpoint."""
+    found = {
+        "anthropic": anthropic or environ.get("ANTHROPIC_BASE_URL"),
+        "openai": openai or environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_BASE"),
+    }
+    chosen = {family: url or DEFAULT_UPSTREAMS[family] for family, url in found.items()}
+    for family, url in chosen.items():
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"the {family} upstream {url!r} is not an http(s) URL")
+    return chosen
+
+
+def redirected(environ: Mapping[str, str], port: int) -> dict[str, str]:
+    """The agent's environment: its clients' base URLs pointed at the proxy."""
+    base = f"http://127.0.0.1:{port}"
+    return {
+        **environ,
+        "ANTHROPIC_BASE_URL": f"{base}/anthropic",
+        "OPENAI_BASE_URL": f"{base}/openai",
+        "OPENAI_API_BASE": f"{base}/openai",
+    }
+
+
+@dataclass
+class Recording:
+    """What a ``record`` run did: the agent's exit status and the episodes it made."""
+
+    exit_status: int
+    episodes: list[str]
+    problems: list[str]
+
+
+def record(
+    command: list[str], location: str, chosen: dict[str, str], *, timeout_s: float = 600.0
+) -> Recording:
+    """Run ``command`` through a recording proxy into the store at ``location``."""
+    if not command:
+        raise UsageError("give the agent's command after --: agentrunner record -- COMMAND ...")
+    redactor = Redactor(known_secrets())
+    shown = [redactor.text(part) for part in command]
+    origin = Origin(
+        command=shown,
+        cwd=os.getcwd(),
+        upstreams={family: public_url(url) for family, url in chosen.items()},
+    )
+    journal = Journal(location, origin)
+    journal.start()
+    settings = ProxySettings(upstreams=chosen, upstream_timeout_s=timeout_s)
+    server = ProxyThread(Proxy(journal, settings))
+    status: int | None = None
+    cut = True  # until the agent has ended by itself
+    try:
+        port = server.start()
+        print(
+            f"recording `{shlex.join(shown)}` through http://127.0.0.1:{port} into {location}",
+            file=sys.stderr,
+        )
+        status, cut = _run(command, redirected(os.environ, port))
+    finally:
+        server.stop()  # calls still open are recorded as cut short (their client is gone)
+        episodes = [c.episode_id for c in journal.conversations.all]
+        journal.close("cancelled" if cut else "done", exit_status=status)
+    return Recording(exit_status=status, episodes=episodes, problems=journal.problems)
+
+
+def _run(command: list[str], environ: dict[str, str]) -> tuple[int, bool]:
+    """Run the agent to its end; (its exit status, whether it was cut short by a signal).
+    A signal meant for the agent (Ctrl-C in the terminal reaches both; SIGTERM or a SIGINT
+    sent to this process alone) is passed on and the agent's own end awaited."""
+    try:
+        agent = subprocess.Popen(command, env=environ)
+    except OSError as exc:
+        raise UsageError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+    cut = False
+    while True:
+        try:
+            code = agent.wait()
+            break
+        except KeyboardInterrupt as exc:
+            cut = True
+            sent = signal.SIGTERM if exc.args and exc.args[0] == "SIGTERM" else signal.SIGINT
+            if sent == signal.SIGTERM or not sys.stdin.isatty():
+                agent.send_signal(sent)
+    return (128 - code if code < 0 else code), cut or code < 0

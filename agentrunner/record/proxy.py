@@ -1,0 +1,224 @@
+"""The recording proxy: aiohttp on both sides, bytes passed through as they arrive.
+
+A model call (``POST`` to an API path a dialect knows) is handed to the journal, which appends
+its ``model.request``; once that append is committed the request goes upstream unchanged and
+every piece of the answer goes back to the client as it arrives, exactly the upstream's bytes,
+and then to the journal (never waited for). Anything else (``GET /``, model lists, token
+counts) is forwarded unrecorded. Credentials are forwarded and only ever told to the journal
+as secrets to keep out of the store. Routes: ``/anthropic/...`` and ``/openai/...`` go to the
+upstream of that API family (clients are pointed at these prefixes); any other path goes to
+the Anthropic upstream when it is an Anthropic path (``/v1/messages``), else is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from agentrunner.record.dialects import api_of
+from agentrunner.record.journal import Call, Journal
+from agentrunner.redaction import public_url
+
+FAMILIES = ("anthropic", "openai")
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "x-session-id")
+TOKEN_HEADER = "x-agentrunner-token"
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    upstreams: dict[str, str]
+    """API family (``anthropic``, ``openai``) -> the base URL its clients would have used."""
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = None
+    upstream_timeout_s: float = 600.0
+
+
+class Proxy:
+    """One aiohttp application recording through one journal."""
+
+    def __init__(self, journal: Journal, settings: ProxySettings) -> None:
+        self.journal = journal
+        self.settings = settings
+        self._session: aiohttp.ClientSession | None = None
+        self._runner: web.AppRunner | None = None
+        self.port = settings.port
+
+    # -- serving
+
+    async def start(self) -> int:
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=30, sock_read=self.settings.upstream_timeout_s
+        )
+        self._session = aiohttp.ClientSession(auto_decompress=False, timeout=timeout)
+        app = web.Application(client_max_size=0, middlewares=[self._check_token])
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.settings.host, self.settings.port)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    @web.middleware
+    async def _check_token(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        token = self.settings.token
+        if token is not None:
+            given = request.headers.get(TOKEN_HEADER, "")
+            if not hmac.compare_digest(given.encode(), token.encode()):
+                return web.json_response(
+                    {"error": {"type": "authentication_error", "message": "agentrunner proxy:"
+                     f" this proxy needs its token in the {TOKEN_HEADER} header"}},
+                    status=401,
+                )  # fmt: skip
+        return await handler(request)
+
+    def route(self, path: str) -> tuple[str, str] | None:
+        """(upstream base URL, the rest of the path) for a request's path."""
+        for family in FAMILIES:
+            prefix = f"/{family}"
+            if path == prefix or path.startswith(prefix + "/"):
+                return self.settings.upstreams[family], path[len(prefix) :]
+        if path.startswith("/v1/messages"):
+            return self.settings.upstreams["anthropic"], path
+        return None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        route = self.route(request.path)
+        if route is None:
+            return _error(404, f"no route for {request.path}: use /anthropic/... or /openai/...")
+        base, rest = route
+        url = base.rstrip("/") + rest + (f"?{request.query_string}" if request.query_string else "")
+        body = await request.read()
+        call = await self._begin(request, rest, body)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        if call is not None:  # what is recorded must be readable: no compressed answers
+            headers["Accept-Encoding"] = "identity"
+        assert self._session is not None
+        try:
+            upstream = await self._session.request(
+                request.method, url, data=body, headers=headers, allow_redirects=False
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            reason = (
+                f"the upstream {public_url(base)} could not be reached: {exc or type(exc).__name__}"
+            )
+            self._tell(call, lambda c: self.journal.broke(c, reason, cancelled=False))
+            return _error(502, reason)
+        async with upstream:
+            return await self._relay(request, upstream, call)
+
+    async def _begin(self, request: web.Request, rest: str, body: bytes) -> Call | None:
+        api = api_of(request.method, rest)
+        if api is None:
+            return None
+        for name in CREDENTIAL_HEADERS:
+            value = request.headers.get(name)
+            if value:
+                secret = value.split(" ", 1)[-1].strip()
+                self.journal.submit(partial(self.journal.learn_secret, f"header {name}", secret))
+        if request.query.get("key"):
+            key = request.query["key"]
+            self.journal.submit(partial(self.journal.learn_secret, "query key", key))
+        session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
+        agent = request.headers.get("user-agent")
+        job = partial(self.journal.begin, api, body, session, agent)
+        try:
+            return await asyncio.wrap_future(self.journal.submit(job))
+        except Exception:  # not a body the dialect reads (reported): forwarded all the same
+            return None
+
+    async def _relay(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, call: Call | None
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        for name, value in upstream.headers.items():
+            if name.lower() not in HOP_BY_HOP:
+                response.headers.add(name, value)
+        if call is not None:
+            status = upstream.status
+            self.journal.submit(partial(setattr, call, "status", status))
+        try:
+            await response.prepare(request)
+            async for data in upstream.content.iter_any():
+                await response.write(data)
+                self._tell(call, lambda c, d=data: self.journal.feed(c, d))  # type: ignore[misc]
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self._tell(call, lambda c: self.journal.broke(c, "the client hung up", cancelled=True))
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            reason = f"the upstream's answer broke off: {exc or type(exc).__name__}"
+            self._tell(call, lambda c: self.journal.broke(c, reason, cancelled=False))
+            return response
+        self._tell(call, self.journal.finish)
+        return response
+
+    def _tell(self, call: Call | None, job: Callable[[Call], Any]) -> None:
+        if call is not None:
+            self.journal.submit(partial(job, call))
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response(
+        {
+            "type": "error",
+            "error": {"type": "proxy_error", "message": f"agentrunner proxy: {message}"},
+        },
+        status=status,
+    )
+
+
+class ProxyThread:
+    """The proxy's event loop in a thread of its own (``agentrunner record`` runs the agent
+    in the main thread)."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="agentrunner-proxy")
+
+    def start(self) -> int:
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result()
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self.proxy.stop(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
