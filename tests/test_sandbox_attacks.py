@@ -109,6 +109,7 @@ def mounted_dir() -> Iterator[Path]:
     if not os.access("/var/tmp", os.W_OK):
         pytest.skip("/var/tmp is not writable")
     folder = Path(tempfile.mkdtemp(prefix="agentrunner-attack-", dir="/var/tmp"))
+    folder.chmod(0o755)  # as root the sandbox runs as nobody, who must be able to read it
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -563,13 +564,6 @@ def test_without_network_a_command_cannot_reach_a_host_listener(mode: str) -> No
     with loopback_listener() as (port, token), workspace(mode) as env:
         observation = bash(env, CONNECT.format(port=port)).observation
     assert token not in observation
-
-
-@pytest.mark.parametrize("mode", modes())
-def test_with_network_a_command_reaches_a_host_listener(mode: str) -> None:
-    with loopback_listener() as (port, token), workspace(mode, network=True) as env:
-        observation = bash(env, CONNECT.format(port=port)).observation
-    assert token in observation
 
 
 # -- 10. resource limits ----------------------------------------------------------------------

@@ -22,6 +22,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -31,7 +32,17 @@ from typing import Any, Literal
 
 import agentrunner
 import providers
+from agentrunner.envs import network as net
 from agentrunner.envs.cgroups import StepCgroup
+from agentrunner.envs.sandbox_user import (
+    SANDBOX_UID,
+    SETPRIV_CAPS,
+    drops_to_sandbox_user,
+    hand_over,
+    setpriv_prefix,
+    setpriv_problem,
+)
+from agentrunner.envs.task_data import task_data_copies
 from agentrunner.errors import UsageError
 
 Mode = Literal["bwrap", "process"]
@@ -110,6 +121,8 @@ def bwrap_problem() -> str | None:
     exe = shutil.which("bwrap")
     if exe is None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    if (problem := setpriv_problem()) is not None:
+        return problem
     probe = [exe, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
     probe += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
     try:
@@ -170,6 +183,22 @@ def _venv_home(mount: Path) -> Path | None:
     return None
 
 
+def _check_mount(mount: Path, mode: Mode) -> None:
+    """Refuse a mount that does not exist, or that the sandbox user could not read."""
+    try:
+        st = mount.stat()
+    except OSError:
+        raise UsageError(f"`mount` {mount}: no such file or folder", param="mount") from None
+    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else 0)
+    if mode == "bwrap" and drops_to_sandbox_user() and st.st_mode & need != need:
+        raise UsageError(
+            f"`mount` {mount}: commands run as uid {SANDBOX_UID} (the runner is root), which"
+            f" cannot read it (mode {stat.S_IMODE(st.st_mode):04o}); make it readable by"
+            " others (chmod o+rX)",
+            param="mount",
+        )
+
+
 class Jail:
     """Wraps workspace commands in the configured sandbox."""
 
@@ -182,18 +211,29 @@ class Jail:
     ) -> None:
         self.config = config
         self.mode: Mode = mode
-        self.hidden = sorted({Path(os.path.abspath(p)) for p in [*hidden, *runner_paths()]})
         self.python = sandbox_python()
         self.mounts = [Path(m).resolve() for m in config.mounts]
         for mount in self.mounts:
-            if not mount.exists():
-                raise UsageError(f"`mount` {mount}: no such file or folder", param="mount")
+            _check_mount(mount, mode)
+        homes = [h for m in self.mounts if (h := _venv_home(m)) is not None]
+        copies = task_data_copies([Path("/usr"), self.python.parent.parent, *self.mounts, *homes])
+        covered = [*hidden, *runner_paths(), *copies]
+        self.hidden = sorted({Path(os.path.abspath(p)) for p in covered})
+        self.network_via: str | None = None
+        if config.network:
+            usable = mode == "bwrap" and net.slirp4netns_problem() is None
+            self.network_via = "slirp4netns" if usable else "host"
+            if self.network_via == "host":
+                net.check_shared_network(mode)
 
     def describe(self) -> dict[str, Any]:
         """What ``episode.start`` records about the sandbox that ran."""
         out = self.config.to_dict()
         out["mode"] = self.mode
         out["processes_enforced_by"] = self._process_limit_mechanism()
+        out["network_via"] = self.network_via
+        as_nobody = self.mode == "bwrap" and drops_to_sandbox_user()
+        out["uid"] = SANDBOX_UID if as_nobody else os.geteuid()
         return out
 
     def _process_limit_mechanism(self) -> str:
@@ -234,19 +274,30 @@ class Jail:
             return list(argv)
         exe = shutil.which("bwrap") or "bwrap"
         args = [exe, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        as_root = drops_to_sandbox_user()
+        args += SETPRIV_CAPS if as_root else ["--unshare-user"]
+        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         args += ["--unshare-cgroup-try", "--hostname", "sandbox"]
-        if not (self.config.network if network is None else network):
+        online = self.config.network if network is None else network
+        slirp = online and self.network_via == "slirp4netns"
+        if not online or slirp:
             args.append("--unshare-net")
         args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--size", str(self.config.limits.file_size_mb << 20), "--tmpfs", "/tmp"]
+        limits = self.config.limits
+        shm = min(limits.file_size_mb, limits.memory_mb) << 20
+        args += ["--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
+        args += ["--remount-ro", "/dev"]  # device nodes stay usable; no files in its tmpfs
+        args += ["--perms", "1777", "--size", str(limits.file_size_mb << 20), "--tmpfs", "/tmp"]
         bound = self._system_binds(args)  # after /tmp, so a --mount under /tmp shows
         args += ["--bind" if writable else "--ro-bind", str(workspace), WORKSPACE]
         for host, inside in extra_ro:
             args += ["--ro-bind", str(host), inside]
         self._hide(args, bound)
         args += ["--chdir", WORKSPACE, "--"]
-        return args + list(argv)
+        if as_root:
+            hand_over(workspace)
+            args += setpriv_prefix()
+        return net.launcher(args + list(argv)) if slirp else args + list(argv)
 
     def _system_binds(self, args: list[str]) -> list[Path]:
         bound: list[Path] = [Path("/usr"), Path("/etc")]
@@ -266,8 +317,13 @@ class Jail:
                 args += ["--ro-bind", "/dev/null", str(path)]
         extra = [self.python.parent.parent, *self.mounts]
         extra += [h for m in self.mounts if (h := _venv_home(m)) is not None]
+        made: set[Path] = set()
         for path in extra:
             if path.exists() and not any(_under(path, b) for b in bound):
+                for parent in reversed(path.parents[:-1]):  # not copied from a 0700 $HOME
+                    if parent not in made and not any(_under(parent, b) for b in bound):
+                        args += ["--perms", "0755", "--dir", str(parent)]
+                        made.add(parent)
                 args += ["--ro-bind", str(path), str(path)]
                 bound.append(path)
         return bound
