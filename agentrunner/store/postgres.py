@@ -7,9 +7,10 @@ same ``events`` view, and runs the store's own queries (see :mod:`agentrunner.st
 only connecting, the schema and its migrations, and the write lock differ.
 
 - Connections: one psycopg 3 connection per thread, autocommit (one commit per event),
-  ``synchronous_commit`` off by default (an acknowledged event survives a killed client; a
-  crash of the server itself may lose its last fraction of a second) and on with
-  ``synchronous="FULL"``.
+  ``synchronous_commit`` off by default and on with ``synchronous="FULL"``. Off, every event
+  but a streamed chunk still commits with it on (see :mod:`agentrunner.store.writer`): a
+  crash of the server itself may lose the chunks and heartbeats of its last fraction of a
+  second, never an event the runner acted on (nor anything written before that event).
 - Write transactions that SQLite serializes with ``BEGIN IMMEDIATE`` (a new episode's key,
   claiming a lease, removing a tree) take a transaction-scoped advisory lock, which works
   behind transaction-pooling proxies (PgBouncer) because it ends with the transaction.

@@ -4,6 +4,13 @@ The hot append path uses the store's connection directly: one autocommitted INSE
 (a response and its usage: one transaction). While the writer's store holds the episode's
 lease, every insert is fenced by the lease's token (see :mod:`agentrunner.store.control`): a
 writer whose lease was taken over fails at its next append and writes nothing more.
+
+On Postgres, whose connections commit with ``synchronous_commit`` off, every event but a
+``model.chunk`` turns it on for its own transaction (``set_config(..., true)`` in the same
+statement: no extra round trip), so its commit returns only once the server's WAL is flushed.
+The runner acts only after such an event (a request before it is sent, a tool call before it
+runs), and a flush covers everything written before it, so a crash of the server loses at
+most the chunks (and heartbeats) after the last one.
 """
 
 from __future__ import annotations
@@ -20,17 +27,25 @@ from agentrunner.store import control, eventlog
 from agentrunner.store.dialect import SQLITE, Conn, Dialect
 from agentrunner.store.eventlog import KIND_CODE, now_us
 
-_INSERT = eventlog.INSERT
 _NO_KIND = {"kind"}
+_CHUNK = "model.chunk"
+_SELECT_ROW = "INSERT INTO event_log (id, attempt, turn, kind, ts, payload) SELECT ?, ?, ?, ?, ?, ?"
+DURABLE = "set_config('synchronous_commit', 'on', true)"
+"""Postgres: this transaction's commit waits for the WAL flush (whatever the session says)."""
 
 
-def _fenced_insert(sql: Dialect) -> str:
-    """The insert of a leased writer: it adds the row only while the control row still holds
-    the writer's token (Postgres: locking that row against a takeover until the commit)."""
+def _inserts(sql: Dialect, *, durable: bool) -> tuple[str, str]:
+    """The plain insert and the insert of a leased writer, which adds the row only while the
+    control row still holds the writer's token (Postgres: locking that row against a takeover
+    until the commit). ``durable`` (Postgres): both commit with ``synchronous_commit`` on."""
+    fence = (
+        f"EXISTS (SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?{sql.share_lock})"
+    )
+    if not (durable and sql.postgres):
+        return eventlog.INSERT, f"{_SELECT_ROW} WHERE {fence}"
     return (
-        "INSERT INTO event_log (id, attempt, turn, kind, ts, payload) SELECT ?, ?, ?, ?, ?, ?"
-        f" WHERE EXISTS (SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?"
-        f"{sql.share_lock})"
+        f"{_SELECT_ROW} WHERE {DURABLE} = 'on'",
+        f"{_SELECT_ROW} WHERE {fence} AND {DURABLE} = 'on'",
     )
 
 
@@ -52,9 +67,11 @@ class EpisodeWriter:
         self._leases = leases if leases is not None else {}
         """The store's leases: while the store holds one of this writer's episode, every
         append is fenced by its token."""
-        self._fenced = _fenced_insert(sql)
+        self._chunk_sql = _inserts(sql, durable=False)
+        self._event_sql = _inserts(sql, durable=True)
         self._lock = sql.share_lock
         self._begin = sql.begin_write
+        self._durable = f"SELECT {DURABLE}" if sql.postgres else None
         self.episode_id = episode_id
         self._base = eventlog.row_id(key, 0)
         self.next_seq = next_seq
@@ -83,11 +100,12 @@ class EpisodeWriter:
         seq = self.next_seq
         row = (self._base | seq, self.attempt, turn, KIND_CODE[kind], self.clock(), body)
         token = self._leases.get(self.episode_id)
+        insert, fenced = self._chunk_sql if kind == _CHUNK else self._event_sql
         try:
             if token is None:
-                cur = self._conn.execute(_INSERT, row)
+                cur = self._conn.execute(insert, row)
             else:
-                cur = self._conn.execute(self._fenced, (*row, self.episode_id, token))
+                cur = self._conn.execute(fenced, (*row, self.episode_id, token))
         except sqlite3.IntegrityError as exc:
             raise StoreError(
                 f"cannot record {kind} as seq {seq} of {self.episode_id}: {exc}"
@@ -122,6 +140,8 @@ class EpisodeWriter:
         with interrupts.critical:
             try:
                 self._conn.execute(self._begin)
+                if self._durable is not None:
+                    self._conn.execute(self._durable)
                 token = self._leases.get(self.episode_id)
                 if (
                     token is not None

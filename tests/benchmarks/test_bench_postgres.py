@@ -1,8 +1,12 @@
-"""The Postgres store's append cost next to SQLite's, measured in one run (printed ratios, not
-a timed test): a streamed chunk through the runner's append path (recorder, leased writer,
-fenced insert, one commit each) into a SQLite file, into Postgres with
-``synchronous_commit=off`` (the default: survives a killed client) and with it on
-(``synchronous="FULL"``: each commit waits for the server's WAL flush).
+"""The Postgres store's append cost next to bare psycopg and SQLite, measured in one run
+(printed ratios, not a timed test).
+
+Through the runner's append path (recorder, leased writer, fenced insert, one commit each):
+a streamed chunk, which commits with ``synchronous_commit=off`` (the default: survives a
+killed client), and an event the runner acts on (a ``tool.call``), which commits with it on
+(each commit waits for the server's WAL flush, so a crash of the server cannot lose it);
+with ``synchronous="FULL"`` every event does. Beside them: a bare psycopg INSERT + commit of a
+~200-byte row into a minimal table, with the same two settings, and a chunk into SQLite.
 
 Run on demand: ``pytest tests/benchmarks/test_bench_postgres.py -m benchmark -s``.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,27 +23,43 @@ import pytest
 
 from agentrunner.recorder import Recorder
 from agentrunner.store import TraceStore
-from agentrunner.types import Chunk
+from agentrunner.types import AgentToolCall, Chunk
 
 pytestmark = pytest.mark.benchmark
 psycopg = pytest.importorskip("psycopg")
 
 EVENTS = 2000
+FLUSHED_EVENTS = 300
+"""Fewer of the events whose every commit waits for a WAL flush (they take milliseconds)."""
 ROUNDS = 5
 CHUNK = Chunk(channel="text", text=("lorem ipsum dolor sit amet, " * 5)[:140])
+CALL = AgentToolCall(call_id="call_1", name="bash", arguments='{"command": "ls -la src"}')
 
 
-def _per_event_us(store: TraceStore, n: int) -> float:
+def _recorder(store: TraceStore) -> Recorder:
     episode_id = store.create_episode(
         task_id="bench", seed=0, env={"kind": "bench"}, model={}, claim=True
     )
     rec = Recorder(store, store.writer(episode_id), secrets={})
     rec.turn = 1
-    for _ in range(200):  # warm-up (Postgres prepares the statement after a few runs)
-        rec.chunk("call-1", CHUNK)
+    return rec
+
+
+def _chunk(rec: Recorder) -> None:
+    rec.chunk("call-1", CHUNK)
+
+
+def _tool_call(rec: Recorder) -> None:
+    rec.tool_call(CALL, {"command": "ls -la src"}, None)
+
+
+def _per_event_us(store: TraceStore, append: Callable[[Recorder], None], n: int) -> float:
+    rec = _recorder(store)
+    for _ in range(50):  # warm-up (Postgres prepares the statement after a few runs)
+        append(rec)
     start = time.perf_counter_ns()
     for _ in range(n):
-        rec.chunk("call-1", CHUNK)
+        append(rec)
     return (time.perf_counter_ns() - start) / n / 1000
 
 
@@ -51,33 +72,44 @@ def _bare_us(conn: Any, n: int) -> float:
     return (time.perf_counter_ns() - start) / n / 1000
 
 
-def test_append_on_postgres_next_to_sqlite(tmp_path: Path, pg_url: str) -> None:
-    stores = {
-        "sqlite (synchronous=NORMAL)": TraceStore(tmp_path / "bench.db"),
-        "postgres synchronous_commit=off": TraceStore(pg_url),
-        "postgres synchronous_commit=on": TraceStore(pg_url, synchronous="FULL"),
-    }
-    bare = psycopg.connect(pg_url, autocommit=True, options="-c synchronous_commit=off")
-    bare.execute("CREATE TABLE bare (id BIGSERIAL PRIMARY KEY, kind TEXT, data TEXT)")
-    _bare_us(bare, 200)
-    figures: dict[str, list[float]] = {name: [] for name in stores}
-    baseline: list[float] = []
-    for _ in range(ROUNDS):  # interleaved, so all see the same machine
-        baseline.append(_bare_us(bare, EVENTS))
-        for name, store in stores.items():
-            figures[name].append(_per_event_us(store, EVENTS))
-    base = statistics.median(figures["sqlite (synchronous=NORMAL)"])
-    print(f"\nappend of one streamed chunk ({ROUNDS} rounds x {EVENTS} events, medians):")
-    for name, samples in figures.items():
-        median = statistics.median(samples)
-        print(f"  {name:34} {median:8.1f} us/event  {median / base:6.2f}x sqlite")
-    off = statistics.median(figures["postgres synchronous_commit=off"])
-    bare_median = statistics.median(baseline)
-    print(
-        f"  bare psycopg INSERT + commit (sync off) {bare_median:.1f} us/event: the store's"
-        f" append (fenced by the lease) costs {off / bare_median:.2f}x that"
+def test_append_on_postgres_next_to_bare_psycopg_and_sqlite(tmp_path: Path, pg_url: str) -> None:
+    sqlite, pg, full = (
+        TraceStore(tmp_path / "bench.db"),
+        TraceStore(pg_url),
+        TraceStore(pg_url, synchronous="FULL"),
     )
-    bare.close()
-    for store in stores.values():
+    bare = {
+        sync: psycopg.connect(pg_url, autocommit=True, options=f"-c synchronous_commit={sync}")
+        for sync in ("off", "on")
+    }
+    bare["off"].execute("CREATE TABLE bare (id BIGSERIAL PRIMARY KEY, kind TEXT, data TEXT)")
+    runs: dict[str, Callable[[], float]] = {
+        "bare psycopg, synchronous_commit=off": lambda: _bare_us(bare["off"], EVENTS),
+        "bare psycopg, synchronous_commit=on": lambda: _bare_us(bare["on"], FLUSHED_EVENTS),
+        "chunk (commit: sync off)": lambda: _per_event_us(pg, _chunk, EVENTS),
+        "tool.call (commit: sync on)": lambda: _per_event_us(pg, _tool_call, FLUSHED_EVENTS),
+        "FULL: chunk (sync on)": lambda: _per_event_us(full, _chunk, FLUSHED_EVENTS),
+        "FULL: tool.call (sync on)": lambda: _per_event_us(full, _tool_call, FLUSHED_EVENTS),
+        "sqlite chunk (synchronous=NORMAL)": lambda: _per_event_us(sqlite, _chunk, EVENTS),
+    }
+    figures: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(ROUNDS):  # interleaved, so all see the same machine
+        for name, run in runs.items():
+            figures[name].append(run())
+    median = {name: statistics.median(samples) for name, samples in figures.items()}
+    off, on = (
+        median["bare psycopg, synchronous_commit=off"],
+        median["bare psycopg, synchronous_commit=on"],
+    )
+    print(f"\nappend of one event into Postgres ({ROUNDS} rounds, medians, us/event):")
+    for name, value in median.items():
+        if name.startswith("sqlite"):
+            print(f"  {name:38} {value:9.1f}  (for reference)")
+            continue
+        base = on if "sync on" in name or name.endswith("=on") else off
+        print(f"  {name:38} {value:9.1f}  {value / base:5.2f}x bare psycopg with the same setting")
+    for conn in bare.values():
+        conn.close()
+    for store in (sqlite, pg, full):
         store.close()
-    assert all(statistics.median(s) > 0 for s in figures.values())
+    assert all(value > 0 for value in median.values())
