@@ -21,6 +21,7 @@ import pytest
 from pg import PostgresServer
 
 from agentrunner import TraceStore
+from agentrunner.events import EpisodeStart
 
 HELPER = Path(__file__).with_name("crash_writer.py")
 CALLS = 6
@@ -69,3 +70,20 @@ def test_every_tool_call_whose_tool_ran_survives_a_server_crash(
         calls = [e.payload for e in store.iter_events(episode.episode_id) if e.kind == "tool.call"]
     assert ran == list(range(1, CALLS + 1))
     assert [c["parsed"]["n"] for c in calls] == ran
+
+
+def test_an_episode_created_just_before_a_server_crash_is_there_after_it(
+    server: PostgresServer,
+) -> None:
+    url = server.url()
+    start = EpisodeStart(task_id="t", seed=0, env={}, model={}, config={}, version="0")
+    store = TraceStore(url)
+    episode_id = store.create_episode(
+        task_id="t", seed=0, env={}, model={}, claim=True, first_event=(0, start)
+    )
+    server.halt()
+    store.close()
+    server.start()
+    with TraceStore(url) as again:
+        kinds = [e.kind for e in again.iter_events(episode_id)]
+    assert kinds == ["episode.start"]

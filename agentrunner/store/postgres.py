@@ -13,7 +13,8 @@ only connecting, the schema and its migrations, and the write lock differ.
   second, never an event the runner acted on (nor anything written before that event).
 - Write transactions that SQLite serializes with ``BEGIN IMMEDIATE`` (a new episode's key,
   claiming a lease, removing a tree) take a transaction-scoped advisory lock, which works
-  behind transaction-pooling proxies (PgBouncer) because it ends with the transaction.
+  behind transaction-pooling proxies (PgBouncer) because it ends with the transaction, and
+  commit with ``synchronous_commit`` on (a new episode's ``episode.start`` is among them).
 - Errors are translated where the connection raises them, into the DB-API classes the store
   already handles (``sqlite3.IntegrityError`` for a refused row, ``OperationalError`` for
   the rest), so every store method reports them as it does for SQLite.
@@ -38,6 +39,7 @@ from agentrunner.store.connection import Synchronous
 from agentrunner.store.dialect import POSTGRES, Dialect
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
 from agentrunner.store.store import TraceStore, _Depth, register_backend
+from agentrunner.store.writer import DURABLE
 
 SCHEMES = ("postgresql://", "postgres://")
 INSTALL_HINT = "Postgres support is not installed: pip install 'agentrunner[postgres]'"
@@ -268,8 +270,8 @@ class PostgresStore(TraceStore):
     def _begin_writing(self) -> Iterator[None]:
         conn = self._conn
         conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_KEY,))
+        try:  # durable too: a new episode (with its episode.start), a claimed lease
+            conn.execute(f"SELECT pg_advisory_xact_lock(?), {DURABLE}", (LOCK_KEY,))
             yield
             conn.execute("COMMIT")
         except BaseException:
