@@ -28,12 +28,12 @@ CALLS = 6
 DEADLINE_S = 120.0
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server() -> Iterator[PostgresServer]:
     reason = pg.why_not()
     if reason is not None:
         pytest.skip(f"no Postgres server: {reason}")
-    server = PostgresServer(wal_writer_delay=10000)  # its own: this test crashes it
+    server = PostgresServer(wal_writer_delay=10000)  # of this module's own: its tests crash it
     yield server
     server.stop()
 
@@ -51,7 +51,7 @@ def test_every_tool_call_whose_tool_ran_survives_a_server_crash(
 ) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    url = server.url()
+    url = server.schema_url()
     writer = subprocess.Popen(
         [sys.executable, str(HELPER), url, str(marks), str(CALLS)],
         stdout=subprocess.DEVNULL,
@@ -75,7 +75,7 @@ def test_every_tool_call_whose_tool_ran_survives_a_server_crash(
 def test_an_episode_created_just_before_a_server_crash_is_there_after_it(
     server: PostgresServer,
 ) -> None:
-    url = server.url()
+    url = server.schema_url()
     start = EpisodeStart(task_id="t", seed=0, env={}, model={}, config={}, version="0")
     store = TraceStore(url)
     episode_id = store.create_episode(
