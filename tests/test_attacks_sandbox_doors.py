@@ -21,9 +21,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pg
 import pytest
 from attack_helpers import DEMO, CommandModel, act, bash, case, loopback_listener, workspace
 from cli_process import run_cli
+from pg import PostgresServer
 
 import agentrunner
 from agentrunner import TraceStore, run_agent_episode
@@ -86,6 +88,42 @@ def test_with_network_a_command_cannot_reach_a_listener_on_the_hosts_loopback(
             tmp_path, [CONNECT.format(host=host, port=port)], mode=mode, network=True
         )
     assert token not in seen
+
+
+@pytest.fixture
+def loopback_store() -> Iterator[tuple[int, str]]:
+    """A real Postgres server that also listens on 127.0.0.1 (trust authentication, as
+    ``initdb --auth=trust`` sets it up): (port, store URL)."""
+    if (why := pg.why_not()) is not None:
+        pytest.skip(why)
+    if shutil.which("psql") is None:
+        pytest.skip("psql is not installed (the attack runs it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = PostgresServer(listen_addresses="'127.0.0.1'", port=port)
+    try:
+        yield port, f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        server.stop()
+
+
+PSQL = "psql -h {host} -p {port} -U postgres -Atc \"SELECT 'PWNED-' || current_user\" postgres"
+
+
+@needs_slirp
+@pytest.mark.parametrize(("mode", "host"), [case("bwrap", "127.0.0.1"), case("bwrap", "10.0.2.2")])
+def test_with_network_a_command_cannot_reach_a_postgres_store_on_the_hosts_loopback(
+    mode: str, host: str, loopback_store: tuple[int, str]
+) -> None:
+    port, url = loopback_store
+    model = CommandModel([PSQL.format(host=host, port=port)])
+    env = WorkspaceEnv(sandbox=SandboxConfig(mode="bwrap", network=True))
+    with TraceStore(url) as store, env:
+        episode = run_agent_episode(env=env, task_id=DEMO, model_fn=model, store=store)
+        (result,) = store.events(episode.episode_id, kinds=["tool.result"])
+    assert "psql" in result.payload["observation"]  # it ran, and said why it failed
+    assert "PWNED-postgres" not in result.payload["observation"]
 
 
 @contextlib.contextmanager

@@ -20,12 +20,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 DNS = "10.0.2.3"
 """slirp4netns's DNS forwarder, inside the namespace."""
 _PR_SET_PDEATHSIG = 1
 _NS_GET_USERNS = 0xB701
 _SLIRP_GRACE_S = 5.0
+_SETUP_S = 60.0
 
 
 def main(argv: list[str]) -> int:
@@ -51,7 +53,7 @@ def main(argv: list[str]) -> int:
         os.close(fd)
     pid = _child_pid(info_r)
     os.close(info_r)
-    if pid is None or not _connect(slirp, pid, block_w, sandbox):
+    if pid is None or not _loopback_up(pid, sandbox) or not _connect(slirp, pid, block_w, sandbox):
         if pid is not None:  # the sandbox's init: its whole PID namespace dies with it
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -75,6 +77,22 @@ def _child_pid(info_r: int) -> int | None:
         except (ValueError, KeyError):
             continue
     return None
+
+
+def _loopback_up(pid: int, sandbox: subprocess.Popen[bytes]) -> bool:
+    """Wait until bubblewrap has brought up the namespace's loopback (it would race with
+    slirp4netns configuring the same namespace): 127.0.0.1 then has its local route."""
+    deadline = time.monotonic() + _SETUP_S
+    while time.monotonic() < deadline and sandbox.poll() is None:
+        try:
+            with open(f"/proc/{pid}/net/fib_trie", encoding="ascii", errors="replace") as trie:
+                if "127.0.0.1" in trie.read():
+                    return True
+        except OSError:
+            return False
+        time.sleep(0.002)
+    print("agentrunner: the sandbox's network namespace did not come up", file=sys.stderr)
+    return False
 
 
 def _netns_owner(pid: int) -> int:
