@@ -366,8 +366,10 @@ def test_verify_cli_judge_without_rubric_is_bad_usage(
     assert _cli(db_path, "verify", "--all", "--judge", "scripted:demo") == 2
 
 
-def test_verify_cli_without_a_verifier_is_bad_usage(store: TraceStore, db_path: Path) -> None:
-    assert _cli(db_path, "verify", "--all") == 2
+def test_verify_cli_with_a_name_but_no_verifier_is_bad_usage(
+    store: TraceStore, db_path: Path
+) -> None:
+    assert _cli(db_path, "verify", "--all", "--name", "mine") == 2
 
 
 def test_verifiers_all_names_exist_and_are_sorted() -> None:

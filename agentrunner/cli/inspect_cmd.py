@@ -22,6 +22,7 @@ from agentrunner.events import Status
 from agentrunner.safe_text import literal, one_line_visible, plain
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.store.records import BatchSummary, EpisodeFilter
+from agentrunner.store.verifications import DISPUTED_MARK, DISPUTED_NOTE, reward_reproduced
 from agentrunner.verifiers import VerificationResult, latest_verifications, verifications
 
 STATUS_STYLE: dict[str, str] = {
@@ -143,6 +144,7 @@ def ls(args: argparse.Namespace) -> int:
                 {
                     **e.to_dict(),
                     "verifications": [_brief(r) for r in verified.get(e.episode_id, [])],
+                    "reward_reproduced": reward_reproduced(verified.get(e.episode_id, [])),
                 }
                 for e in episodes
             ]
@@ -172,7 +174,10 @@ def ls(args: argparse.Namespace) -> int:
         "verified",
         "started",
     )
+    disputed = 0
     for e in episodes:
+        flag = reward_reproduced(verified.get(e.episode_id, [])) is False
+        disputed += flag
         table.add_row(
             prefixes.get(e.episode_id, e.episode_id),
             _parent_cell(e, prefixes),
@@ -180,13 +185,15 @@ def ls(args: argparse.Namespace) -> int:
             _cell(e.model.get("spec", "?")),
             f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
             str(e.turns),
-            f"{e.total_reward:g}",
+            f"{e.total_reward:g}" + (f" {DISPUTED_MARK}" if flag else ""),
             fmt.tokens(e.tokens),
             fmt.cost(e.cost_usd),
             _verified_cell(verified.get(e.episode_id, [])),
             fmt.started(e.created_at),
         )
     stdout_console().print(table)
+    if disputed:
+        stdout_console().print(f"{DISPUTED_MARK} {DISPUTED_NOTE}; see `agentrunner show EP`")
     _say_if_cut(len(episodes), total, "episodes")
     return code
 
@@ -315,6 +322,8 @@ def _why_lines(r: VerificationResult) -> list[str]:
     for c in d.get("children", []):
         score = "-" if c["score"] is None else f"{c['score']:.2f}"
         lines.append(f"{'✓' if c['passed'] else '✗'} {c['verifier']}: score {score}")
+    if "recorded" in d and "reproduced" in d:
+        lines.append(f"recorded reward {d['recorded']:g}, reproduced {d['reproduced']:g}")
     if "error" in d:
         lines.append(str(d["error"]))
     answer = str(d.get("answer", "")).strip().splitlines()
@@ -371,6 +380,7 @@ def show(args: argparse.Namespace) -> int:
     if args.json:
         value = summary.to_dict()
         value["verifications"] = [r.to_dict() for r in results]
+        value["reward_reproduced"] = reward_reproduced(results)
         value["decisions"] = [_decision_json(d) for d in made]
         value["branching"] = spend(store, episode_id)
         if args.events:
@@ -378,6 +388,8 @@ def show(args: argparse.Namespace) -> int:
         print_json(value)
         return 0
     _print_summary(summary)
+    if reward_reproduced(results) is False:
+        stdout_console().print(f"  [bold red]{DISPUTED_MARK}[/] {DISPUTED_NOTE}")
     _print_verifications(results)
     out = stdout_console()
     if args.events:

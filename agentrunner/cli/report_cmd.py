@@ -154,6 +154,9 @@ def _print_report(made: dict[str, Any]) -> None:
     overall = made["overall"]
     stops = ", ".join(f"{k} {v}" for k, v in overall["stop_reasons"].items())
     out.print(f"stop reasons: {stops or '-'}")
+    if made["reward_not_reproduced"]:
+        ids = ", ".join(made["reward_not_reproduced"])
+        out.print(f"[bold red]![/] reward not reproduced by `agentrunner verify`: {ids}")
     for error in overall["errors"]:
         out.print(f"  {error['count']} x {error['error']}")
     tasks = Table(title="per task")

@@ -1,4 +1,5 @@
-"""``agentrunner verify``: score recorded episodes with rules and/or an LLM judge."""
+"""``agentrunner verify``: check that recorded episodes reproduce their reward, or score them
+with rules, an LLM judge or a test command."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from agentrunner.verifiers import (
     verify_episode,
 )
 from agentrunner.verifiers.command import TestVerifier
+from agentrunner.verifiers.reward import REWARD_VERIFIER, RewardVerifier
 from agentrunner.verifiers.rules import RULE_FORMS
 
 SCRIPTED_JUDGE_HELP = (
@@ -53,8 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "verify",
         verify,
-        help="score recorded episodes (rules, LLM judge)",
-        description="Score recorded episodes after the fact with rule-based conditions over "
+        help="check recorded rewards; score episodes (rules, LLM judge, tests)",
+        description="Without a verifier option: check that each episode's recorded reward "
+        "follows from its recorded change (its own check, the task's hidden tests or test "
+        "command, runs again on a clean copy of what `diff` shows, restored from the store "
+        "alone); the result is stored as 'reward', and `ls`, `show` and `report` flag an "
+        "episode whose reward was not reproduced. "
+        "Or score recorded episodes after the fact with rule-based conditions over "
         "the trajectory (--rule), an LLM judge grading the transcript against a rubric "
         "(--judge MODEL --rubric TEXT), or both (combined with --combine), or a test command "
         "run on the episode's final workspace (--test CMD). Each result is "
@@ -178,9 +185,12 @@ def build_verifier(args: argparse.Namespace) -> Verifier:
         )
     single: Verifier | None = rule_verifier or judge_verifier
     if single is None:
-        raise UsageError(
-            f"give --rule RULE (rules look like: {RULE_FORMS}), --judge MODEL or --test CMD"
-        )
+        if args.name or args.any_rule:
+            raise UsageError(
+                f"give --rule RULE (rules look like: {RULE_FORMS}), --judge MODEL or --test CMD;"
+                f" without them verify checks the recorded reward (stored as {REWARD_VERIFIER!r})"
+            )
+        return RewardVerifier()
     if args.name:
         single.name = args.name
     return single
@@ -212,6 +222,10 @@ def _why(result: VerificationResult) -> str:
         failed = [c for c in details["checks"] if not c["passed"]]
         shown = failed or details["checks"]
         return "; ".join(f"{c['rule']}: {c['evidence']}" for c in shown[:3])
+    if "recorded" in details and "reproduced" in details:
+        return f"recorded reward {details['recorded']:g}, reproduced {details['reproduced']:g}"
+    if "note" in details:
+        return str(details["note"])
     if "command" in details and "exit_code" in details:
         return f"exit code {details['exit_code']}" + (
             f", {details['passed']}/{details['total']} test cases" if details.get("total") else ""

@@ -440,6 +440,11 @@ class WorkspaceEnv(WorkspaceTools):
             )
         return result
 
+    def check(self) -> StepResult:
+        """What ``submit`` would score now (the task's verifier or test command, on a clean
+        copy of the recorded change), without ending the episode or counting a step."""
+        return self._submit()
+
     def _submit(self) -> StepResult:
         task = self._require()
         if task.test:

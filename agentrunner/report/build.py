@@ -31,6 +31,7 @@ from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.store.groups import memberships
 from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.reports import LogFacts
+from agentrunner.store.verifications import REWARD_VERIFIER, StoredVerification
 
 GROUP_KEYS = ("model", "task", "split", "batch")
 ENDED = ("completed", "cancelled", "failed")
@@ -61,6 +62,8 @@ class Facts:
     log: LogFacts
     batches: list[str] = field(default_factory=list)
     split: str | None = None
+    disputed: bool = False
+    """Its latest reward check (``verify``) did not reproduce its recorded reward."""
 
     @property
     def model(self) -> str:
@@ -108,18 +111,17 @@ def collect(
         splits = task_splits(Selection(statuses=()), chosen, [])
     if where.split is not None:
         chosen, splits = _only_split(chosen, splits, where.split)
-    verdicts = _verdicts(store, verifier)
+    latest = store.latest_verifications()  # one query: --verifier's verdicts, reward checks
+    verdicts = _verdicts(latest, verifier)
+    disputed = {v.episode_id for v in latest if v.verifier == REWARD_VERIFIER and not v.passed}
     if verifier is not None and not verdicts:
         raise UsageError(f"no episode has a result of verifier {verifier!r}; see `verify`")
     logs = store.log_facts()
     out = []
     for s, split in zip(chosen, splits, strict=True):
         passed = verdicts.get(s.episode_id) if verifier else s.total_reward >= threshold
-        out.append(
-            Facts(
-                s, passed, logs.get(s.episode_id, LogFacts()), members.get(s.episode_id, []), split
-            )
-        )
+        log, batches = logs.get(s.episode_id, LogFacts()), members.get(s.episode_id, [])
+        out.append(Facts(s, passed, log, batches, split, s.episode_id in disputed))
     return out
 
 
@@ -170,10 +172,10 @@ def _within(created_at: str, since: datetime | None, until: datetime | None) -> 
     return (since is None or when >= since) and (until is None or when <= until)
 
 
-def _verdicts(store: TraceStore, verifier: str | None) -> dict[str, bool]:
+def _verdicts(latest: Iterable[StoredVerification], verifier: str | None) -> dict[str, bool]:
     if verifier is None:
         return {}
-    return {v.episode_id: v.passed for v in store.latest_verifications() if v.verifier == verifier}
+    return {v.episode_id: v.passed for v in latest if v.verifier == verifier}
 
 
 def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
@@ -208,6 +210,7 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
         "running": statuses.get("running", 0),
         "judged": len(judged),
         "passed": passed,
+        "reward_not_reproduced": sum(e.disputed for e in episodes),
         "pass_rate": passed / len(judged) if judged else None,
         "pass_rate_ci95": interval.as_list() if interval is not None else None,
         "reward_mean": reward_mean,
@@ -263,6 +266,7 @@ def report(
     return {
         "by": list(by),
         "overall": metrics(episodes),
+        "reward_not_reproduced": [e.summary.episode_id for e in episodes if e.disputed],
         "groups": [
             {"key": dict(zip(by, key, strict=True)), **metrics(members)} for key, members in groups
         ],

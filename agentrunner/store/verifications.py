@@ -4,13 +4,32 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore
 
 _COLS = "id, episode_id, verifier, score, passed, details, created_at"
+REWARD_VERIFIER = "reward"
+"""The name the reward check's results are stored under (``agentrunner verify`` with no
+verifier option): a result that did not pass means the recorded reward was not reproduced."""
+DISPUTED_MARK = "!"
+DISPUTED_NOTE = "the recorded reward was not reproduced by `agentrunner verify`"
+
+
+class _Result(Protocol):
+    @property
+    def verifier(self) -> str: ...
+    @property
+    def passed(self) -> bool: ...
+
+
+def reward_reproduced(results: Iterable[_Result]) -> bool | None:
+    """Whether an episode's latest reward check reproduced its recorded reward (None: never
+    checked), from its results newest first (or its latest per verifier)."""
+    return next((r.passed for r in results if r.verifier == REWARD_VERIFIER), None)
 
 
 @dataclass(frozen=True, slots=True)
