@@ -26,7 +26,11 @@ def add_sandbox_options(parser: argparse.ArgumentParser) -> None:
         "$AGENTRUNNER_SANDBOX): bwrap when it works, else process with a warning",
     )
     group.add_argument(
-        "--network", action="store_true", help="let commands reach the network (bwrap mode)"
+        "--network",
+        action="store_true",
+        help="let commands reach the network through slirp4netns (bwrap mode), never the "
+        "host's loopback or abstract unix sockets; without slirp4netns, and in process mode, "
+        "refused while anything listens on the host's loopback",
     )
     group.add_argument(
         "--mount",
@@ -62,8 +66,8 @@ def add_sandbox_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=_DEFAULTS.file_size_mb,
         metavar="MB",
-        help=f"largest file a command may write, in MB; also the size of /tmp "
-        f"(default {_DEFAULTS.file_size_mb})",
+        help=f"largest file a command may write, in MB; also the size of /tmp and of "
+        f"/dev/shm (at most --memory) (default {_DEFAULTS.file_size_mb})",
     )
 
 

@@ -1,14 +1,17 @@
 """The workspace sandbox policy: bubblewrap when it works, plain process confinement when not.
 
 A :class:`Jail` turns a command into what actually runs. In ``bwrap`` mode that is a
-bubblewrap command line: new user, PID, IPC, UTS, cgroup and (unless ``network``) network
-namespaces, every capability dropped, the system folders read-only, a private ``/tmp``,
-``/proc`` of the sandbox only, the workspace at ``/workspace`` as the only writable path,
-and ``--die-with-parent`` so nothing outlives the runner. What the sandbox must never see
-(the trace store and its folder, the runner's installation and virtualenv, the tasks'
-hidden files, ``$HOME``, the user's repository) is never bound in, and is covered by an
-empty tmpfs where it lies below a folder that is. ``process`` mode runs the command as the
-runner's user in its own process group (the confinement of earlier versions).
+bubblewrap command line: new user (for a root runner: commands run as ``nobody`` instead,
+see :mod:`sandbox_user`), PID, IPC, UTS, cgroup and network namespaces (``network``
+connects the last through slirp4netns, see :mod:`network`), every capability dropped, the
+system folders read-only, ``/dev`` read-only, ``/tmp`` and ``/dev/shm`` as tmpfs sized from
+the limits, ``/proc`` of the sandbox only, the workspace at ``/workspace`` as the only
+writable path, and ``--die-with-parent`` so nothing outlives the runner. What the sandbox
+must never see (the trace store and its folder, the runner's installation and virtualenv,
+the tasks' hidden files, other installations' task data, ``$HOME``, the user's repository)
+is never bound in, and is covered by an empty tmpfs where it lies below a folder that is.
+``process`` mode runs the command as the runner's user in its own process group (the
+confinement of earlier versions).
 
 Both modes set the resource limits of :class:`Limits` (CPU time, memory, file size as
 rlimits; processes through a cgroup when one can be made, else ``RLIMIT_NPROC``).
