@@ -146,8 +146,8 @@ from agentrunner.environment import ToolAction
 from agentrunner.envs.jail import SandboxConfig
 from agentrunner.envs.workspace import WorkspaceEnv
 
-mode, command = sys.argv[1], sys.argv[2]
-with WorkspaceEnv(sandbox=SandboxConfig(mode=mode)) as env:
+mode, command, network = sys.argv[1], sys.argv[2], sys.argv[3] == "network"
+with WorkspaceEnv(sandbox=SandboxConfig(mode=mode, network=network)) as env:
     env.reset("demo-mean", seed=0)
     print(env.workspace, flush=True)
     args = {"command": command, "timeout": 120}
@@ -156,14 +156,17 @@ with WorkspaceEnv(sandbox=SandboxConfig(mode=mode)) as env:
 """
 
 
-def child_runner(mode: str, command: str, env: dict[str, str]) -> subprocess.Popen[str]:
+def child_runner(
+    mode: str, command: str, env: dict[str, str], *, network: bool = False
+) -> subprocess.Popen[str]:
     """A runner process (started with ``env``) whose one bash step runs ``command``.
 
     Its first output line is the workspace's host path, its second the observation (JSON).
     """
     root = Path(__file__).resolve().parent.parent
+    online = "network" if network else "offline"
     return subprocess.Popen(
-        [sys.executable, "-c", _CHILD, mode, command],
+        [sys.executable, "-c", _CHILD, mode, command, online],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,

@@ -23,9 +23,21 @@ from pathlib import Path
 
 import pg
 import pytest
-from attack_helpers import DEMO, CommandModel, act, bash, case, loopback_listener, workspace
+from attack_helpers import (
+    DEMO,
+    CommandModel,
+    act,
+    bash,
+    case,
+    child_runner,
+    kill_marked,
+    loopback_listener,
+    wait_until,
+    workspace,
+)
 from cli_process import run_cli
 from pg import PostgresServer
+from procs import all_gone, marker, processes_with
 
 import agentrunner
 from agentrunner import TraceStore, run_agent_episode
@@ -237,6 +249,52 @@ def test_without_network_a_command_cannot_reach_a_server_outside_the_host(
     address, port, token = outside_server
     (seen,) = observations(tmp_path, [CONNECT.format(host=address, port=port)])
     assert token not in seen
+
+
+@pytest.fixture
+def word() -> Iterator[str]:
+    """A marker for the processes a test starts; those still alive afterwards are killed."""
+    w = marker()
+    yield w
+    kill_marked(w)
+
+
+def _children_named(parents: list[int], name: str) -> list[int]:
+    """Live processes called ``name`` whose parent is one of ``parents``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)
+            comm = fields[0].split("(", 1)[1]
+            state, ppid = fields[1].split()[:2]
+        except (OSError, IndexError, ValueError):
+            continue
+        if comm == name and int(ppid) in parents and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+@needs_slirp
+@pytest.mark.parametrize("mode", [case("bwrap")])
+def test_with_network_nothing_outlives_a_runner_killed_with_sigkill(mode: str, word: str) -> None:
+    command = f"(exec -a {word} sleep 300) &\ntouch started\nsleep 300"
+    runner = child_runner(mode, command, dict(os.environ), network=True)
+    assert runner.stdout is not None
+    ws = Path(runner.stdout.readline().strip())
+    try:
+        assert wait_until((ws / "started").exists)
+        helpers = _children_named(processes_with(word), "slirp4netns")
+        assert helpers  # the step's network helper runs
+        runner.kill()
+        runner.wait(timeout=60)
+        assert all_gone(word, patience=3.0)
+        assert wait_until(lambda: not [p for p in helpers if Path(f"/proc/{p}").exists()])
+    finally:
+        runner.kill()
+        runner.wait(timeout=60)
+        shutil.rmtree(ws.parent, ignore_errors=True)
 
 
 @pytest.fixture
