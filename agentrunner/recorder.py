@@ -172,13 +172,18 @@ class Recorder:
                 self._show(seq, ev.ModelChunk(**fields))
         self.chunk_index += 1
 
-    def response(self, call_id: str, turn: AgentTurn, latency_s: float) -> AgentTurn:
+    def response(
+        self, call_id: str, turn: AgentTurn, latency_s: float, **fields: Any
+    ) -> AgentTurn:
         """Record a model's answer and its usage; return the turn as recorded (scrubbed),
-        which is what the runner acts on."""
+        which is what the runner acts on. ``fields`` are added to the ``model.response``
+        (the recording proxy's ``answer``: how the answer's bytes were kept)."""
         with interrupts.critical:  # the response, its usage and the totals: all or nothing
-            return self._response(call_id, turn, latency_s)
+            return self._response(call_id, turn, latency_s, fields)
 
-    def _response(self, call_id: str, turn: AgentTurn, latency_s: float) -> AgentTurn:
+    def _response(
+        self, call_id: str, turn: AgentTurn, latency_s: float, fields: dict[str, Any]
+    ) -> AgentTurn:
         turn, replaced = self.scrub_turn(turn)
         self.redactor.end_streams(f"{call_id}/")
         message = turn.to_message()
@@ -193,6 +198,7 @@ class Recorder:
             refusal=turn.refusal,
             opaque=turn.opaque,
             **_replaced(replaced),
+            **fields,
         )
         usage = ev.Usage(call_id=call_id, **turn.usage.model_dump())
         if self.tag:

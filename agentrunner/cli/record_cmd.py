@@ -39,6 +39,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _upstream_options(p)
     p.add_argument(
+        "--replay",
+        metavar="EP",
+        help="serve the agent the recorded answers of EP (and of its sub-agents) instead of"
+        " calling any upstream; the first request the recording does not hold ends the replay"
+        " with a report (exit 1); the replay is recorded as an episode of its own",
+    )
+    p.add_argument(
+        "--pace",
+        action="store_true",
+        help="with --replay: send each answer spread over its recorded latency (default: at"
+        " full speed)",
+    )
+    p.add_argument(
         "agent", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the agent to run"
     )
     q = new_command(
@@ -92,7 +105,16 @@ def run_record(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     chosen = upstreams(os.environ, anthropic=args.upstream_anthropic, openai=args.upstream_openai)
-    done = record(command, _location(args), chosen, timeout_s=args.upstream_timeout)
+    if args.pace and not args.replay:
+        raise UsageError("--pace paces a replay: give --replay EP too")
+    done = record(
+        command,
+        _location(args),
+        chosen,
+        timeout_s=args.upstream_timeout,
+        replay_of=args.replay,
+        pace=args.pace,
+    )
     err = stderr_console()
     ids = ", ".join(ep[:8] for ep in done.episodes) or "none"
     err.print(
@@ -101,8 +123,13 @@ def run_record(args: argparse.Namespace) -> int:
         markup=False,
         highlight=False,
     )
+    if done.diverged:
+        err.print(f"replay stopped: {done.diverged}", markup=False, highlight=False)
     if args.json:
-        print_json({"exit_status": done.exit_status, "episodes": done.episodes})
+        result = {"exit_status": done.exit_status, "episodes": done.episodes}
+        print_json({**result, "diverged": done.diverged} if args.replay else result)
+    if done.diverged:
+        return 1
     return done.exit_status if done.exit_status is not None else 1
 
 

@@ -1,20 +1,45 @@
 """Which recorded episode a model call belongs to: conversations told apart by their messages.
 
 A request continues the conversation whose last request's messages it extends (its chain
-of content-addressed messages holds that request's tip), within the same client session when
-the client names one. A conversation that begins with the prompt an open ``Agent``/``Task``
+of messages holds that request's last one), within the same client session when the client
+names one. Messages are compared as the client means them: marks whose placement moves from
+call to call (``cache_control``) are left out of the comparison, never out of the record.
+A conversation that begins with the prompt an open ``Agent``/``Task``
 tool call of another conversation passed is that call's sub-agent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentrunner.recorder import Recorder
+from agentrunner.store.hashing import canonical_json
 from agentrunner.types import Message
 
 SPAWNING_TOOLS = frozenset({"Agent", "Task", "task", "spawn_agent"})
+VOLATILE_KEYS = frozenset({"cache_control"})
+
+
+def normal(value: Any) -> Any:
+    """A message's native form without the marks whose placement moves between calls."""
+    if isinstance(value, dict):
+        return {k: normal(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [normal(v) for v in value]
+    return value
+
+
+def keys(messages: list[Message]) -> list[str]:
+    """Each message's place in its conversation, as compared: a hash over it and all before."""
+    out: list[str] = []
+    for m in messages:
+        digest = hashlib.sha256((out[-1] if out else "").encode())
+        digest.update(canonical_json([m.role, m.body_field, normal(m.raw)]).encode())
+        out.append(digest.hexdigest())
+    return out
 
 
 @dataclass
@@ -25,7 +50,9 @@ class Conversation:
     recorder: Recorder
     session: str | None
     chain: list[str] = field(default_factory=list)
-    """The hashes of the last request's messages (its tip last)."""
+    """The stored hashes of the last request's messages (its tip last)."""
+    keys: list[str] = field(default_factory=list)
+    """The same messages' places as compared (:func:`keys`)."""
     open_calls: dict[str, str] = field(default_factory=dict)
     """Tool calls the model made whose results have not come back: call id -> tool name."""
     prompts: dict[str, str] = field(default_factory=dict)
@@ -41,7 +68,8 @@ class Conversations:
         self.all: list[Conversation] = []
 
     def find(self, session: str | None, chain: list[str]) -> Conversation | None:
-        """The conversation whose latest request ``chain`` extends (or repeats: a retry)."""
+        """The conversation whose latest request a request with these :func:`keys` extends
+        (or repeats: a retry)."""
         for digest in reversed(chain):
             found = self._by_tip.get((session, digest))
             if found is not None:
@@ -51,11 +79,11 @@ class Conversations:
     def add(self, conversation: Conversation) -> None:
         self.all.append(conversation)
 
-    def advance(self, conversation: Conversation, chain: list[str]) -> None:
-        """``chain`` is the conversation's latest request."""
-        conversation.chain = chain
-        if chain:
-            self._by_tip[(conversation.session, chain[-1])] = conversation
+    def advance(self, conversation: Conversation, chain: list[str], compared: list[str]) -> None:
+        """The conversation's latest request: its stored ``chain`` and its :func:`keys`."""
+        conversation.chain, conversation.keys = chain, compared
+        if compared:
+            self._by_tip[(conversation.session, compared[-1])] = conversation
 
     def spawner(self, session: str | None, messages: list[Message]) -> tuple[str, str] | None:
         """(episode, tool call) of the open sub-agent call whose prompt starts ``messages``."""

@@ -9,6 +9,7 @@ leases of the open episodes, so a proxy that dies leaves them ``interrupted``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import queue
 import sys
@@ -23,7 +24,7 @@ from agentrunner import __version__
 from agentrunner import events as ev
 from agentrunner.envs import recorded
 from agentrunner.errors import StoreError
-from agentrunner.record.conversations import Conversation, Conversations, spawned_prompt
+from agentrunner.record.conversations import Conversation, Conversations, keys, spawned_prompt
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
 from agentrunner.recorder import Recorder
@@ -57,7 +58,9 @@ class Call:
     started: float = field(default_factory=time.monotonic)
     decoder: SseDecoder = field(default_factory=SseDecoder)
     body: list[bytes] = field(default_factory=list)
+    """The answer's bytes as they passed (kept whole: a replay serves them back)."""
     status: int = 200
+    content_type: str | None = None
     chunk_index: int = 0
     failure: str | None = None
     done: bool = False
@@ -70,6 +73,10 @@ class Origin:
     command: list[str] | None = None
     cwd: str | None = None
     upstreams: dict[str, str] = field(default_factory=dict)
+    kind: str = recorded.KIND
+    """``recorded``, or ``replay`` for an agent served a recording back."""
+    links: dict[str, str] = field(default_factory=dict)
+    """Named links to other episodes (``replay_of``)."""
 
 
 class Journal:
@@ -171,18 +178,20 @@ class Journal:
         chain: list[str] = []
         for m in messages:
             chain.append(message_hash(chain[-1] if chain else None, message_json(m)))
-        conversation = self.conversations.find(session, chain)
+        compared = keys(messages)
+        conversation = self.conversations.find(session, compared)
         if conversation is None:
             conversation = self._open(wire, split.model, session, agent, messages)
         rec = conversation.recorder
-        known = _shared_prefix(conversation.chain, chain)
-        parent = chain[known - 1] if known else None
-        for m, digest in zip(messages[known:], chain[known:], strict=True):
+        stored = _shared_prefix(conversation.chain, chain)
+        parent = chain[stored - 1] if stored else None
+        for m, digest in zip(messages[stored:], chain[stored:], strict=True):
             self.store.put_message(parent, m)
             parent = digest
+        known = _shared_prefix(conversation.keys, compared)
         self._added(conversation, wire, messages[known:], chain[known:], first=not known)
         rec.tip = chain[-1] if chain else None
-        self.conversations.advance(conversation, chain)
+        self.conversations.advance(conversation, chain, compared)
         conversation.calls += 1
         rec.turn = conversation.calls
         tools = [t.model_copy(update={"raw": scrub(t.raw, redactor)[0]}) for t in split.tools]
@@ -225,7 +234,8 @@ class Journal:
         spawner = self.conversations.spawner(session, messages)
         redactor = Redactor(self.secrets)
         env: dict[str, Any] = {
-            "kind": recorded.KIND,
+            **self.origin.links,
+            "kind": self.origin.kind,
             "agent": agent or "unknown agent",
             "api": wire.api,
             "command": self.origin.command,
@@ -295,12 +305,29 @@ class Journal:
                 )
             )
 
+    def answered(self, call: Call, status: int, content_type: str | None) -> None:
+        """The upstream's answer began: its status and the type of its body."""
+        call.status, call.content_type = status, content_type
+
     def feed(self, call: Call, data: bytes) -> None:
         """Bytes of the answer as they passed to the client."""
-        if not call.stream or call.status >= 400:  # an error's body is JSON, not a stream
-            call.body.append(data)
-            return
-        self._fold(call, stream_events(call.decoder.feed(data)))
+        call.body.append(data)
+        if call.stream and call.status < 400:  # an error's body is JSON, not a stream
+            self._fold(call, stream_events(call.decoder.feed(data)))
+
+    def _kept(self, call: Call) -> dict[str, Any]:
+        """The answer's bytes stored as a blob (known secrets replaced): how a replay finds them."""
+        redactor = call.conversation.recorder.redactor
+        text = b"".join(call.body).decode("utf-8", "surrogateescape")
+        data = redactor.text(text).encode("utf-8", "surrogateescape")
+        digest = hashlib.sha256(data).hexdigest()
+        self.store.put_blobs([(digest, [data])])
+        return {
+            "status": call.status,
+            "content_type": call.content_type,
+            "body": digest,
+            "bytes": len(data),
+        }
 
     def _fold(self, call: Call, events: list[dict[str, Any]]) -> None:
         rec = call.conversation.recorder
@@ -328,12 +355,16 @@ class Journal:
         rec.turn = call.turn
         if call.status >= 400:
             text = b"".join(call.body).decode("utf-8", "replace")
-            rec.failure(
-                "generate",
-                f"HTTP {call.status}",
-                f"the upstream answered {call.status}: {text[:ERROR_TEXT_LIMIT]}",
-                retryable=call.status in RETRYABLE_STATUS,
-            )
+            rec.tag = {"answer": self._kept(call)}
+            try:
+                rec.failure(
+                    "generate",
+                    f"HTTP {call.status}",
+                    f"the upstream answered {call.status}: {text[:ERROR_TEXT_LIMIT]}",
+                    retryable=call.status in RETRYABLE_STATUS,
+                )
+            finally:
+                rec.tag = {}
             return
         if call.stream:
             self._fold(call, stream_events(call.decoder.close()))
@@ -347,7 +378,10 @@ class Journal:
         turn = call.fold.turn(call.builder)
         usage = priced(turn.usage, turn.model or call.model, provider_id=call.api.provider)
         turn = rec.response(
-            call.call_id, turn.model_copy(update={"usage": usage}), time.monotonic() - call.started
+            call.call_id,
+            turn.model_copy(update={"usage": usage}),
+            time.monotonic() - call.started,
+            answer=self._kept(call),
         )
         for tool_call in turn.tool_calls:
             try:
@@ -366,8 +400,9 @@ class Journal:
                 "generate", "incomplete", "the stream ended without a finish reason", retryable=True
             )
 
-    def broke(self, call: Call, reason: str, *, cancelled: bool) -> None:
-        """The call did not end well: the client hung up (a cancel) or the upstream failed."""
+    def broke(self, call: Call, reason: str, *, cancelled: bool, kind: str = "upstream") -> None:
+        """The call did not end well: the client hung up (a cancel), the upstream failed
+        (retryable), or a replay had no answer for it (``kind`` ``replay``: not retryable)."""
         if call.done:
             return
         call.done = True
@@ -376,7 +411,7 @@ class Journal:
         if cancelled:
             rec.cancel("generate", reason)
         else:
-            rec.failure("generate", "upstream", reason, retryable=True)
+            rec.failure("generate", kind, reason, retryable=kind == "upstream")
 
     def _end_all(self, stop_reason: str, end: dict[str, Any]) -> None:
         for conversation in self.conversations.all:

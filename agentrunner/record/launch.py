@@ -17,10 +17,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentrunner.envs import recorded
 from agentrunner.errors import UsageError
 from agentrunner.record.journal import Journal, Origin
 from agentrunner.record.proxy import Proxy, ProxySettings, ProxyThread
+from agentrunner.record.replay import Replay
 from agentrunner.redaction import Redactor, known_secrets, public_url
+from agentrunner.store import TraceStore
 
 DEFAULT_UPSTREAMS = {
     "anthropic": "https://api.anthropic.com",
@@ -56,30 +59,46 @@ def redirected(environ: Mapping[str, str], port: int) -> dict[str, str]:
 
 @dataclass
 class Recording:
-    """What a ``record`` run did: the agent's exit status and the episodes it made."""
+    """What a ``record`` run did: the agent's exit status, the episodes it made, and where a
+    replayed agent left its recording (if it did)."""
 
-    exit_status: int
+    exit_status: int | None
     episodes: list[str]
     problems: list[str]
+    diverged: str | None = None
 
 
 def record(
-    command: list[str], location: str, chosen: dict[str, str], *, timeout_s: float = 600.0
+    command: list[str],
+    location: str,
+    chosen: dict[str, str],
+    *,
+    timeout_s: float = 600.0,
+    replay_of: str | None = None,
+    pace: bool = False,
 ) -> Recording:
-    """Run ``command`` through a recording proxy into the store at ``location``."""
+    """Run ``command`` through a recording proxy into the store at ``location``; with
+    ``replay_of``, its model calls are answered from that recorded episode instead."""
     if not command:
         raise UsageError("give the agent's command after --: agentrunner record -- COMMAND ...")
     redactor = Redactor(known_secrets())
     shown = [redactor.text(part) for part in command]
+    replay = None
+    if replay_of is not None:
+        with TraceStore(location, create=False) as store:
+            replay = Replay(store, store.resolve(replay_of))
     origin = Origin(
         command=shown,
         cwd=os.getcwd(),
         upstreams={family: public_url(url) for family, url in chosen.items()},
+        kind="replay" if replay else recorded.KIND,
+        links={"replay_of": replay.root} if replay else {},
     )
     journal = Journal(location, origin)
     journal.start()
-    settings = ProxySettings(upstreams=chosen, upstream_timeout_s=timeout_s)
-    server = ProxyThread(Proxy(journal, settings))
+    settings = ProxySettings(upstreams=chosen, upstream_timeout_s=timeout_s, pace=pace)
+    proxy = Proxy(journal, settings, replay)
+    server = ProxyThread(proxy)
     status: int | None = None
     cut = True  # until the agent has ended by itself
     try:
@@ -93,7 +112,8 @@ def record(
         server.stop()  # calls still open are recorded as cut short (their client is gone)
         episodes = [c.episode_id for c in journal.conversations.all]
         journal.close("cancelled" if cut else "done", exit_status=status)
-    return Recording(exit_status=status, episodes=episodes, problems=journal.problems)
+    diverged = proxy.divergence.report() if proxy.divergence else None
+    return Recording(status, episodes, journal.problems, diverged)
 
 
 def _run(command: list[str], environ: dict[str, str]) -> tuple[int, bool]:

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from agentrunner.record.dialects import api_of
 from agentrunner.record.journal import Call, Journal
+from agentrunner.record.replay import Answer, Divergence, Replay, pieces
 from agentrunner.redaction import public_url
 
 FAMILIES = ("anthropic", "openai")
@@ -56,14 +57,21 @@ class ProxySettings:
     port: int = 0
     token: str | None = None
     upstream_timeout_s: float = 600.0
+    pace: bool = False
+    """Replaying: send a recorded answer's pieces spread over its recorded latency."""
 
 
 class Proxy:
     """One aiohttp application recording through one journal."""
 
-    def __init__(self, journal: Journal, settings: ProxySettings) -> None:
+    def __init__(
+        self, journal: Journal, settings: ProxySettings, replay: Replay | None = None
+    ) -> None:
         self.journal = journal
         self.settings = settings
+        self.replay = replay
+        """When set, model calls are answered from this recording, never upstream."""
+        self.divergence: Divergence | None = None
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.port = settings.port
@@ -116,6 +124,8 @@ class Proxy:
         return None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.replay is not None:
+            return await self._serve_recorded(request, self.replay)
         route = self.route(request.path)
         if route is None:
             return _error(404, f"no route for {request.path}: use /anthropic/... or /openai/...")
@@ -168,8 +178,8 @@ class Proxy:
             if name.lower() not in HOP_BY_HOP:
                 response.headers.add(name, value)
         if call is not None:
-            status = upstream.status
-            self.journal.submit(partial(setattr, call, "status", status))
+            kind = upstream.headers.get("content-type")
+            self.journal.submit(partial(self.journal.answered, call, upstream.status, kind))
         try:
             await response.prepare(request)
             async for data in upstream.content.iter_any():
@@ -183,6 +193,57 @@ class Proxy:
             reason = f"the upstream's answer broke off: {exc or type(exc).__name__}"
             self._tell(call, lambda c: self.journal.broke(c, reason, cancelled=False))
             return response
+        self._tell(call, self.journal.finish)
+        return response
+
+    async def _serve_recorded(self, request: web.Request, replay: Replay) -> web.StreamResponse:
+        """A model call answered from the recording, byte for byte (paced as recorded with
+        ``pace``); a request the recording does not hold is refused and reported."""
+        route = self.route(request.path)
+        rest = route[1] if route is not None else request.path
+        api = api_of(request.method, rest)
+        if api is None:
+            return _error(
+                404, f"replaying {replay.root}: {request.method} {rest} is not a model call"
+            )
+        body = await request.read()
+        call = await self._begin(request, rest, body)
+        try:
+            found = await asyncio.wrap_future(self.journal.submit(partial(replay.find, api, body)))
+        except Exception as exc:  # a body the dialect cannot read
+            return _error(400, f"replaying {replay.root}: the request cannot be read: {exc}")
+        if isinstance(found, Divergence):
+            self.divergence = self.divergence or found
+            report = found.report()
+            self._tell(
+                call, lambda c: self.journal.broke(c, report, cancelled=False, kind="replay")
+            )
+            return _error(400, report)
+        return await self._play(request, found, call)
+
+    async def _play(
+        self, request: web.Request, answer: Answer, call: Call | None
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=answer.status)
+        if answer.content_type:
+            response.content_type = answer.content_type.split(";")[0]
+        parts = pieces(answer)
+        gap = answer.latency_s / len(parts) if self.settings.pace and parts else 0.0
+        if call is not None:
+            self.journal.submit(
+                partial(self.journal.answered, call, answer.status, answer.content_type)
+            )
+        try:
+            await response.prepare(request)
+            for data in parts:
+                await response.write(data)
+                self._tell(call, lambda c, d=data: self.journal.feed(c, d))  # type: ignore[misc]
+                if gap:
+                    await asyncio.sleep(gap)
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self._tell(call, lambda c: self.journal.broke(c, "the client hung up", cancelled=True))
+            raise
         self._tell(call, self.journal.finish)
         return response
 

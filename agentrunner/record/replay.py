@@ -1,0 +1,168 @@
+"""A recorded agent served back: which recorded call an incoming request is, and its answer.
+
+Requests are matched by their conversation: the messages they carry (tool results
+included), in order, with what legitimately changes between two runs of the same agent left
+out: system prompts sent as a body field (they name dates, folders, session ids) and
+``cache_control`` marks, whose placement moves. Identical conversations (a retry) are served
+in the order they were recorded. A request that matches nothing is a divergence: the report
+names the recorded episode and turn it is closest to and the first message that differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner.envs import recorded
+from agentrunner.errors import UsageError
+from agentrunner.record.bodies import request_body
+from agentrunner.record.conversations import normal
+from agentrunner.record.dialects import dialect
+from agentrunner.store import TraceStore
+from agentrunner.store.hashing import canonical_json
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One recorded call: where it was, the conversation it answered, its bytes."""
+
+    episode_id: str
+    turn: int
+    messages: tuple[Any, ...]
+    status: int
+    content_type: str | None
+    body: bytes
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a replayed agent's request left the recording."""
+
+    episode_id: str
+    turn: int
+    index: int
+    recorded: str
+    now: str
+
+    def report(self) -> str:
+        return (
+            f"the agent's request differs from the recording at turn {self.turn} of episode "
+            f"{self.episode_id}: message {self.index} was {self.recorded}, now {self.now}"
+        )
+
+
+class Replay:
+    """The answers of a recorded episode and of the sub-agents it spawned."""
+
+    def __init__(self, store: TraceStore, episode_id: str) -> None:
+        root = store.episode(episode_id)
+        if root.env.get("kind") not in (recorded.KIND, "replay"):
+            raise UsageError(
+                f"episode {root.episode_id} was not recorded through the proxy: only recorded"
+                " agents can be replayed this way (`agentrunner replay` re-runs native episodes)"
+            )
+        self.root = root.episode_id
+        self.episodes = _family(store, self.root)
+        self.answers: list[Answer] = []
+        for episode in self.episodes:
+            self.answers.extend(_answers(store, episode))
+        if not self.answers:
+            raise UsageError(f"episode {self.root} has no recorded answer to serve")
+        self._queues: dict[str, deque[Answer]] = {}
+        for answer in self.answers:
+            self._queues.setdefault(_key(answer.messages), deque()).append(answer)
+
+    def find(self, api: str, body: bytes) -> Answer | Divergence:
+        """The recorded answer to serve for a request, or where it diverged."""
+        messages = conversation(api, json.loads(body))
+        waiting = self._queues.get(_key(messages))
+        if waiting:
+            return waiting.popleft() if len(waiting) > 1 else waiting[0]
+        return self._closest(messages)
+
+    def _closest(self, messages: tuple[Any, ...]) -> Divergence:
+        def shared(answer: Answer) -> int:
+            n = 0
+            for a, b in zip(answer.messages, messages, strict=False):
+                if a != b:
+                    break
+                n += 1
+            return n
+
+        best = max(self.answers, key=lambda a: (shared(a), -a.turn))
+        index = shared(best)
+        was = best.messages[index] if index < len(best.messages) else None
+        now = messages[index] if index < len(messages) else None
+        return Divergence(best.episode_id, best.turn, index, _brief(was), _brief(now))
+
+
+def conversation(api: str, body: dict[str, Any]) -> tuple[Any, ...]:
+    """A request's messages as replay compares them (system fields and volatile marks out)."""
+    split = dialect(api).split(body)
+    return tuple(normal(m.raw) for m in split.messages if m.body_field in (None, "input"))
+
+
+def _family(store: TraceStore, root: str) -> list[str]:
+    """``root`` and the episodes its calls spawned (sub-agents), recursively."""
+    found = [root]
+    children: dict[str, list[str]] = {}
+    for episode in store.list_episodes():
+        parent = (episode.env.get("spawned_by") or {}).get("episode_id")
+        if parent:
+            children.setdefault(parent, []).append(episode.episode_id)
+    i = 0
+    while i < len(found):
+        found.extend(sorted(children.get(found[i], [])))
+        i += 1
+    return found
+
+
+def _answers(store: TraceStore, episode_id: str) -> list[Answer]:
+    """The calls of an episode that got an answer the proxy kept (one per turn)."""
+    out: list[Answer] = []
+    for row in store.iter_events(episode_id, kinds=["model.response", "error"]):
+        answer = row.payload.get("answer")
+        if not isinstance(answer, dict):
+            continue
+        request = store.last_at_turn(episode_id, "model.request", row.turn)
+        assert request is not None, "an answer recorded without its request"
+        out.append(
+            Answer(
+                episode_id=episode_id,
+                turn=row.turn,
+                messages=conversation(
+                    request.payload["api"], request_body(store, episode_id, row.turn)
+                ),
+                status=int(answer.get("status") or 200),
+                content_type=answer.get("content_type"),
+                body=store.read_blob(str(answer["body"])),
+                latency_s=float(row.payload.get("latency_s") or 0.0),
+            )
+        )
+    return out
+
+
+def _key(messages: tuple[Any, ...]) -> str:
+    return hashlib.sha256(canonical_json(list(messages)).encode()).hexdigest()
+
+
+def _brief(message: Any) -> str:
+    if message is None:
+        return "absent"
+    text = json.dumps(message, ensure_ascii=False)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def pieces(answer: Answer) -> list[bytes]:
+    """The answer's bytes in the pieces a stream sends (its events), or whole."""
+    if not (answer.content_type or "").startswith("text/event-stream"):
+        return [answer.body]
+    parts = answer.body.split(b"\n\n")
+    out = [part + b"\n\n" for part in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out

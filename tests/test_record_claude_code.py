@@ -1,0 +1,137 @@
+"""The real Claude Code CLI recorded by ``agentrunner record`` against a loopback upstream
+that streams scripted Anthropic answers, then replayed with that upstream stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from real_clients import claude_env, client, scratch_repo
+from record_support import anthropic_text, anthropic_tool, last_json
+from sse_replay import Reply, SSEReplayServer
+
+from agentrunner import TraceStore
+from agentrunner.record.bodies import request_body
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "Write the note file."
+COMMAND = "cat notes.txt | tee copy.txt"  # its output is the tool result the model reads
+
+
+def _agentrunner(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner.cli.main", *args],
+        cwd=cwd,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _claude(
+    db: Path, repo: Path, home: Path, *record_args: str
+) -> subprocess.CompletedProcess[str]:
+    claude = str(client("claude"))
+    return _agentrunner(
+        "record", "--db", str(db), "--json", *record_args, "--",
+        claude, "-p", PROMPT, "--output-format", "json", "--dangerously-skip-permissions",
+        cwd=repo, env=claude_env(home),
+    )  # fmt: skip
+
+
+def _script() -> list[Reply]:
+    bash = {"command": COMMAND, "description": "copy the notes"}
+    return [
+        Reply(events=anthropic_tool("toolu_bash_1", "Bash", bash)),
+        Reply(events=anthropic_text("Done: copy.txt written.")),
+    ]
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> dict[str, Any]:
+    """One recorded Claude Code session: the command ran, the file exists."""
+    client("claude")
+    repo = scratch_repo(tmp_path / "repo", {"notes.txt": "first notes\n"})
+    db = tmp_path / "t.db"
+    with SSEReplayServer(*_script()) as upstream:
+        done = _claude(db, repo, tmp_path / "home", "--upstream-anthropic", upstream.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    posts = [r for r in upstream.requests if r.path.split("?")[0].endswith("/v1/messages")]
+    return {"db": db, "repo": repo, "home": tmp_path / "home", "done": done, "posts": posts,
+            "episodes": last_json(done.stdout)["episodes"]}  # fmt: skip
+
+
+def test_claude_codes_command_ran_and_every_call_it_sent_is_one_recorded_request(
+    recorded: dict[str, Any],
+) -> None:
+    assert (recorded["repo"] / "copy.txt").read_text() == "first notes\n"
+    (episode,) = recorded["episodes"]
+    with TraceStore(recorded["db"]) as store:
+        requests = store.events(episode, kinds=["model.request"])
+        (call,) = store.events(episode, kinds=["tool.call"])
+        (result,) = store.events(episode, kinds=["tool.result"])
+        assert store.episode(episode).status == "completed"
+    assert len(requests) == len(recorded["posts"]) == 2
+    assert call.payload["name"] == "Bash" and call.payload["parsed"]["command"] == COMMAND
+    assert result.payload["call_id"] == "toolu_bash_1" and result.seq < requests[1].seq
+
+
+def test_each_rebuilt_claude_code_request_equals_the_body_the_upstream_received(
+    recorded: dict[str, Any],
+) -> None:
+    (episode,) = recorded["episodes"]
+    with TraceStore(recorded["db"]) as store:
+        rebuilt = [request_body(store, episode, turn) for turn in (1, 2)]
+    assert rebuilt == [json.loads(r.raw) for r in recorded["posts"]]
+
+
+def test_show_and_export_read_a_recorded_claude_code_session(recorded: dict[str, Any]) -> None:
+    (episode,) = recorded["episodes"]
+    env = {"HOME": str(recorded["home"])}
+    shown = _agentrunner(
+        "show", episode, "--db", str(recorded["db"]), cwd=recorded["repo"], env=env
+    )
+    exported = _agentrunner(
+        "export", "--format", "atif", episode, "--db", str(recorded["db"]),
+        cwd=recorded["repo"], env=env,
+    )  # fmt: skip
+    assert shown.returncode == 0 and "Bash" in shown.stdout and COMMAND in shown.stdout
+    assert exported.returncode == 0, exported.stderr
+    from test_export_atif import rule_violations, schema_errors
+
+    doc = json.loads(exported.stdout.strip().splitlines()[-1])
+    assert schema_errors(doc) == [] and rule_violations(doc) == []
+
+
+def test_a_replay_with_the_upstream_stopped_makes_the_same_change(
+    recorded: dict[str, Any],
+) -> None:
+    (episode,) = recorded["episodes"]
+    (recorded["repo"] / "copy.txt").unlink()
+    replayed = _claude(recorded["db"], recorded["repo"], recorded["home"], "--replay", episode)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    assert (recorded["repo"] / "copy.txt").read_text() == "first notes\n"
+    (again,) = last_json(replayed.stdout)["episodes"]
+    with TraceStore(recorded["db"]) as store:
+        assert store.episode(again).env["replay_of"] == episode
+        assert len(store.events(again, kinds=["model.response"])) == 2
+
+
+def test_a_replay_whose_tool_output_changed_stops_at_that_turn_naming_the_result(
+    recorded: dict[str, Any],
+) -> None:
+    (episode,) = recorded["episodes"]
+    (recorded["repo"] / "notes.txt").write_text("other notes\n")
+    (recorded["repo"] / "copy.txt").unlink()
+    replayed = _claude(recorded["db"], recorded["repo"], recorded["home"], "--replay", episode)
+    report = last_json(replayed.stdout)["diverged"]
+    assert replayed.returncode == 1 and report is not None
+    assert f"turn 2 of episode {episode}" in report and "toolu_bash_1" in report
