@@ -83,8 +83,8 @@ class Redactor:
             for form in secret_forms(value):
                 self._names.setdefault(form, name)
         forms = sorted(self._names, key=len, reverse=True)
+        self._forms = tuple(forms)
         self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
-        self._longest = max((len(f) for f in forms), default=0)
         self._grams = {f[i : i + MIN_PARTIAL] for f in forms for i in range(len(f) - MIN_PARTIAL)}
         self._tails: dict[str, str] = {}
 
@@ -157,6 +157,14 @@ class Redactor:
             return text
         tail = self._tails.get(key, "")
         joined = tail + text
+        held = self._secret_prefix(joined)  # the end begins a secret: hide its part in ours
+        if not held:  # the usual case, decided by a few substring searches
+            for form in self._forms:
+                if form in joined:
+                    break
+            else:
+                self._tails[key] = joined[1 - MIN_PARTIAL :]
+                return text
         out: list[str] = []
         pos = len(tail)  # only the new text is ours to rewrite
         for match in self._pattern.finditer(joined):
@@ -166,12 +174,13 @@ class Redactor:
                 out.append(joined[pos : match.start()])
             out.append(f"[redacted:{self._names[match.group(0)]}]")
             pos = match.end()
-        held = self._secret_prefix(joined)  # the end begins a secret: hide its part in ours
         cut = max(pos, len(joined) - held) if held else len(joined)
         out.append(joined[pos:cut])
         if cut < len(joined):
             out.append(f"[redacted:{self._prefix_name(joined[len(joined) - held :])}]")
-        self._tails[key] = joined[-max(self._longest - 1, 0) :] if self._longest > 1 else ""
+        # A secret the next piece completes begins in the last ``held`` characters (the
+        # longest end of this text that begins one), or in fewer than MIN_PARTIAL of them.
+        self._tails[key] = joined[-max(held, MIN_PARTIAL - 1) :]
         return "".join(out)
 
     def _secret_prefix(self, text: str) -> int:

@@ -34,6 +34,7 @@ REST_MIN = 4
 """The rest of a secret cut by the previous tool result is redacted from this length on."""
 GZIP_CAP = 1 << 20
 """How much of a gzip stream is uncompressed to look for a secret."""
+_ANCHOR = FRAGMENT // 2
 
 _HEX_RUN = re.compile(
     r"(?<![0-9A-Za-z])(?=[0-9A-Fa-f \t\r\n,:]{12})(?:[0-9A-Fa-f]{2})+"
@@ -47,6 +48,15 @@ _DEC_RUN = re.compile(
 _GZIP_B64 = re.compile(r"H4sI[A-Za-z0-9+/]*={0,2}(?:[ \t]*\r?\n[A-Za-z0-9+/]+={0,2})*")
 _ADDRESS = re.compile(r"(?m)^[ \t]*[0-7]{7,}[ \t]+")
 _SPACE = re.compile(r"\s+")
+
+
+def _class_table(allowed: str) -> bytes:
+    """A ``bytes.translate`` table: each byte of ``allowed`` to ``r``, any other to ``x``."""
+    return bytes(0x72 if chr(c) in allowed else 0x78 for c in range(256))
+
+
+_HEX_CHARS = _class_table("0123456789abcdefABCDEF \t\r\n,:")
+_DEC_CHARS = _class_table("0123456789 \t\r\n,")
 
 
 def marker(name: str) -> str:
@@ -115,9 +125,12 @@ class _Matcher:
             *map(re.escape, self.grams),
         ]
         self.pattern = re.compile("|".join(alternatives), re.DOTALL) if alternatives else None
+        # A fragment of FRAGMENT characters holds one of these (FRAGMENT >= 2 * _ANCHOR).
+        anchors = {v[j : j + _ANCHOR] for v in secrets.values() for j in range(0, len(v), _ANCHOR)}
+        self._probes = (*self.names, *(a for a in anchors if len(a) == _ANCHOR))
 
     def hits(self, text: str) -> Iterator[_Hit]:
-        if self.pattern is None:
+        if self.pattern is None or not self._maybe(text):
             return
         pos = 0
         while (m := self.pattern.search(text, pos)) is not None:
@@ -136,6 +149,13 @@ class _Matcher:
                 name = next(n for p, n in self.spread if p.fullmatch(found))
                 yield _Hit(m.start(), m.end(), name)
                 pos = m.end()
+
+    def _maybe(self, text: str) -> bool:
+        """Whether ``text`` may hold a hit: substring searches, far cheaper than the pattern."""
+        for probe in self._probes:
+            if probe in text:
+                return True
+        return any(p.search(text) for p, _ in self.spread)
 
     def first(self, text: str) -> str | None:
         """The name of a secret ``text`` holds in some form (None when it holds none)."""
@@ -164,7 +184,7 @@ class DeepRedactor:
 
     def text(self, text: str) -> str:
         """``text`` with every secret form, fragment and encoded run replaced by a marker."""
-        return self._redact(text, self._text, [])[0]
+        return self._redact(text, _ascii(text), self._text, [])[0]
 
     def result(self, text: str) -> str:
         """One tool result of the episode: :meth:`text`, and the rest of a secret whose
@@ -173,7 +193,7 @@ class DeepRedactor:
         if self._rest is not None:
             rest, name = self._rest
             rests = [_Hit(m.start(), m.end(), name) for m in re.finditer(re.escape(rest), text)]
-        out, self._rest = self._redact(text, self._text, rests)
+        out, self._rest = self._redact(text, _ascii(text), self._text, rests)
         return out
 
     def data(self, data: bytes) -> bytes:
@@ -186,16 +206,17 @@ class DeepRedactor:
             if name is not None:
                 return marker(name).encode()
         view = data.decode("latin-1")
-        out = self._redact(view, self._bytes, [])[0]
+        out = self._redact(view, data, self._bytes, [])[0]
         return data if out is view else out.encode("latin-1")
 
     def _redact(
-        self, text: str, matcher: _Matcher, extra: list[_Hit]
+        self, text: str, raw: bytes, matcher: _Matcher, extra: list[_Hit]
     ) -> tuple[str, tuple[str, str] | None]:
-        """``text`` redacted, and the rest of a secret its last fragment stopped short of."""
+        """``text`` redacted (``raw``: its bytes, one a character), and the rest of a secret
+        its last fragment stopped short of."""
         if matcher.pattern is None or not text:
             return text, None
-        hits = [*extra, *matcher.hits(text), *self._runs(text)]
+        hits = [*extra, *matcher.hits(text), *self._runs(text, raw)]
         if not hits:
             return text, None
         hits.sort(key=lambda h: (h.start, -h.end))
@@ -212,16 +233,19 @@ class DeepRedactor:
         out.append(text[pos:])
         return "".join(out), rest
 
-    def _runs(self, text: str) -> Iterator[_Hit]:
-        """Encoded runs (hex or decimal bytes, base64 of gzip) whose bytes hold a secret."""
-        runs = ((_HEX_RUN, _hex_bytes), (_DEC_RUN, _number_bytes))
-        for pattern, decode in runs if len(text) >= self._shortest * 2 else ():
-            for m in pattern.finditer(text):
-                for data in decode(m.group(0)):
-                    name = self._bytes.first(data.decode("latin-1"))
-                    if name is not None:
-                        yield _Hit(m.start(), m.end(), name)
-                        break
+    def _runs(self, text: str, raw: bytes) -> Iterator[_Hit]:
+        """Encoded runs (hex or decimal bytes, base64 of gzip) whose bytes hold a secret.
+        The run patterns are tried only where ``raw`` has a stretch of their characters
+        long enough to hold the shortest secret (found by C-speed translate and find)."""
+        runs = ((_HEX_RUN, _hex_bytes, _HEX_CHARS), (_DEC_RUN, _number_bytes, _DEC_CHARS))
+        for pattern, decode, table in runs:
+            for start, end in _stretches(raw.translate(table), 2 * self._shortest - 1):
+                for m in pattern.finditer(text, start, end):
+                    for data in decode(m.group(0)):
+                        name = self._bytes.first(data.decode("latin-1"))
+                        if name is not None:
+                            yield _Hit(m.start(), m.end(), name)
+                            break
         if "H4sI" in text:
             for m in _GZIP_B64.finditer(text):
                 name = self._decoded_secret(_b64_bytes(m.group(0)))
@@ -234,6 +258,23 @@ class DeepRedactor:
         except zlib.error:
             return None
         return self._bytes.first(plain.decode("latin-1"))
+
+
+def _ascii(text: str) -> bytes:
+    """``text`` as one byte a character (``?`` for any other than ASCII)."""
+    return text.encode("ascii", "replace")
+
+
+def _stretches(classes: bytes, least: int) -> Iterator[tuple[int, int]]:
+    """The spans of at least ``least`` consecutive ``r`` in ``classes``."""
+    probe = b"r" * max(least, 1)
+    at = classes.find(probe)
+    while at != -1:
+        start = classes.rfind(b"x", 0, at) + 1
+        end = classes.find(b"x", at)
+        end = len(classes) if end == -1 else end
+        yield start, end
+        at = classes.find(probe, end)
 
 
 def _hex_bytes(run: str) -> list[bytes]:
