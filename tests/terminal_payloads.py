@@ -34,6 +34,7 @@ ATTACKS = {
 MARKUP = ("[/]", "[link=https://x]y[/link]", "[bold]not bold[/bold]")
 PAYLOAD = " ".join(raw for raw, _ in ATTACKS.values()) + " " + " ".join(MARKUP)
 TASK_ID = "term-attack"
+LINK = "[the docs](https://evil.example/docs)"  # Markdown: shown with its address in the TUI
 GHOST_TOOL = "ghost[/]\x1b]0;pwned\x07"
 # What the terminal must never receive from recorded text: ESC, BEL, a bare carriage return,
 # backspace, DEL, C1 controls. (Rich adds no escapes of its own when writing to a pipe.)
@@ -67,7 +68,7 @@ def record_attack(root: Path) -> Recorded:
     tasks.write_text(json.dumps([task]), encoding="utf-8")
     turn = {
         "reasoning": f"thinking {PAYLOAD}",
-        "text": f"saying {PAYLOAD}",
+        "text": f"saying {PAYLOAD} {LINK}",
         "tool_calls": [
             {"name": "bash", "arguments": {"command": _command()}},
             {"name": "bash", "arguments": f"not json {PAYLOAD}"},

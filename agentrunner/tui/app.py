@@ -17,6 +17,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from agentrunner.errors import StoreError
+from agentrunner.safe_text import visible
 from agentrunner.store import TraceStore
 from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import check_keymap
@@ -111,7 +112,12 @@ class AgentRunnerApp(App[None]):
     def on_run_finished(self, message: RunFinished) -> None:
         ep = self.ids(message.episode_id)
         if message.error and message.status == "not run":
-            self.notify(f"{ep} could not run: {message.error}", severity="error", timeout=8)
+            self.notify(
+                visible(f"{ep} could not run: {message.error}"),
+                severity="error",
+                timeout=8,
+                markup=False,
+            )
         else:
             reward = "-" if message.total_reward is None else f"{message.total_reward:g}"
             self.notify(f"{ep} {message.status} · reward {reward}", title="run finished")

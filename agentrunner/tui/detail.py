@@ -1,6 +1,9 @@
 """The selected event, rendered in full for the detail pane (read in a thread worker).
 
-What people and models write (prompts, reasoning, assistant text) is Markdown; tool output
+Every recorded text goes through :mod:`agentrunner.safe_text` first: control characters
+are shown (``^[``), never sent to the terminal; links in Markdown are shown with their
+address, never made live. What people and models write (prompts, reasoning, assistant
+text) is Markdown; tool output
 is plain text, never Markdown (``__init__.py`` stays as it is, lines stay lines), highlighted
 with a lexer guessed from the file it came from. Tool calls are syntax-highlighted JSON,
 with shell commands and file contents highlighted as code; a workspace step also shows the
@@ -36,6 +39,7 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
+from agentrunner.safe_text import literal, one_line_visible, plain, visible
 from agentrunner.store import EventRow, Segment, TraceStore
 from agentrunner.tui.decisions import decision_panel
 from agentrunner.tui.format import cost, reward
@@ -72,7 +76,12 @@ def _cap(text: str, full: bool) -> tuple[str, bool]:
 
 
 def _code(text: str, lexer: str) -> Syntax:
-    return Syntax(text, lexer, theme=THEME, word_wrap=True, background_color="default")
+    return Syntax(visible(text), lexer, theme=THEME, word_wrap=True, background_color="default")
+
+
+def _markdown(text: str) -> Markdown:
+    """What a person or model wrote, as Markdown: controls visible, links shown as text."""
+    return Markdown(visible(text), hyperlinks=False)
 
 
 def _json(value: Any) -> Syntax:
@@ -116,7 +125,7 @@ def _content(message: Message, text: str, call: AgentToolCall | None = None) -> 
     """A message's ``text``: tool output as plain text, anything else as Markdown."""
     if message.role == "tool":
         return _tool_output(text, call.name if call else message.name, _path_of(call))
-    return Markdown(text)
+    return _markdown(text)
 
 
 def _fields(**values: Any) -> Table:
@@ -125,7 +134,7 @@ def _fields(**values: Any) -> Table:
     table.add_column()
     for key, value in values.items():
         if value is not None and value != "":
-            table.add_row(key.replace("_", " "), str(value))
+            table.add_row(key.replace("_", " "), literal(value))
     return table
 
 
@@ -133,10 +142,10 @@ def _message_body(store: TraceStore, digest: str) -> list[RenderableType]:
     try:
         message = store.message(digest)
     except StoreError as exc:
-        return [Text(str(exc), style="red")]
+        return [plain(exc, style="red")]
     parts: list[RenderableType] = []
     if message.reasoning:
-        parts.append(Panel(Markdown(message.reasoning), title="thinking", border_style="dim"))
+        parts.append(Panel(_markdown(message.reasoning), title="thinking", border_style="dim"))
     if message.content:
         parts.append(_content(message, message.content))
     for call in message.tool_calls:
@@ -144,10 +153,10 @@ def _message_body(store: TraceStore, digest: str) -> list[RenderableType]:
             args: Any = call.parsed_arguments()
         except ValueError:
             args = call.arguments
-        parts.append(Text(f"tool call {call.name} ({call.call_id})", style="bold cyan"))
+        parts.append(plain(f"tool call {call.name} ({call.call_id})", style="bold cyan"))
         parts.append(_json(args))
     if message.refusal:
-        parts.append(Text(f"refusal: {message.refusal}", style="bold red"))
+        parts.append(plain(f"refusal: {message.refusal}", style="bold red"))
     return parts
 
 
@@ -156,17 +165,17 @@ def _tool_call(call: ToolCall) -> list[RenderableType]:
     name = call.name
     parts: list[RenderableType] = [_fields(tool=name, call_id=call.call_id)]
     if call.parse_error:
-        parts.append(Text(f"arguments are not valid: {call.parse_error}", style="bold red"))
+        parts.append(plain(f"arguments are not valid: {call.parse_error}", style="bold red"))
         parts.append(_code(call.arguments, "text"))
         return parts
     if name == "bash" and "command" in parsed:
         parts.append(_code(str(parsed["command"]), "bash"))
     elif name == "write_file" and "content" in parsed:
-        parts.append(Text(f"path: {parsed.get('path')}", style="bold"))
+        parts.append(plain(f"path: {parsed.get('path')}", style="bold"))
         parts.append(_code(str(parsed["content"]), _lexer_for(parsed.get("path"), "")))
     elif name == "str_replace" and "old_str" in parsed:
         lexer = _lexer_for(parsed.get("path"), "")
-        parts.append(Text(f"path: {parsed.get('path')}", style="bold"))
+        parts.append(plain(f"path: {parsed.get('path')}", style="bold"))
         parts.append(Panel(_code(str(parsed["old_str"]), lexer), title="old", border_style="red"))
         parts.append(
             Panel(_code(str(parsed.get("new_str", "")), lexer), title="new", border_style="green")
@@ -196,7 +205,7 @@ def _tool_result(
     )
     parts: list[RenderableType] = [head]
     if result.error:
-        parts.append(Panel(Text(result.error), title="error", border_style="red"))
+        parts.append(Panel(plain(result.error), title="error", border_style="red"))
     text, cut = _cap(result.observation, full)
     parts.append(_tool_output(text, result.name, path))
     if result.snapshot:
@@ -217,11 +226,11 @@ def _files_changed(
         stat = change.patch(store, stat=True)
         patch = change.patch(store) if stat else ""
     except AgentRunnerError as exc:
-        return [Text(f"files changed: unavailable ({exc})", style="dim")], False
+        return [plain(f"files changed: unavailable ({exc})", style="dim")], False
     if not stat:
         return [Text("files changed: none", style="dim")], False
     text, cut = _cap(patch, full)
-    body = Group(Text(stat.rstrip("\n")), _code(text, "diff"))
+    body = Group(plain(stat.rstrip("\n")), _code(text, "diff"))
     return [Panel(body, title="files changed", border_style="magenta")], cut
 
 
@@ -252,18 +261,19 @@ def _chunks(rows: list[EventRow], partial: bool) -> list[RenderableType]:
             by_channel.setdefault(chunk.channel, []).append(chunk.text)
     parts: list[RenderableType] = []
     if "reasoning" in by_channel:
-        body = Markdown("".join(by_channel.pop("reasoning")))
+        body = _markdown("".join(by_channel.pop("reasoning")))
         parts.append(Panel(body, title="thinking", border_style="dim"))
     for channel, texts in by_channel.items():
         style = "red" if channel == "refusal" else "blue"
-        parts.append(Panel(Markdown("".join(texts)), title=channel, border_style=style))
+        parts.append(Panel(_markdown("".join(texts)), title=channel, border_style=style))
     for call_id, texts in args.items():
         raw = "".join(texts)
         try:
             shown: RenderableType = _json(json.loads(raw))
         except json.JSONDecodeError:
             shown = _code(raw, "json")
-        parts.append(Panel(shown, title=f"tool arguments · {call_id}", border_style="cyan"))
+        title = f"tool arguments · {literal(one_line_visible(call_id))}"
+        parts.append(Panel(shown, title=title, border_style="cyan"))
     if partial:
         parts.append(Text(f"… first {len(rows)} chunks shown: press o for all", style="dim"))
     return parts
@@ -287,7 +297,7 @@ def load_detail(
     where = (
         f"seq {lo}" + (f"–{hi}" if hi > lo else "") + f" · turn {ev.turn} · attempt {ev.attempt}"
     )
-    title = f"{ev.kind} · {where} · {ev.ts}"
+    title = one_line_visible(f"{ev.kind} · {where} · {ev.ts}")
     event = typed(ev)
     if isinstance(event, ModelChunk):
         parts = _chunks(rows, len(rows) < hi - lo + 1)
@@ -354,12 +364,12 @@ def _request(store: TraceStore, request: ModelRequest, full: bool) -> list[Rende
     try:
         chain = store.message_chain(request.tip_hash)
     except StoreError as exc:
-        return [Text(str(exc), style="red")]
+        return [plain(exc, style="red")]
     head = _fields(provider=request.provider, model=request.model, input=f"{len(chain)} messages")
     last = chain[-1] if chain else None
     parts: list[RenderableType] = [head, Text("params", style="bold"), _json(request.params)]
     if last is not None and last.content:
-        parts += [Text(f"last input message ({last.role})", style="bold")]
+        parts += [plain(f"last input message ({last.role})", style="bold")]
         call = _call_for(chain, last) if last.role == "tool" else None
         parts.append(_content(last, _cap(last.content, full)[0], call))
     return parts

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from agentrunner.events import Status
 from agentrunner.formatting import cost, plural, reward, started, tokens
+from agentrunner.safe_text import visible
 from agentrunner.store import EpisodeSummary
 from agentrunner.types import Message
 
@@ -70,7 +71,8 @@ def action_line(message: Message, limit: int = 160) -> str:
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """``text`` on one line (newlines shown as ⏎, runs of blanks as one), cut at ``limit``."""
-    flat = text.replace("\r", "").replace("\n", " ⏎ ").replace("\t", " ")
+    """``text`` on one line (newlines shown as ⏎, runs of blanks as one, other control
+    characters visible: ``^[``, ``^M``), cut at ``limit``."""
+    flat = visible(text.replace("\r\n", "\n").replace("\n", " ⏎ ").replace("\t", " "))
     flat = _BLANKS.sub(" ", flat)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

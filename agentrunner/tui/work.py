@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from agentrunner.errors import AgentRunnerError
+from agentrunner.safe_text import visible
 from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import pinned_first
 
@@ -92,6 +93,8 @@ class ReaderScreen(Screen[None]):
 
     def on_work_failed(self, message: WorkFailed) -> None:
         message.stop()
-        self.notify(message.error, title="error", severity="error", timeout=8)
+        self.notify(
+            visible(message.error), title="error", severity="error", timeout=8, markup=False
+        )
         if message.on_error is not None:
             message.on_error(message.error)

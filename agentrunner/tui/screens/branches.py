@@ -15,6 +15,7 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
+from agentrunner.safe_text import one_line_visible
 from agentrunner.tui import actions
 from agentrunner.tui import format as fmt
 from agentrunner.tui.lineage import Branch, lineage
@@ -85,7 +86,7 @@ class BranchesScreen(ReaderScreen):
         label.append(
             f" · reward {fmt.reward(e.total_reward)} · {fmt.cost(e.cost_usd)}"
             f" · {fmt.plural(e.turns, 'turn')}"
-            f" · {e.model.get('spec', '?')}"
+            f" · {one_line_visible(str(e.model.get('spec', '?')))}"
         )
         if b.fork_turn is not None:
             label.append(f" · fork at turn {b.fork_turn} (seq {e.fork_seq})")

@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
+from agentrunner.safe_text import visible
 from agentrunner.tui import format as fmt
 from agentrunner.tui.lineage import DiffResult, diff
 from agentrunner.tui.work import ReaderScreen
@@ -40,7 +41,7 @@ class DiffBody(Static):
                 kind = "remove"
             else:
                 kind = ""
-            text.append(line + "\n", style[kind] if kind else "")
+            text.append(visible(line) + "\n", style[kind] if kind else "")
         if result.truncated:
             fork = result.prefixes[result.fork.episode_id]
             text.append(f"… cut after {fork}'s first events\n")

@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
+from agentrunner.safe_text import literal, one_line_visible
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.tui import actions
 from agentrunner.tui import format as fmt
@@ -174,7 +175,7 @@ class EpisodesScreen(ReaderScreen):
         arrow = "↓" if self.sort_reverse else "↑"
         head = f"{len(rows)}/{len(self.episodes)} episodes · sort {self.sort_key} {arrow}"
         if self.filter_text:
-            head += f" · filter “{self.filter_text}”"
+            head += f" · filter “{literal(one_line_visible(self.filter_text))}”"
         if not self.episodes and self._loaded:
             head += " · none yet: start one with `agentrunner run`"
         self.query_one("#episodes-header", Static).update(head)
@@ -193,13 +194,13 @@ class EpisodesScreen(ReaderScreen):
         cells = {
             "id": Text(self.ids(e.episode_id)),
             "status": status_text(table, e.status),
-            "task": Text(e.task_id),
+            "task": Text(one_line_visible(e.task_id)),
             "reward": Text(fmt.reward(e.total_reward), justify="right"),
             "cost": Text(fmt.cost(e.cost_usd), justify="right"),
             "lineage": Text(fmt.lineage(e, forks, self.ids)),
             "turns": Text(str(e.turns), justify="right"),
             "tokens": Text(fmt.tokens(e.tokens), justify="right"),
-            "model": Text(str(e.model.get("spec", "?"))),
+            "model": Text(one_line_visible(str(e.model.get("spec", "?")))),
             "started": Text(fmt.started(e.created_at)),
         }
         return [cells[column] for column in COLUMNS]

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from agentrunner.report.build import ReportFilter, collect, report
 from agentrunner.report.text import METRIC_COLUMNS, cells
+from agentrunner.safe_text import one_line_visible, visible
 from agentrunner.store import TraceStore
 from agentrunner.tui import format as fmt
 from agentrunner.tui.work import ReaderScreen
@@ -169,15 +170,16 @@ class ReportScreen(ReaderScreen):
         groups.clear()
         everything = {"key": dict.fromkeys(made["by"], "all"), **made["overall"]}
         for group in [*made["groups"], everything]:
-            keys = [Text(str(group["key"][k])) for k in made["by"]]
+            keys = [Text(one_line_visible(str(group["key"][k]))) for k in made["by"]]
             groups.add_row(*keys, *_right(cells(group), bold=group is everything))
-        self.query_one("#report-notes", Static).update(notes(made["overall"]))
+        self.query_one("#report-notes", Static).update(Text(visible(notes(made["overall"]))))
         tasks = self.query_one("#report-tasks", ReportTable)
         tasks.clear()
         for task in made["tasks"]:
             for n, row in enumerate(task["rows"]):
                 first = task["task_id"] if n == 0 else ""
-                tasks.add_row(Text(first), Text(str(row[BY[0]])), *_right(cells(row)))
+                key = one_line_visible(str(row[BY[0]]))
+                tasks.add_row(Text(one_line_visible(first)), Text(key), *_right(cells(row)))
 
     # ------------------------------------------------------------------ actions
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.reactive import reactive
@@ -25,7 +26,7 @@ class DetailPane(VerticalScroll, can_focus=True):
             self.border_title = ""
             body.update("select an event")
             return
-        self.border_title = detail.title
+        self.border_title = Text(detail.title)  # a Text: never read as markup
         self.border_subtitle = "o: full output" if detail.truncated else ""
         body.update(detail.body)
         self.scroll_home(animate=False)

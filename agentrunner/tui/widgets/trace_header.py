@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from agentrunner.safe_text import one_line_visible
 from agentrunner.store import EpisodeSummary
 from agentrunner.tui import format as fmt
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
@@ -54,7 +55,8 @@ class TraceHeader(Widget):
             line.append("loading…")
         else:
             line.append(self._short(e.episode_id), style["id"])
-            line.append(f" {e.task_id} · {e.model.get('spec', '?')} · ")
+            model = e.model.get("spec", "?")
+            line.append(one_line_visible(f" {e.task_id} · {model} · "))
             line.append_text(status_text(self, e.status))
             line.append(
                 f" · {fmt.plural(e.turns, 'turn')} · reward {fmt.reward(e.total_reward)} · "
@@ -73,5 +75,5 @@ class TraceHeader(Widget):
             line.append(f" · {p.replay}", style["replay"])
         line.append(" · chunks folded" if p.folded else " · chunks shown", "dim")
         if p.note:
-            line.append(f" · {p.note}", style["dim"])
+            line.append(f" · {one_line_visible(p.note)}", style["dim"])
         return Group(first, line)
