@@ -38,10 +38,10 @@ def server() -> Iterator[PostgresServer]:
     server.stop()
 
 
-def wait_for(mark: Path, writer: subprocess.Popen[bytes]) -> None:
+def wait_for(mark: Path, writer: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not mark.exists():
-        assert writer.poll() is None, "the run ended before its last tool ran"
+        assert writer.poll() is None, f"the run ended before its last tool ran: {log.read_text()}"
         assert time.monotonic() < deadline, f"{mark.name} never appeared"
         time.sleep(0.01)
 
@@ -52,13 +52,15 @@ def test_every_tool_call_whose_tool_ran_survives_a_server_crash(
     marks = tmp_path / "marks"
     marks.mkdir()
     url = server.schema_url()
-    writer = subprocess.Popen(
-        [sys.executable, str(HELPER), url, str(marks), str(CALLS)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = tmp_path / "writer.log"
+    with log.open("wb") as sink:
+        writer = subprocess.Popen(
+            [sys.executable, str(HELPER), url, str(marks), str(CALLS)],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
     try:
-        wait_for(marks / str(CALLS), writer)
+        wait_for(marks / str(CALLS), writer, log)
         server.halt()
     finally:
         writer.kill()
