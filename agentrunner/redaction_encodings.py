@@ -16,7 +16,9 @@ base64), a :class:`DeepRedactor` replaces by ``[redacted:NAME]``:
   skipped) whose bytes hold the value in a form above: the whole run;
 - base64 of a gzip stream (``gzip | base64``, wrapped or not, complete or cut short) whose
   first :data:`GZIP_CAP` uncompressed bytes hold the value in a form above: the whole run;
-- a snapshot blob that is itself a gzip stream holding the value: the whole blob.
+- a snapshot blob that is itself compressed (gzip, zlib as in a git loose object, a git pack:
+  :mod:`agentrunner.redaction_compressed`) and holds the value once uncompressed: the whole
+  blob (a git object so replaced is unreadable in a restored ``.git``).
 """
 
 from __future__ import annotations
@@ -24,16 +26,19 @@ from __future__ import annotations
 import base64
 import codecs
 import re
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+
+from agentrunner.redaction_compressed import INFLATE_CAP, compression, inflated
 
 FRAGMENT = 12
 """A run of this many consecutive characters of a secret is redacted wherever it shows up."""
 REST_MIN = 4
 """The rest of a secret cut by the previous tool result is redacted from this length on."""
 GZIP_CAP = 1 << 20
-"""How much of a gzip stream is uncompressed to look for a secret."""
+"""How much of a base64 run's gzip stream is uncompressed to look for a secret."""
+_OVERLAP = 4096
+"""Bytes of an uncompressed piece searched again with the next."""
 _ANCHOR = FRAGMENT // 2
 
 _HEX_RUN = re.compile(
@@ -198,11 +203,11 @@ class DeepRedactor:
 
     def data(self, data: bytes) -> bytes:
         """A file's bytes with every secret form replaced (the whole file when it is a gzip
-        stream holding one); the same bytes object when it holds none."""
+        or zlib stream or a git pack holding one); the same bytes object when it holds none."""
         if self._bytes.pattern is None:
             return data
-        if data[:2] == b"\x1f\x8b":
-            name = self._decoded_secret(data)
+        if compression(data) is not None:
+            name = self._compressed_secret(data)
             if name is not None:
                 return marker(name).encode()
         view = data.decode("latin-1")
@@ -248,16 +253,20 @@ class DeepRedactor:
                             break
         if "H4sI" in text:
             for m in _GZIP_B64.finditer(text):
-                name = self._decoded_secret(_b64_bytes(m.group(0)))
+                name = self._compressed_secret(_b64_bytes(m.group(0)), GZIP_CAP)
                 if name is not None:
                     yield _Hit(m.start(), m.end(), name)
 
-    def _decoded_secret(self, gzipped: bytes) -> str | None:
-        try:
-            plain = zlib.decompressobj(wbits=31).decompress(gzipped, GZIP_CAP)
-        except zlib.error:
-            return None
-        return self._bytes.first(plain.decode("latin-1"))
+    def _compressed_secret(self, data: bytes, cap: int = INFLATE_CAP) -> str | None:
+        """The name of a secret the uncompressed bytes of ``data`` hold (None when none)."""
+        tail = b""
+        for piece in inflated(data, cap):
+            joined = tail + piece
+            name = self._bytes.first(joined.decode("latin-1"))
+            if name is not None:
+                return name
+            tail = joined[-_OVERLAP:]
+        return None
 
 
 def _ascii(text: str) -> bytes:

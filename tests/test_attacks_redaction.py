@@ -14,6 +14,7 @@ import secrets
 import sqlite3
 import string
 import subprocess
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +254,44 @@ def test_an_export_clears_a_key_the_recording_run_did_not_know(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert rot13 not in out.read_text() and MARKER in out.read_text()
+
+
+# -- the agent's private .git (--with-git): the key compressed in git objects ---------------
+
+
+def uncompressed(blob: bytes, scratch: Path) -> bytes:
+    """What git reads from a stored ``.git`` file: a pack's objects (by git itself) or a
+    loose object's zlib stream; other files as they are."""
+    if blob.startswith(b"PACK"):
+        repo = scratch / f"unpack-{secrets.token_hex(4)}.git"
+        git(scratch, "init", "-q", "--bare", str(repo))
+        pack = repo / "objects" / "pack" / "p.pack"
+        pack.write_bytes(blob)
+        git(repo, "index-pack", str(pack))
+        listed = subprocess.run(
+            ["git", "-C", str(repo), "cat-file", "--batch-all-objects", "--batch"],
+            capture_output=True,
+            check=True,
+        )
+        return listed.stdout
+    with contextlib.suppress(zlib.error):
+        return zlib.decompress(blob)
+    return blob
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["loose-objects", "packed"])
+def test_the_key_in_the_agents_private_git_objects_never_reaches_the_store(
+    tmp_path: Path, key: str, packed: bool
+) -> None:
+    repo = make_repo(tmp_path / "repo", key)
+    if packed:
+        git(repo, "gc", "-q")
+    db = tmp_path / "traces" / "t.db"
+    proc = run_cli(
+        "run", "--repo", str(repo), "--with-git", "--prompt", "look", "--model",
+        script(tmp_path / "script.json", ["git log --oneline"]), "--sandbox", SANDBOX,
+        "--db", str(db), "--json", env={"OPENAI_API_KEY": key},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for blob in blobs(db):
+        assert key[8:].encode() not in uncompressed(blob, tmp_path)
