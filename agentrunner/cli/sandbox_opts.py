@@ -69,6 +69,15 @@ def add_sandbox_options(parser: argparse.ArgumentParser) -> None:
         help=f"largest file a command may write, in MB; also the size of /tmp and of "
         f"/dev/shm (at most --memory) (default {_DEFAULTS.file_size_mb})",
     )
+    group.add_argument(
+        "--workspace-size",
+        type=int,
+        default=_DEFAULTS.workspace_mb,
+        metavar="MB",
+        help="most MB of files the workspace may hold when a step ends (a sparse file counts "
+        "at its full size); a step that leaves more is undone and the model told why "
+        f"(default {_DEFAULTS.workspace_mb})",
+    )
 
 
 def sandbox_from_args(args: argparse.Namespace) -> SandboxConfig:
@@ -81,6 +90,7 @@ def sandbox_from_args(args: argparse.Namespace) -> SandboxConfig:
             memory_mb=args.memory,
             processes=args.processes,
             file_size_mb=args.file_size,
+            workspace_mb=args.workspace_size,
         ),
     )
 

@@ -74,6 +74,8 @@ class Limits:
     memory_mb: int = 8192
     processes: int = 512
     file_size_mb: int = 2048
+    workspace_mb: int = 1024
+    """The most bytes of files a workspace snapshot may hold (a step past it is undone)."""
 
     def __post_init__(self) -> None:
         for name, value in self.to_dict().items():
@@ -86,6 +88,7 @@ class Limits:
             "memory_mb": self.memory_mb,
             "processes": self.processes,
             "file_size_mb": self.file_size_mb,
+            "workspace_mb": self.workspace_mb,
         }
 
 

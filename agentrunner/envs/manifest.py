@@ -16,10 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+PERMISSIONS = 0o777
+"""The mode bits an entry holds: never setuid, setgid or sticky (snapshots of earlier
+versions that kept them are read without them), so no restore can recreate them."""
+
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    mode: int  # permission bits (st_mode & 0o7777)
+    mode: int  # permission bits (st_mode & PERMISSIONS)
     sha256: str
     size: int
 
@@ -61,11 +65,11 @@ def entry_from_json(value: list[Any]) -> Entry:
     """The entry a JSON list stands for (ValueError when it is not one)."""
     tag = value[0] if isinstance(value, list) and value else None
     if tag == "f" and len(value) == 4:
-        return FileEntry(int(value[1]), str(value[2]), int(value[3]))
+        return FileEntry(int(value[1]) & PERMISSIONS, str(value[2]), int(value[3]))
     if tag == "l" and len(value) == 2:
         return LinkEntry(str(value[1]))
     if tag == "d" and len(value) == 2:
-        return DirEntry(int(value[1]))
+        return DirEntry(int(value[1]) & PERMISSIONS)
     raise ValueError(f"not a manifest entry: {value!r}")
 
 

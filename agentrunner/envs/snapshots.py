@@ -161,7 +161,8 @@ class SnapshotStore:
 
 
 def _extract(tar: tarfile.TarFile, workspace: Path) -> None:
-    """Extract members by hand: only files, dirs and symlinks, never outside ``workspace``."""
+    """Extract members by hand: only files, dirs and symlinks, never outside ``workspace``,
+    with permission bits only (owned by the runner, never setuid, setgid or sticky)."""
     real = os.path.realpath(workspace)
     dir_modes: list[tuple[Path, int]] = []
     for member in tar:
@@ -174,7 +175,7 @@ def _extract(tar: tarfile.TarFile, workspace: Path) -> None:
             raise EnvironmentFailure(f"snapshot member escapes the workspace: {member.name!r}")
         if member.isdir():
             dest.mkdir(exist_ok=True)
-            dir_modes.append((dest, member.mode))
+            dir_modes.append((dest, member.mode & 0o777))
         elif member.issym():
             os.symlink(member.linkname, dest)
         elif member.isfile():
@@ -182,6 +183,6 @@ def _extract(tar: tarfile.TarFile, workspace: Path) -> None:
             assert src is not None
             with src, dest.open("wb") as out:
                 shutil.copyfileobj(src, out, _CHUNK)
-            os.chmod(dest, member.mode)
+            os.chmod(dest, member.mode & 0o777)  # never setuid, setgid or sticky
     for path, mode in reversed(dir_modes):
         os.chmod(path, mode)

@@ -20,7 +20,7 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -37,7 +37,14 @@ from agentrunner.envs.manifest import (
     changes_to_json,
     file_bytes,
 )
-from agentrunner.envs.sandbox import force_rmtree
+from agentrunner.envs.memory_snapshots import MemorySnapshots as MemorySnapshots
+from agentrunner.envs.snapshot_limits import (
+    LARGE,
+    MAX_PATH_BYTES,
+    NAME_MAX,
+    refusal,
+)
+from agentrunner.envs.trees import accessible, remove_tree, unlock
 from agentrunner.errors import AgentRunnerError, EnvironmentFailure
 from agentrunner.redaction import Redactor
 
@@ -51,6 +58,8 @@ _RACY_NS = 50_000_000
 """A file whose mtime or ctime is this close to the scan that read it is hashed again
 (Linux stamps files from a clock that may lag by a scheduler tick, up to 10 ms)."""
 _ATTEMPTS = 3
+_SPECIAL = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+_UID = os.geteuid()
 
 StatKey = tuple[int, int, int, int, int]
 
@@ -68,58 +77,45 @@ class _Changed(Exception):
     """A file changed while it was being stored; the scan starts again."""
 
 
-class MemorySnapshots:
-    """A :class:`SnapshotBackend` in memory: for an environment run without a store."""
+_UNKNOWN = FileEntry(0, "", 0)
+"""A path a restore scan cannot describe (past the path limit): it equals no snapshot's
+entry, so the restore removes it."""
 
-    def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
-        self.snapshots: dict[str, tuple[str | None, int, str]] = {}
 
-    def missing_blobs(self, hashes: Collection[str]) -> set[str]:
-        return {h for h in hashes if h not in self.blobs}
+class _Scan:
+    """What one scan gathers: the manifest, and what it needs to hash or refuse."""
 
-    def put_blobs(self, items: Iterable[tuple[str, Iterable[bytes]]]) -> int:
-        written = 0
-        for digest, parts in items:
-            data = b"".join(parts)
-            self.blobs.setdefault(digest, data)
-            written += len(data)
-        return written
+    __slots__ = ("kept", "known", "large", "manifest", "started", "target", "todo", "too_long",
+                 "total")  # fmt: skip
 
-    def read_blob(self, digest: str) -> bytes:
-        return self.blobs[digest]
-
-    def put_snapshot(
-        self,
-        snapshot_id: str,
-        parent_id: str | None,
-        depth: int,
-        changes: str,
-        files: int,
-        size: int,
-    ) -> None:
-        self.snapshots.setdefault(snapshot_id, (parent_id, depth, changes))
-
-    def snapshot_changes(self, snapshot_id: str) -> list[str] | None:
-        chain: list[str] = []
-        current: str | None = snapshot_id
-        while current is not None:
-            if current not in self.snapshots:
-                return None
-            current, _, changes = self.snapshots[current]
-            chain.append(changes)
-        return list(reversed(chain))
+    def __init__(self, started: int, target: Manifest | None) -> None:
+        self.started = started
+        self.target = target
+        self.manifest: Manifest = {}
+        self.known: dict[str, _Known] = {}
+        self.kept: dict[str, bytes] = {}
+        self.todo: list[tuple[str, os.stat_result, bool]] = []
+        self.total = 0
+        self.large: list[tuple[str, int, int]] = []
+        self.too_long: list[str] = []
 
 
 class Snapshotter:
     """Snapshots and restores one workspace folder against a backend."""
 
     def __init__(
-        self, root: Path, backend: SnapshotBackend, *, skip: frozenset[str] = SKIP_DIRS
+        self,
+        root: Path,
+        backend: SnapshotBackend,
+        *,
+        skip: frozenset[str] = SKIP_DIRS,
+        limit: int | None = None,
     ) -> None:
         self.root = root
         self.backend = backend
         self.skip = skip
+        self.limit = limit
+        """The most bytes of files a snapshot may hold (None: no limit)."""
         self.current: str | None = None
         self.manifest: Manifest = {}
         self._depth = 0
@@ -186,71 +182,104 @@ class Snapshotter:
 
     # -- scanning ------------------------------------------------------------------------------
 
-    def scan(self) -> tuple[Manifest, dict[str, bytes]]:
-        """The workspace's manifest now, hashing only what changed; small files' bytes too."""
-        started = time.time_ns()
-        manifest: Manifest = {}
-        known: dict[str, _Known] = {}
-        kept: dict[str, bytes] = {}
+    def scan(self, target: Manifest | None = None) -> tuple[Manifest, dict[str, bytes]]:
+        """The workspace's manifest now, hashing only what changed; small files' bytes too.
+
+        The walk is iterative (a folder chain of any depth is fine) and hashes nothing until
+        it has seen every path: a workspace over :attr:`limit`, or with a path longer than
+        :data:`MAX_PATH_BYTES`, raises :class:`WorkspaceOverLimit` before any file is read.
+        For a restore to ``target`` (no limits), a changed file is hashed only when it may
+        equal its entry there; one that cannot (another size, no entry), that has setuid,
+        setgid or sticky bits, or that another user owns gets an entry with no digest, which
+        equals no snapshot's; so does a path past the limits, which the restore removes.
+        """
+        found = _Scan(time.time_ns(), target)
+        undo: list[tuple[Path, int]] = []
         try:
-            self._walk("", manifest, known, kept, started)
+            self._walk(found, undo)
+            if target is None:
+                self._check(found)
+            for path, st, racy in found.todo:
+                entry = self._hash(path, st, found.kept)
+                found.manifest[path] = entry
+                found.known[path] = (entry, _key(st), racy)
         except FileNotFoundError as exc:
             if not self.root.is_dir():
                 raise EnvironmentFailure(f"the workspace {self.root} is gone") from exc
             raise _Changed(str(exc)) from exc
         except OSError as exc:
             raise EnvironmentFailure(f"cannot read the workspace: {exc}") from exc
-        self._known = known
-        return manifest, kept
+        finally:
+            for folder, mode in reversed(undo):  # folders the agent locked: locked again
+                with contextlib.suppress(OSError):
+                    os.chmod(folder, mode)
+        self._known = found.known
+        return found.manifest, found.kept
 
-    def _walk(
-        self,
-        rel: str,
-        manifest: Manifest,
-        known: dict[str, _Known],
-        kept: dict[str, bytes],
-        started: int,
-    ) -> None:
-        folder = self.root / rel if rel else self.root
-        prefix = f"{rel}/" if rel else ""
-        with _accessible(folder, stat.S_IRUSR | stat.S_IXUSR):
+    def _walk(self, found: _Scan, undo: list[tuple[Path, int]]) -> None:
+        """Every path under the root into ``found``, folder by folder (no recursion)."""
+        pending = [""]
+        while pending:
+            rel = pending.pop()
+            folder = self.root / rel if rel else self.root
+            unlock(folder, stat.S_IRUSR | stat.S_IXUSR, undo)
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
-            self._entries(entries, prefix, manifest, known, kept, started)
+            self._entries(entries, f"{rel}/" if rel else "", found, pending)
 
     def _entries(
-        self,
-        entries: list[os.DirEntry[str]],
-        prefix: str,
-        manifest: Manifest,
-        known: dict[str, _Known],
-        kept: dict[str, bytes],
-        started: int,
+        self, entries: list[os.DirEntry[str]], prefix: str, found: _Scan, pending: list[str]
     ) -> None:
         # The hot loop of every snapshot (one pass over every path): kept lean on purpose.
         previous = self._known
-        recent = started - _RACY_NS
+        recent = found.started - _RACY_NS
+        manifest, known, todo, target = found.manifest, found.known, found.todo, found.target
+        room = MAX_PATH_BYTES - len(os.fsencode(prefix))
+        total = 0
         for item in entries:
             st = item.stat(follow_symlinks=False)
             path = prefix + item.name
             mode = st.st_mode
+            if room < NAME_MAX and len(os.fsencode(item.name)) > room:
+                found.too_long.append(path)
+                manifest[path] = _UNKNOWN
+                continue
             if S_ISDIR(mode):
                 if item.name not in self.skip:
-                    manifest[path] = DirEntry(mode & 0o7777)
-                    self._walk(path, manifest, known, kept, started)
+                    manifest[path] = DirEntry(mode & 0o777)
+                    pending.append(path)
                 continue
             key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
+            racy = st.st_mtime_ns >= recent or st.st_ctime_ns >= recent
+            if S_ISREG(mode):
+                total += st.st_size
+                if st.st_size >= LARGE:
+                    found.large.append((path, st.st_size, st.st_blocks * 512))
+                if target is not None and (mode & _SPECIAL or st.st_uid != _UID):
+                    manifest[path] = FileEntry(mode & 0o777, "", st.st_size)
+                    continue
             old = previous.get(path)
             if old is not None and old[1] == key and not old[2]:
                 entry = old[0]
             elif S_ISREG(mode):
-                entry = self._hash(path, st, kept)
+                want = target.get(path) if target is not None else None
+                if target is None or (isinstance(want, FileEntry) and want.size == st.st_size):
+                    todo.append((path, st, racy))
+                else:
+                    manifest[path] = FileEntry(mode & 0o777, "", st.st_size)
+                continue
             elif S_ISLNK(mode):
                 entry = LinkEntry(os.readlink(item.path))
             else:
                 continue  # sockets, fifos and devices are not workspace content
             manifest[path] = entry
-            known[path] = (entry, key, st.st_mtime_ns >= recent or st.st_ctime_ns >= recent)
+            known[path] = (entry, key, racy)
+        found.total += total
+
+    def _check(self, found: _Scan) -> None:
+        problem = refusal(found.total, self.limit, found.large, found.too_long)
+        if problem is not None:
+            raise problem
 
     def _hash(self, path: str, st: os.stat_result, kept: dict[str, bytes]) -> FileEntry:
         sha = hashlib.sha256()
@@ -260,6 +289,8 @@ class Snapshotter:
             for block in iter(lambda: fh.read(PART_SIZE), b""):
                 sha.update(block)
                 size += len(block)
+                if size > st.st_size:  # it grew after the limit was checked
+                    raise _Changed(path)
                 if size <= _KEEP_BYTES:
                     small.append(block)
         digest = sha.hexdigest()
@@ -267,7 +298,7 @@ class Snapshotter:
             kept[digest] = b"".join(small)
         if self.redactor:  # the store never holds a known secret: the file's redacted bytes
             digest, size = self._redacted(path, digest, size, kept)
-        return FileEntry(stat.S_IMODE(st.st_mode), digest, size)
+        return FileEntry(st.st_mode & 0o777, digest, size)
 
     def _redacted(
         self, path: str, digest: str, size: int, kept: dict[str, bytes]
@@ -290,7 +321,7 @@ class Snapshotter:
     @contextlib.contextmanager
     def _open(self, path: str) -> Iterator[BinaryIO]:
         target = self.root / path
-        with _accessible(target, stat.S_IRUSR):
+        with accessible(target, stat.S_IRUSR):
             fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             with os.fdopen(fd, "rb") as fh:
                 yield fh
@@ -320,7 +351,7 @@ class Snapshotter:
         target, depth = self._chain(snapshot_id)
         for attempt in range(_ATTEMPTS):
             try:
-                current, _ = self.scan()
+                current, _ = self.scan(target)
                 break
             except _Changed:
                 if attempt == _ATTEMPTS - 1:
@@ -337,26 +368,27 @@ class Snapshotter:
         for path, entry in current.items():  # folders the agent locked: open them for now
             if isinstance(entry, DirEntry) and entry.mode & stat.S_IRWXU != stat.S_IRWXU:
                 os.chmod(self.root / path, entry.mode | stat.S_IRWXU)
-        for path in sorted(current, reverse=True):  # children before their folders
-            if type(target.get(path)) is not type(current[path]):
-                _remove(self.root / path)
-                current.pop(path)
-                self._known.pop(path, None)
+        doomed = {p for p, e in current.items() if type(target.get(p)) is not type(e)}
+        for path in sorted(doomed):  # a folder goes with all it holds, however deep
+            if path.rpartition("/")[0] not in doomed:
+                remove_tree(self.root / path)
+            current.pop(path)
+            self._known.pop(path, None)
         written: list[tuple[str, Entry]] = []
         for path, entry in sorted(target.items()):  # folders before their children
             dest = self.root / path
             have = current.get(path)
             if have is None:
-                _remove(dest)  # what a scan does not track (a fifo, a socket) stands in the way
+                remove_tree(dest)  # what a scan does not track (a fifo, a socket) is in the way
             if isinstance(entry, DirEntry):
                 if have is None:
                     dest.mkdir()
-                os.chmod(dest, entry.mode | stat.S_IRWXU)
+                os.chmod(dest, entry.mode & 0o777 | stat.S_IRWXU)
                 continue
             if have == entry:
                 continue
             if isinstance(entry, LinkEntry):
-                _remove(dest)
+                remove_tree(dest)
                 os.symlink(entry.target, dest)
             else:
                 self._write(dest, entry, have)
@@ -370,11 +402,12 @@ class Snapshotter:
             self._known[path] = (entry, _key(st), racy)
         for path, entry in sorted(target.items(), reverse=True):
             if isinstance(entry, DirEntry):
-                os.chmod(self.root / path, entry.mode)
+                os.chmod(self.root / path, entry.mode & 0o777)
 
     def _write(self, dest: Path, entry: FileEntry, have: Entry | None) -> None:
+        mode = entry.mode & 0o777  # never setuid, setgid or sticky (older snapshots kept them)
         if isinstance(have, FileEntry) and have.sha256 == entry.sha256:
-            os.chmod(dest, entry.mode)
+            os.chmod(dest, mode)
             return
         data = self.backend.read_blob(entry.sha256)
         if hashlib.sha256(data).hexdigest() != entry.sha256:
@@ -384,7 +417,7 @@ class Snapshotter:
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-            os.chmod(tmp, entry.mode)
+            os.chmod(tmp, mode)
             os.replace(tmp, dest)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -416,28 +449,3 @@ def load_manifest(backend: SnapshotBackend, snapshot_id: str) -> tuple[Manifest,
     for text in chain:
         manifest = apply_changes(manifest, changes_from_json(json.loads(text)))
     return manifest, len(chain) - 1
-
-
-@contextlib.contextmanager
-def _accessible(path: Path, need: int) -> Iterator[None]:
-    """Grant the owner ``need`` bits on ``path`` while it is read, when the agent removed them."""
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        yield
-        return
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & need == need or stat.S_ISLNK(st.st_mode) or os.geteuid() == 0:
-        yield
-        return
-    os.chmod(path, mode | need)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.chmod(path, mode)
-
-
-def _remove(path: Path) -> None:
-    if os.path.lexists(path):
-        force_rmtree(path)

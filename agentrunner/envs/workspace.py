@@ -43,11 +43,13 @@ from agentrunner.envs.layout import lay_out, prepare_files
 from agentrunner.envs.report_pipe import ReportPipe
 from agentrunner.envs.sandbox import ToolError
 from agentrunner.envs.scoring import MAX_REPORT_BYTES, TestOutcome, score_test, score_verifier
+from agentrunner.envs.snapshot_limits import WorkspaceOverLimit
 from agentrunner.envs.snapshots import SnapshotStore
 from agentrunner.envs.snapshotter import MemorySnapshots, Snapshotter
 from agentrunner.envs.tasks import Task, get_task, load_tasks
 from agentrunner.envs.tools import SYSTEM_PROMPT, TOOL_SPECS, WorkspaceTools, validate
-from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.envs.trees import remove_tree
+from agentrunner.errors import EnvironmentFailure, StoreCorruptError, StoreError, UsageError
 
 VERIFY_SCRIPT = Path(__file__).resolve().parent / "verify.py"
 """The default verifier, run as a plain script: it needs only the standard library."""
@@ -179,7 +181,8 @@ class WorkspaceEnv(WorkspaceTools):
         self._ensure_dirs()
         self._task = task
         self._jail = Jail(self.sandbox, self.mode, hidden=self._hidden_paths(task))
-        self._snap = Snapshotter(self.workspace, self._backend or MemorySnapshots())
+        limit = self.sandbox.limits.workspace_mb << 20
+        self._snap = Snapshotter(self.workspace, self._backend or MemorySnapshots(), limit=limit)
         self._steps = 0
         self._done = False
         self._base = self._prepare(task)
@@ -203,6 +206,9 @@ class WorkspaceEnv(WorkspaceTools):
         except ToolError as exc:
             msg = sandbox.cap_text(self._mask(str(exc)), self.output_cap)
             result = StepResult(observation=f"error: {msg}", error=msg)
+        except WorkspaceOverLimit as exc:  # a submit's snapshot, when steps are not recorded
+            msg = sandbox.cap_text(f"{exc}; remove files, then go on", self.output_cap)
+            result = StepResult(observation=f"error: {msg}", error=msg)
         if len(result.observation) > self.output_cap // 4:  # what is recorded is capped too
             capped = sandbox.cap_text(result.observation, self.output_cap + _MARKERS)
             result = result.model_copy(update={"observation": capped})
@@ -215,8 +221,27 @@ class WorkspaceEnv(WorkspaceTools):
             update = {"observation": observation, "done": True, "truncated": True}
             result = result.model_copy(update=update)
         if self._backend is not None:
-            result = result.model_copy(update={"snapshot": self.snapshot()})
+            result = self._snapshot_step(result)
         return result
+
+    def _snapshot_step(self, result: StepResult) -> StepResult:
+        """Record the step's snapshot; a step that left the workspace over its limits is
+        undone (the workspace goes back to the snapshot before it) and says so."""
+        snap = self._snapshotter()
+        before = snap.current
+        try:
+            return result.model_copy(update={"snapshot": self.snapshot()})
+        except WorkspaceOverLimit as exc:
+            if before is None:
+                raise
+            snap.restore(before)
+            msg = sandbox.cap_text(
+                f"{exc}; nothing of this step was kept: the workspace is back as it was before "
+                f"this step (limit: --workspace-size {self.sandbox.limits.workspace_mb} MB)",
+                self.output_cap // 4,
+            )
+            text = result.observation + ("\n" if result.observation else "") + f"error: {msg}"
+            return result.model_copy(update={"observation": text, "error": msg, "snapshot": before})
 
     def close(self) -> None:
         self._discard()
@@ -257,8 +282,17 @@ class WorkspaceEnv(WorkspaceTools):
         return self._base
 
     def snapshot(self) -> str:
-        """Snapshot the workspace (into the bound store, else memory) and return its id."""
-        return self._snapshotter().save()
+        """Snapshot the workspace (into the bound store, else memory) and return its id.
+
+        A store that cannot take it (its disk is full) is an EnvironmentFailure: the episode
+        stops resumable, nothing half-stored under the snapshot's id. A workspace over its
+        limits raises :class:`WorkspaceOverLimit` before anything is stored."""
+        try:
+            return self._snapshotter().save()
+        except StoreCorruptError:
+            raise
+        except StoreError as exc:
+            raise EnvironmentFailure(f"cannot store the workspace snapshot: {exc}") from exc
 
     def restore(self, snapshot_id: str, *, steps: int | None = None) -> None:
         """Make the workspace equal to a snapshot (unknown id: EnvironmentFailure).
@@ -342,7 +376,14 @@ class WorkspaceEnv(WorkspaceTools):
         info = prepare_files(task, self.workspace)
         if task.setup:
             info["setup"] = self._setup(task.setup)
-        return {"task_id": task.task_id, "snapshot": snap.save(), **info}
+        try:
+            base = self.snapshot()
+        except WorkspaceOverLimit as exc:
+            raise UsageError(
+                f"task {task.task_id}: the starting {exc.args[0].removeprefix('the ')}; "
+                "raise --workspace-size"
+            ) from None
+        return {"task_id": task.task_id, "snapshot": base, **info}
 
     def _setup(self, command: str) -> dict[str, Any]:
         result = self._run(["bash", "-c", command], timeout=self.setup_timeout)
@@ -379,7 +420,7 @@ class WorkspaceEnv(WorkspaceTools):
         root, self._root, self._task, self._snap = self._root, None, None, None
         if root is not None:
             try:
-                sandbox.force_rmtree(root)
+                remove_tree(root)  # iterative: any depth the agent built
             except OSError as exc:
                 raise EnvironmentFailure(f"cannot remove the workspace {root}: {exc}") from exc
 
