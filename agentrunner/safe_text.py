@@ -10,8 +10,9 @@ controls and the bidirectional overrides that reorder a line as ``<U+009B>``. Ne
 tab are kept where layout needs them (:func:`visible`); one-line forms replace them too
 (:func:`one_line_visible`).
 
-Rich parses strings as markup (``[/]`` fails, ``[link=...]`` is live): :func:`literal` is
-the text for a markup string, :func:`plain` a ``rich.text.Text`` that is never parsed.
+Rich parses strings as markup (``[/]`` fails, ``[link=...]`` is live): :func:`plain` and
+:func:`line` build ``rich.text.Text`` that is never parsed; :func:`literal` is the text for a
+markup string (followed by a tag: Rich's escape doubles a trailing backslash).
 
 One precompiled character class decides whether a text needs any change (a C-speed scan;
 most text does not), and ``str.translate`` makes the change in one pass.
@@ -25,7 +26,10 @@ from rich.markup import escape
 from rich.style import Style
 from rich.text import Text
 
-__all__ = ["literal", "one_line_visible", "plain", "visible"]
+__all__ = ["Part", "line", "literal", "one_line_visible", "plain", "visible"]
+
+Part = str | tuple[str, str]
+"""A piece of a :func:`line`: text, or (text, style)."""
 
 _KEPT = "\n\t"
 _BIDI = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -67,3 +71,11 @@ def literal(value: object) -> str:
 def plain(value: object, style: str | Style = "") -> Text:
     """``value`` as a Rich ``Text`` (never parsed as markup), control characters visible."""
     return Text(visible(str(value)), style=style)
+
+
+def line(*parts: Part) -> Text:
+    """Words and recorded values, each ``text`` or ``(text, style)``, as one ``Text``: never
+    read as markup, control characters visible."""
+    return Text.assemble(
+        *(visible(p) if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts)
+    )

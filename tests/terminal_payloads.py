@@ -33,7 +33,8 @@ ATTACKS = {
 }
 MARKUP = ("[/]", "[link=https://x]y[/link]", "[bold]not bold[/bold]")
 PAYLOAD = " ".join(raw for raw, _ in ATTACKS.values()) + " " + " ".join(MARKUP)
-TASK_ID = "term-attack"
+TASK_ID = "term-attack \x1b]0;pwned\x07[/]"
+TASK_ID_SHOWN = "term-attack ^[]0;pwned^G[/]"
 LINK = "[the docs](https://evil.example/docs)"  # Markdown: shown with its address in the TUI
 GHOST_TOOL = "ghost[/]\x1b]0;pwned\x07"
 # What the terminal must never receive from recorded text: ESC, BEL, a bare carriage return,

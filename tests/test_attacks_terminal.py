@@ -3,8 +3,9 @@ reach the user's terminal as visible text, never as control sequences or Rich ma
 
 One scripted episode carries every sequence in its task prompt (from a ``--tasks`` file), its
 reasoning, its text, its tool arguments and a bash command's output; ``run``, ``show``,
-``show --events``, ``show --follow`` and ``ls`` must print each one visibly (ESC as ``^[``,
-as ``less`` and ``cat -v`` do) and never emit the raw bytes.
+``show --events``, ``show --follow``, ``ls``, ``tasks``, ``report`` and the one-line error of
+a failing command must print each one visibly (ESC as ``^[``, as ``less`` and ``cat -v`` do),
+never emit the raw bytes, and print Rich markup (``[/]``, ``[link=...]``) as written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from terminal_payloads import (
     ATTACKS,
     MARKUP,
     NO_COLOR,
+    TASK_ID_SHOWN,
     Recorded,
     missing_visible,
     raw_controls,
@@ -123,6 +125,29 @@ def test_ls_prints_a_task_id_with_escapes_visibly_on_one_line(tmp_path: Path) ->
     assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
     _assert_safe(listed.stdout)
     assert "t^[]0;pwned^G[/]^Jx" in listed.stdout
+
+
+def test_tasks_lists_a_prompt_with_escapes_and_markup_visibly(attack: Recorded) -> None:
+    listed = run_cli("tasks", "--tasks", str(attack.db.parent / "tasks.json"), "-v", env=NO_COLOR)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    _assert_safe(listed.stdout)
+    assert "^[]52;c;aGFja2Vk^G" in listed.stdout and "[/]" in listed.stdout
+
+
+def test_report_prints_a_task_id_with_escapes_and_markup_visibly(attack: Recorded) -> None:
+    made = _cli(attack.db, "report", "--by", "task")
+    assert made.returncode == 0 and "Traceback" not in made.stderr, made.stderr
+    _assert_safe(made.stdout)
+    assert TASK_ID_SHOWN in made.stdout
+
+
+def test_an_error_naming_a_file_with_escapes_shows_them_visibly(tmp_path: Path) -> None:
+    named = tmp_path / "x\x1b]0;pwned\x07[b].jsonl"
+    named.write_text("not a trace\n")
+    imported = _cli(tmp_path / "traces.db", "import", str(named))
+    assert imported.returncode == 2 and "Traceback" not in imported.stderr
+    _assert_safe(imported.stderr)
+    assert "x^[]0;pwned^G[b].jsonl" in imported.stderr
 
 
 def _rendered(*payloads: BaseModel) -> str:

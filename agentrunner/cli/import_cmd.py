@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
 from agentrunner.formatting import plural
 from agentrunner.imports.registry import FORMATS, FileReport, Follower, import_paths
+from agentrunner.safe_text import literal
 from agentrunner.store import TraceStore
 
 FOLLOW_POLL_S = 0.5
@@ -78,13 +78,14 @@ def _print(reports: list[FileReport], *, json_out: bool) -> None:
     sessions = [s for r in reports for s in r.sessions]
     for r in reports:
         if r.skipped:
-            console.print(f"skipped {escape(str(r.path))}: {r.skipped}")
+            console.print(f"skipped {literal(r.path)}: {literal(r.skipped)}")
         for s in r.sessions:
             what = "new" if s.created else ("grew" if s.events else "unchanged")
             kept = f", {plural(s.kept_raw, 'record')} kept raw" if s.kept_raw else ""
             console.print(
-                f"{s.episode_id}  {r.format}  {what}: {plural(s.events, 'event')} added{kept}"
-                f"  ({escape(str(r.path))})"
+                f"{s.episode_id}  {literal(r.format)}  {what}: "
+                f"{plural(s.events, 'event')} added{kept}"
+                f"  ({literal(r.path)})"
             )
     created = sum(s.created for s in sessions)
     added = sum(s.events for s in sessions)
@@ -126,5 +127,5 @@ def _show_growth(console: Console, report: FileReport, *, json_out: bool) -> Non
         if json_out:
             print_json({**s.to_dict(), "path": str(report.path)})
         else:
-            where = escape(str(report.path))
+            where = literal(report.path)
             console.print(f"{s.episode_id}  +{plural(s.events, 'event')}  ({where})")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.markup import escape
-
 from agentrunner import formatting as fmt
 from agentrunner.cli import fanout_cmd
 from agentrunner.cli.common import (
@@ -32,6 +30,7 @@ from agentrunner.model import Model
 from agentrunner.restore import StepCheck, replay_steps
 from agentrunner.resume import RESUMABLE, can_resume, resume_episode
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
+from agentrunner.safe_text import literal
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from providers import get_model
@@ -190,7 +189,7 @@ def resume(args: argparse.Namespace) -> int:
     targets, not_resumable = _resume_targets(store)
     err = stderr_console()
     for entry in not_resumable:
-        err.print(f"[dim]not resumable: {entry['episode_id']}: {escape(entry['reason'])}[/]")
+        err.print(f"[dim]not resumable: {entry['episode_id']}: {literal(entry['reason'])}[/]")
     rollouts: list[Rollout] = []
     skipped: list[dict[str, str]] = []
     for i, episode_id in enumerate(targets, 1):
@@ -202,7 +201,7 @@ def resume(args: argparse.Namespace) -> int:
         try:
             rollouts.append(_resume_one(store, episode_id, args, **options))
         except AgentRunnerError as exc:  # e.g. a divergence, or another writer: go on
-            err.print(f"[yellow]skipped[/] {episode_id}: {escape(str(exc))}")
+            err.print(f"[yellow]skipped[/] {episode_id}: {literal(exc)}")
             skipped.append({"episode_id": episode_id, "reason": str(exc)})
             continue
         if rollouts[-1].status == "cancelled":  # Ctrl-C: stop here, not just this episode
@@ -233,14 +232,14 @@ def _print_resumed(
     out.print(f"resumed {len(rollouts)} of {len(targets)} episode(s)")
     for r in rollouts:
         out.print(
-            f"  {short.get(r.episode_id, r.episode_id)} {r.status} ({r.stop_reason}) · "
+            f"  {short.get(r.episode_id, r.episode_id)} {r.status} ({literal(r.stop_reason)}) · "
             f"reward {r.total_reward:g}"
         )
     if skipped:
         out.print(f"skipped {len(skipped)}:")
         for entry in skipped:
             episode = short.get(entry["episode_id"], entry["episode_id"])
-            out.print(f"  {episode} {escape(entry['reason'])}")
+            out.print(f"  {episode} {literal(entry['reason'])}")
 
 
 def fork(args: argparse.Namespace) -> int:
@@ -307,11 +306,15 @@ def replay(args: argparse.Namespace) -> int:
 
     def show(check: StepCheck) -> None:
         mark = "[green]match[/]" if check.matched else "[bold red]DIVERGED[/]"
-        console.print(f"step {check.step:>3} · seq {check.seq:>5} · {check.name:<12} {mark}")
+        console.print(
+            f"step {check.step:>3} · seq {check.seq:>5} · {literal(check.name):<12} {mark}"
+        )
         if not check.matched and args.verify:
             d = check.to_dict()
-            console.print(f"    expected: {d['expected']!r} (reward {check.expected_reward})")
-            console.print(f"    got:      {d['got']!r} (reward {check.got_reward})")
+            console.print(
+                f"    expected: {literal(repr(d['expected']))} (reward {check.expected_reward})"
+            )
+            console.print(f"    got:      {literal(repr(d['got']))} (reward {check.got_reward})")
 
     env = env_from_spec(state.start.env, store)
     try:

@@ -17,8 +17,6 @@ import traceback
 from collections.abc import Sequence
 from types import FrameType
 
-from rich.markup import escape
-
 from agentrunner import __version__, interrupts
 from agentrunner.cli import (
     batch_cmd,
@@ -37,6 +35,7 @@ from agentrunner.cli import (
 )
 from agentrunner.cli.common import print_json, stderr_console
 from agentrunner.errors import AgentRunnerError
+from agentrunner.safe_text import line
 from agentrunner.store.postgres import FromPostgres
 
 
@@ -121,7 +120,7 @@ def _fail(
         traceback.print_exc()
     label = "error" if code != 130 else "cancelled"
     text = message if code != 130 else message.removeprefix("cancelled ")
-    stderr_console().print(f"[{style}]{label}:[/] {escape(text)}", soft_wrap=True)
+    stderr_console().print(line((f"{label}:", style), " ", text), soft_wrap=True)
     if getattr(args, "json", False):
         with contextlib.suppress(BrokenPipeError):
             print_json({"error": message, "type": kind, "exit_code": code})

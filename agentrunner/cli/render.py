@@ -16,13 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
-from rich.text import Text
 
 from agentrunner import events as ev
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import plural, unique_prefixes
-from agentrunner.safe_text import literal, visible
+from agentrunner.safe_text import Part, line, literal
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
@@ -44,17 +43,6 @@ def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160)
     else:
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-Part = str | tuple[str, str]
-
-
-def line(*parts: Part) -> Text:
-    """One line of words and recorded values, each ``text`` or ``(text, style)``: a ``Text``,
-    never read as markup, control characters shown visibly (see :mod:`agentrunner.safe_text`)."""
-    return Text.assemble(
-        *(visible(p) if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts)
-    )
 
 
 def describe_message(message: Message, limit: int = 160) -> str:

@@ -20,7 +20,7 @@ from agentrunner.errors import UsageError
 from agentrunner.formatting import cost
 from agentrunner.report.build import GROUP_KEYS, Facts, ReportFilter, collect, compare, report
 from agentrunner.report.html import write as write_html
-from agentrunner.report.text import METRIC_COLUMNS, cells, num, rate
+from agentrunner.report.text import METRIC_COLUMNS, cells, key, num, rate, recorded
 from agentrunner.store import TraceStore
 
 STATUSES = ("completed", "cancelled", "failed", "interrupted", "running")
@@ -149,24 +149,24 @@ def _print_report(made: dict[str, Any]) -> None:
     for column in (*made["by"], *METRIC_COLUMNS):
         table.add_column(column)
     for group in [*made["groups"], {"key": {k: "all" for k in made["by"]}, **made["overall"]}]:
-        table.add_row(*[str(group["key"][k]) for k in made["by"]], *cells(group))
+        table.add_row(*[key(group["key"][k]) for k in made["by"]], *cells(group))
     out.print(table)
     overall = made["overall"]
     stops = ", ".join(f"{k} {v}" for k, v in overall["stop_reasons"].items())
-    out.print(f"stop reasons: {stops or '-'}")
+    out.print(f"stop reasons: {recorded(stops or '-')}")
     if made["reward_not_reproduced"]:
         ids = ", ".join(made["reward_not_reproduced"])
         out.print(f"[bold red]![/] reward not reproduced by `agentrunner verify`: {ids}")
     for error in overall["errors"]:
-        out.print(f"  {error['count']} x {error['error']}")
+        out.print(f"  {error['count']} x {recorded(error['error'])}")
     tasks = Table(title="per task")
     for column in ("task", "model", "episodes", "pass rate [95%]", "reward ± se", "cost"):
         tasks.add_column(column)
     for task in made["tasks"]:
         for row in task["rows"]:
             tasks.add_row(
-                task["task_id"],
-                row["model"],
+                key(task["task_id"]),
+                key(row["model"]),
                 str(row["episodes"]),
                 rate(row),
                 f"{num(row['reward_mean'])} ± {num(row['reward_se'])}",
@@ -199,5 +199,5 @@ def _print_compare(result: dict[str, Any]) -> None:
             + (f" [{cost_ci[0]:.4f}, {cost_ci[1]:.4f}]" if cost_ci else "")
             + f" ({result['priced_pairs']} priced pairs)"
         )
-    out.print(f"solved only by A: {', '.join(result['solved_only_by_a']) or '-'}")
-    out.print(f"solved only by B: {', '.join(result['solved_only_by_b']) or '-'}")
+    out.print(f"solved only by A: {recorded(', '.join(result['solved_only_by_a']) or '-')}")
+    out.print(f"solved only by B: {recorded(', '.join(result['solved_only_by_b']) or '-')}")

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from pydantic import BaseModel
-from rich.markup import escape
 
 from agentrunner.batch import SEED_MAX, SEED_MIN
 from agentrunner.cli.branching_opts import add_branching_options, branching_from_args, spend_line
@@ -30,6 +29,7 @@ from agentrunner.events import MessageEvent
 from agentrunner.formatting import plural
 from agentrunner.resume import check_resumable
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, run_agent_episode
+from agentrunner.safe_text import literal
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from agentrunner.system_prompt import with_system_prompt
@@ -170,7 +170,7 @@ def report(args: argparse.Namespace, rollout: Rollout, store: TraceStore | None 
                 + " (apart from the main line's)"
             )
         if rollout.error:
-            out.print(f"[red]{escape(rollout.error)}[/]")
+            out.print(f"[red]{literal(rollout.error)}[/]")
         if store is not None and resumable(store, rollout):
             out.print(f"resume it with: agentrunner resume {rollout.episode_id}")
     return rollout_exit_code(rollout)
@@ -263,4 +263,4 @@ class _WithDecisions:
         adopted = isinstance(payload, MessageEvent) and payload.reason == "adopted"
         if adopted and self._episode_id is not None:
             line = spend_line(self._store, self._episode_id)
-            self._console.print(f"[magenta]{escape(line)}[/]")
+            self._console.print(f"[magenta]{literal(line)}[/]")

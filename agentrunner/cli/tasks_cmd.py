@@ -9,6 +9,7 @@ from rich.table import Table
 
 from agentrunner.cli.common import new_command, print_json, stdout_console
 from agentrunner.envs.tasks import load_tasks
+from agentrunner.safe_text import one_line_visible, plain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +43,13 @@ def tasks(args: argparse.Namespace) -> int:
             max_width=60 if prompt and not args.verbose else None,
         )
     for t in selected:
-        table.add_row(t.task_id, t.difficulty, t.split, str(t.max_steps), t.reward_mode, t.prompt)
+        table.add_row(  # what a tasks file says: Text, never markup, controls visible
+            plain(one_line_visible(t.task_id)),
+            plain(t.difficulty),
+            plain(t.split),
+            str(t.max_steps),
+            plain(t.reward_mode),
+            plain(t.prompt),
+        )
     stdout_console().print(table)
     return 0

@@ -1,11 +1,15 @@
 """A report's numbers as text, one way for every place that shows them (the command line's
-tables and the TUI's report screen)."""
+tables and the TUI's report screen); recorded names in it (tasks, models, errors) as text
+that is never markup and shows its control characters (:func:`key`, :func:`recorded`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
+
 from agentrunner.formatting import cost
+from agentrunner.safe_text import literal, one_line_visible, plain
 
 METRIC_COLUMNS = (
     "episodes",
@@ -20,6 +24,16 @@ METRIC_COLUMNS = (
     "tools med/p90",
     "latency p50/p90",
 )
+
+
+def key(value: object) -> Text:
+    """A recorded name (task id, model spec, group key) for one table cell."""
+    return plain(one_line_visible(str(value)))
+
+
+def recorded(value: object) -> str:
+    """A recorded value (an error message, a stop reason) inside a markup string."""
+    return literal(value)
 
 
 def num(value: float | None, digits: int = 2) -> str:
