@@ -11,6 +11,7 @@ an episode whose reward is not reproduced is flagged by ``ls``, ``show`` and ``r
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from agentrunner.envs.tasks import Task
 from agentrunner.envs.workspace import WorkspaceEnv
 from providers.scripted import ScriptedModel
 
+AS_ROOT = os.geteuid() == 0
 BUGGY = "(len(values) - 1)"
 FIXED = "len(values)"
 
@@ -34,6 +36,23 @@ FORGE_AT_IMPORT = """
 import json, os, sys
 print(json.dumps({"passed": 5, "total": 5, "failures": [],
                   "nonce": sys.argv[2] if len(sys.argv) > 2 else ""}), flush=True)
+os._exit(0)
+"""
+
+FORGE_SUPERVISOR = """
+import json, os, signal, sys
+verdict = {"passed": 5, "total": 5, "failures": [], "complete": True}
+if "--child" in sys.argv:  # a supervisor runs the tests: write its verdict, then kill it
+    parent = os.getppid()  # its last argument names its verdict pipe
+    fd = open(f"/proc/{parent}/cmdline", "rb").read().split(b"\\0")[-2].decode()
+    try:
+        pipe = os.open(f"/proc/{parent}/fd/{fd}", os.O_WRONLY)
+        os.write(pipe, json.dumps(verdict).encode() + b"\\n")
+        os.kill(parent, signal.SIGKILL)
+    except OSError as exc:
+        print("refused:", exc)
+else:  # the verdict line of a verifier that runs the tests itself
+    print(json.dumps({**verdict, "nonce": sys.argv[-1]}), flush=True)
 os._exit(0)
 """
 
@@ -134,10 +153,19 @@ def test_a_module_that_prints_a_passing_verdict_and_exits_at_import_earns_nothin
     assert _verify(db, episode)["passed"] is True  # 0, and reproduced as 0
 
 
-@pytest.mark.parametrize("mode", modes())
-def test_bytecode_compiled_beside_unchanged_source_earns_nothing(
+@pytest.mark.parametrize(
+    "mode", modes("root passes the supervisor's non-dumpable guard" if AS_ROOT else None)
+)
+def test_the_code_under_test_cannot_write_its_supervisors_verdict(
     mode: str, tmp_path: Path
 ) -> None:
+    forge = _bash(f"cat >> stats.py <<'PY'\n{FORGE_SUPERVISOR}PY")
+    _, reward = _demo(mode, tmp_path / "t.db", tmp_path, [forge])
+    assert reward == 0.0
+
+
+@pytest.mark.parametrize("mode", modes())
+def test_bytecode_compiled_beside_unchanged_source_earns_nothing(mode: str, tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     episode, reward = _demo(mode, db, tmp_path, [_bash(COMPILE_BESIDE)])
     with TraceStore(db) as store:
@@ -160,9 +188,7 @@ def _calc_repo(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("mode", modes())
-def test_a_conftest_that_rewrites_the_junit_report_earns_nothing(
-    mode: str, tmp_path: Path
-) -> None:
+def test_a_conftest_that_rewrites_the_junit_report_earns_nothing(mode: str, tmp_path: Path) -> None:
     probe = subprocess.run([str(sandbox_python()), "-c", "import pytest"], check=False)
     if probe.returncode != 0:
         pytest.skip("pytest is not installed for the sandbox's python")

@@ -33,6 +33,8 @@ from pathlib import Path
 import pytest
 
 from agentrunner import TraceStore
+from agentrunner.verifiers import verify_episode
+from agentrunner.verifiers.reward import RewardVerifier
 
 pytestmark = pytest.mark.slow
 
@@ -269,3 +271,7 @@ def test_sigkill_at_random_instants_loses_no_acknowledged_event(
     )
     assert mid_episode >= MIN_MID_EPISODE_KILLS, phases
     assert phases["model streaming"] and phases["tool execution"], phases
+    with TraceStore(db) as store:  # a completed episode's reward follows from its change alone
+        done = next(e for e in store.list_episodes() if e.status == "completed")
+        check = verify_episode(store, done.episode_id, RewardVerifier(), save=False)
+    assert (check.passed, check.score) == (True, 1.0), check.details

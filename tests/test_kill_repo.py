@@ -88,6 +88,9 @@ def _killed_run(repo: Path, script: Path, db: Path, after_events: int) -> tuple[
     assert '"completed"' in status.stdout, (resumed.stdout, resumed.stderr)
     diff = _cli("diff", episode, "--db", str(db))
     assert diff.returncode == 0, diff.stderr
+    check = _cli("verify", episode, "--db", str(db), "--json")  # the reward follows from it
+    (result,) = json.loads(check.stdout.strip().splitlines()[-1])["results"]
+    assert (result["passed"], result["score"]) == (True, 1.0), result
     return killed, diff.stdout
 
 

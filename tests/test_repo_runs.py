@@ -88,6 +88,9 @@ def test_scripted_agent_fixes_the_planted_bug_and_the_test_command_rewards_it(
         "done",
         1.0,
     )
+    checked = last_json(cli("verify", result["episode_id"], "--db", str(db), "--json"))
+    (check,) = checked["results"]  # the store reproduces the reward from the change alone
+    assert (check["verifier"], check["passed"], check["score"]) == ("reward", True, 1.0)
 
 
 def test_the_diff_applies_to_a_fresh_clone_and_its_tests_then_pass(

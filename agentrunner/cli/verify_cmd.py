@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Or score recorded episodes after the fact with rule-based conditions over "
         "the trajectory (--rule), an LLM judge grading the transcript against a rubric "
         "(--judge MODEL --rubric TEXT), or both (combined with --combine), or a test command "
-        "run on the episode's final workspace (--test CMD). Each result is "
+        "run on a clean copy of its recorded change (--test CMD). Each result is "
         "stored with the episode (the verifications table) under the verifier's name and "
         "shown by `agentrunner show` and `agentrunner ls`; `agentrunner export --verifier "
         "NAME` filters by it. Example: agentrunner verify --all --rule 'tool:bash:command~"
@@ -93,8 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     test.add_argument(
         "--test",
         metavar="CMD",
-        help="run CMD in a sandbox on the episode's final workspace (restored from the "
-        "store): score 1 on exit status 0",
+        help="run CMD in a sandbox on a clean copy of the episode's recorded change (what "
+        "`diff` shows, restored from the store): score 1 on exit status 0",
     )
     test.add_argument(
         "--test-report",

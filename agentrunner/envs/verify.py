@@ -28,13 +28,15 @@ import json
 import os
 import subprocess
 import sys
-import unittest
+from typing import Any
 
 _PR_SET_DUMPABLE = 4
 _MAX_REPORT = 1 << 20
 
 
 def run(hidden_dir: str, workspace: str) -> dict[str, object]:
+    import unittest  # the test runner's alone: the supervisor starts without it
+
     sys.path.insert(0, workspace)
     loader = unittest.TestLoader()
     suite = loader.discover(hidden_dir, pattern="test*.py", top_level_dir=hidden_dir)
@@ -46,7 +48,7 @@ def run(hidden_dir: str, workspace: str) -> dict[str, object]:
     return {"passed": max(0, total - len(failures)), "total": total, "failures": failures[:20]}
 
 
-def _test_id(test: unittest.TestCase) -> str:
+def _test_id(test: Any) -> str:
     parent = getattr(test, "test_case", None)  # a _SubTest wraps its test case
     return str(parent.id() if parent is not None else test.id())
 

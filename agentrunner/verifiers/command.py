@@ -1,9 +1,10 @@
 """The test-command verifier: run a command against an episode's final workspace.
 
-The episode's last workspace snapshot is restored (from the store alone) into a fresh
-sandboxed workspace, the command runs there (with the task's hidden files laid over the
-copy for that run, as ``submit`` does), and it scores 1.0 on exit status 0, or the fraction
-of test cases that passed in a JUnit XML report.
+The episode's recorded change is applied to its base (from the store alone: what ``diff``
+shows, no ``__pycache__``) in a fresh sandboxed copy, the command runs there (with the
+task's hidden files laid over the copy for that run, as ``submit`` does), and it scores 1.0
+on exit status 0, or the fraction of test cases that passed in a JUnit XML report taken
+through a pipe as the command writes it.
 """
 
 from __future__ import annotations
