@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrunner.envs.manifest import Manifest
+from agentrunner.envs.manifest import FileEntry, Manifest
 from agentrunner.envs.patch import ApplyResult, apply_to, render_diff
 from agentrunner.envs.snapshotter import load_manifest
 from agentrunner.errors import EnvironmentFailure, UsageError
@@ -38,14 +38,36 @@ class WorkspaceChange:
         return render_diff(self.old, self.new, store.read_blob, stat=stat, exclude=hide_git)
 
     def apply(self, store: TraceStore, target: Path, *, check_only: bool = False) -> ApplyResult:
-        return apply_to(
-            target,
-            self.old,
-            self.new,
-            store.read_blob,
-            base_commit=self.base.get("commit"),
-            exclude=hide_git,
-            check_only=check_only,
+        try:
+            return apply_to(
+                target,
+                self.old,
+                self.new,
+                store.read_blob,
+                base_commit=self.base.get("commit"),
+                exclude=hide_git,
+                check_only=check_only,
+            )
+        except UsageError as exc:  # a refusal that names a redacted file: say why
+            redacted = [p for p in self.redacted_paths(store) if p in str(exc)]
+            if not redacted:
+                raise
+            raise UsageError(
+                f"the change edits {', '.join(redacted[:3])}, which held a known secret: the"
+                " store keeps such a file redacted ([redacted:NAME]), so its change applies only"
+                " by hand (`agentrunner diff` shows it); the target is unchanged"
+            ) from None
+
+    def redacted_paths(self, store: TraceStore) -> list[str]:
+        """Files the change edits whose stored base holds a redaction marker (a known secret
+        was there): their patch cannot apply to the real file."""
+        return sorted(
+            path
+            for path, entry in self.old.items()
+            if isinstance(entry, FileEntry)
+            and self.new.get(path) != entry
+            and not hide_git(path)
+            and b"[redacted:" in store.read_blob(entry.sha256)
         )
 
     def to_dict(self) -> dict[str, Any]:

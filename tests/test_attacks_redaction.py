@@ -154,6 +154,17 @@ def test_the_agents_edit_to_a_file_holding_the_key_shows_the_key_as_a_marker(
     assert key[8:] not in patch
 
 
+def test_apply_refuses_an_edit_to_a_file_holding_the_key_and_says_why(
+    tmp_path: Path, key: str
+) -> None:
+    db, episode = run_repo(tmp_path, key, ["echo EXTRA=1 >> .env"])
+    repo = tmp_path / "repo"
+    proc = run_cli("apply", episode, "--to", str(repo), "--db", str(db))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert ".env, which held a known secret" in proc.stderr
+    assert (repo / ".env").read_text() == f"OPENAI_API_KEY={key}\nDEBUG=1\n"
+
+
 def test_a_copy_of_the_key_into_a_new_file_is_stored_redacted(tmp_path: Path, key: str) -> None:
     db, episode = run_task(tmp_path, key, [READ_KEY + 'printf "%s\\n" "$k" > copy.txt'])
     assert_no_key(db, key)
