@@ -135,3 +135,49 @@ def test_a_replay_whose_tool_output_changed_stops_at_that_turn_naming_the_result
     report = last_json(replayed.stdout)["diverged"]
     assert replayed.returncode == 1 and report is not None
     assert f"turn 2 of episode {episode}" in report and "toolu_bash_1" in report
+
+
+def test_a_diverging_replay_with_on_miss_live_goes_on_against_the_upstream_as_a_fork(
+    recorded: dict[str, Any],
+) -> None:
+    (episode,) = recorded["episodes"]
+    (recorded["repo"] / "notes.txt").write_text("other notes\n")
+    with SSEReplayServer(Reply(events=anthropic_text("Copied the other notes."))) as upstream:
+        replayed = _claude(
+            recorded["db"], recorded["repo"], recorded["home"],
+            "--replay", episode, "--on-miss", "live", "--upstream-anthropic", upstream.url,
+        )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    result = last_json(replayed.stdout)
+    assert result["went_live"] == [episode, 2] and len(upstream.requests) == 1
+    with TraceStore(recorded["db"]) as store:
+        forks = [e for e in result["episodes"] if store.episode(e).parent_episode_id == episode]
+        (fork,) = forks
+        (live,) = [e for e in store.events(fork, kinds=["tool.result"]) if e.seq > 0][-1:]
+        assert store.episode(fork).status == "completed"
+    assert "other notes" in live.payload["observation"]
+
+
+def test_a_fork_at_call_2_with_a_message_serves_call_1_and_sends_call_2_live(
+    recorded: dict[str, Any],
+) -> None:
+    (episode,) = recorded["episodes"]
+    with SSEReplayServer(Reply(events=anthropic_text("Done, and hi."))) as upstream:
+        forked = _claude(
+            recorded["db"], recorded["repo"], recorded["home"],
+            "--fork", episode, "--turn", "2", "--message", "Also say hi.",
+            "--upstream-anthropic", upstream.url,
+        )  # fmt: skip
+    assert forked.returncode == 0, forked.stderr[-3000:]
+    (sent,) = upstream.requests
+    last = sent.json["messages"][-1]
+    assert last["role"] == "user" and last["content"][-1] == {
+        "type": "text",
+        "text": "Also say hi.",
+    }
+    (fork,) = last_json(forked.stdout)["episodes"]
+    with TraceStore(recorded["db"]) as store:
+        assert store.episode(fork).parent_episode_id == episode
+        assert request_body(store, fork, 2) == sent.json
+        own = [e.kind for e in store.events(fork) if e.seq > store.episode(fork).fork_seq]
+    assert own[:3] == ["tool.result", "message", "model.request"] and own[-1] == "episode.end"

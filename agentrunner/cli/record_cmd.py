@@ -9,13 +9,14 @@ import ipaddress
 import os
 import signal
 import sys
+from typing import Any
 
 from agentrunner.cli.common import new_command, print_json, stderr_console
 from agentrunner.errors import UsageError
 from agentrunner.formatting import plural
 from agentrunner.record.journal import Journal, Origin
 from agentrunner.record.launch import record, upstreams
-from agentrunner.record.proxy import TOKEN_HEADER, Proxy, ProxySettings
+from agentrunner.record.proxy import TOKEN_HEADER, ForkPlan, Proxy, ProxySettings
 from agentrunner.redaction import public_url
 from agentrunner.store import default_db_path
 
@@ -44,6 +45,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="serve the agent the recorded answers of EP (and of its sub-agents) instead of"
         " calling any upstream; the first request the recording does not hold ends the replay"
         " with a report (exit 1); the replay is recorded as an episode of its own",
+    )
+    p.add_argument(
+        "--on-miss",
+        choices=("stop", "live"),
+        default="stop",
+        help="with --replay: what a request the recording lacks does: stop the replay with a"
+        " report (default), or go on live against the upstream, recorded as a fork of the"
+        " recording at that call",
+    )
+    p.add_argument(
+        "--fork",
+        metavar="EP",
+        help="serve EP's recorded answers for the calls before --turn, then send call --turn"
+        " and the rest live; recorded as a fork of EP at that call",
+    )
+    p.add_argument("--turn", type=int, metavar="K", help="with --fork: the call to go live at")
+    p.add_argument(
+        "--message",
+        metavar="TEXT",
+        help="with --fork: add TEXT to call K's request as the user's last words",
+    )
+    p.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="with --fork: send call K and every call after it to MODEL (same API)",
     )
     p.add_argument(
         "--pace",
@@ -105,8 +131,21 @@ def run_record(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     chosen = upstreams(os.environ, anthropic=args.upstream_anthropic, openai=args.upstream_openai)
-    if args.pace and not args.replay:
-        raise UsageError("--pace paces a replay: give --replay EP too")
+    if args.pace and not (args.replay or args.fork):
+        raise UsageError("--pace paces a replay: give --replay EP (or --fork EP) too")
+    if args.fork and args.replay:
+        raise UsageError("give --replay EP or --fork EP, not both")
+    if (args.turn is not None) != bool(args.fork):
+        raise UsageError(
+            "--fork EP needs --turn K (the call to go live at), and --turn needs --fork"
+        )
+    if (args.message or args.model) and not args.fork:
+        raise UsageError("--message and --model change a fork's call: give --fork EP --turn K")
+    if args.turn is not None and args.turn < 1:
+        raise UsageError("--turn counts recorded calls from 1")
+    plan = None
+    if args.fork:
+        plan = ForkPlan(args.fork, args.turn, message=args.message, model=args.model)
     done = record(
         command,
         _location(args),
@@ -114,6 +153,8 @@ def run_record(args: argparse.Namespace) -> int:
         timeout_s=args.upstream_timeout,
         replay_of=args.replay,
         pace=args.pace,
+        on_miss_live=args.on_miss == "live",
+        fork=plan,
     )
     err = stderr_console()
     ids = ", ".join(ep[:8] for ep in done.episodes) or "none"
@@ -125,9 +166,15 @@ def run_record(args: argparse.Namespace) -> int:
     )
     if done.diverged:
         err.print(f"replay stopped: {done.diverged}", markup=False, highlight=False)
+    if done.went_live is not None:
+        episode, call = done.went_live
+        err.print(f"went live at call {call} of {episode[:8]} (a fork of it)", markup=False)
     if args.json:
-        result = {"exit_status": done.exit_status, "episodes": done.episodes}
-        print_json({**result, "diverged": done.diverged} if args.replay else result)
+        result: dict[str, Any] = {"exit_status": done.exit_status, "episodes": done.episodes}
+        if args.replay or args.fork:
+            result["diverged"] = done.diverged
+            result["went_live"] = list(done.went_live) if done.went_live else None
+        print_json(result)
     if done.diverged:
         return 1
     return done.exit_status if done.exit_status is not None else 1

@@ -32,13 +32,24 @@ def normal(value: Any) -> Any:
     return value
 
 
+def compared(message: Message) -> bool:
+    """Whether a message counts when two calls' conversations are compared: a system prompt
+    sent as a body field does not (it names dates, folders and sessions that change from run
+    to run; the record keeps it all the same)."""
+    return message.body_field in (None, "input")
+
+
 def keys(messages: list[Message]) -> list[str]:
-    """Each message's place in its conversation, as compared: a hash over it and all before."""
+    """Each message's place in its conversation, as compared: a hash over it and the compared
+    messages before it (one per message, so positions line up; "" before the first)."""
     out: list[str] = []
+    last = ""
     for m in messages:
-        digest = hashlib.sha256((out[-1] if out else "").encode())
-        digest.update(canonical_json([m.role, m.body_field, normal(m.raw)]).encode())
-        out.append(digest.hexdigest())
+        if compared(m):
+            digest = hashlib.sha256(last.encode())
+            digest.update(canonical_json([m.role, normal(m.raw)]).encode())
+            last = digest.hexdigest()
+        out.append(last)
     return out
 
 
@@ -71,7 +82,7 @@ class Conversations:
         """The conversation whose latest request a request with these :func:`keys` extends
         (or repeats: a retry)."""
         for digest in reversed(chain):
-            found = self._by_tip.get((session, digest))
+            found = self._by_tip.get((session, digest)) if digest else None
             if found is not None:
                 return found
         return None
@@ -79,11 +90,11 @@ class Conversations:
     def add(self, conversation: Conversation) -> None:
         self.all.append(conversation)
 
-    def advance(self, conversation: Conversation, chain: list[str], compared: list[str]) -> None:
+    def advance(self, conversation: Conversation, chain: list[str], places: list[str]) -> None:
         """The conversation's latest request: its stored ``chain`` and its :func:`keys`."""
-        conversation.chain, conversation.keys = chain, compared
-        if compared:
-            self._by_tip[(conversation.session, compared[-1])] = conversation
+        conversation.chain, conversation.keys = chain, places
+        if places and places[-1]:
+            self._by_tip[(conversation.session, places[-1])] = conversation
 
     def spawner(self, session: str | None, messages: list[Message]) -> tuple[str, str] | None:
         """(episode, tool call) of the open sub-agent call whose prompt starts ``messages``."""

@@ -23,7 +23,7 @@ from typing import Any
 from agentrunner import __version__
 from agentrunner import events as ev
 from agentrunner.envs import recorded
-from agentrunner.errors import StoreError
+from agentrunner.errors import StoreError, UsageError
 from agentrunner.record.conversations import Conversation, Conversations, keys, spawned_prompt
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
@@ -169,17 +169,23 @@ class Journal:
 
     # -- calls (each runs in the thread, through submit)
 
-    def begin(self, api: str, body: bytes, session: str | None, agent: str | None) -> Call:
-        """Append what a request adds (tool results, messages) and its ``model.request``."""
+    def begin(
+        self,
+        api: str,
+        body: bytes,
+        session: str | None,
+        agent: str | None,
+        into: Conversation | None = None,
+    ) -> Call:
+        """Append what a request adds (tool results, messages) and its ``model.request``, in
+        the conversation it continues (``into``: a fork made for it)."""
         wire = dialect(api)
         split = wire.split(json.loads(body))
         redactor = Redactor(self.secrets)
         messages = [_scrubbed(m, redactor) for m in split.messages]
-        chain: list[str] = []
-        for m in messages:
-            chain.append(message_hash(chain[-1] if chain else None, message_json(m)))
+        chain = _chain(messages)
         compared = keys(messages)
-        conversation = self.conversations.find(session, compared)
+        conversation = into or self.conversations.find(session, compared)
         if conversation is None:
             conversation = self._open(wire, split.model, session, agent, messages)
         rec = conversation.recorder
@@ -268,6 +274,44 @@ class Journal:
         self.conversations.add(conversation)
         return conversation
 
+    def fork(self, episode_id: str, turn: int, *, session: str | None) -> Conversation:
+        """A fork of a recorded episode for the live call that takes the place of its call
+        ``turn``: it inherits everything up to the model's answer of the call before (the live
+        request brings the results of that answer's tool calls, and any words added to them)."""
+        parent = self.store.episode(episode_id)
+        if self.store.last_at_turn(parent.episode_id, "model.request", turn) is None:
+            raise UsageError(f"episode {parent.episode_id} has no recorded call {turn}")
+        fork_id = self.store.create_episode(
+            task_id=parent.task_id,
+            seed=parent.seed,
+            env={**parent.env, "forked_at_call": turn},
+            model=parent.model,
+            parent_episode_id=parent.episode_id,
+            fork_seq=self._answered_through(parent.episode_id, turn - 1),
+            claim=True,
+        )
+        rec = Recorder(self.store, self.store.writer(fork_id), secrets=self.secrets)
+        conversation = Conversation(episode_id=fork_id, recorder=rec, session=session)
+        conversation.calls = rec.turn = turn - 1
+        if turn > 1:
+            inherited = list(self.store.reconstruct_request(parent.episode_id, turn - 1).messages)
+            self.conversations.advance(conversation, _chain(inherited), keys(inherited))
+            rec.tip = conversation.chain[-1] if conversation.chain else None
+            for row in self.store.events(parent.episode_id, kinds=["tool.call"]):
+                if row.turn == turn - 1:
+                    conversation.open_calls[row.payload["call_id"]] = row.payload["name"]
+        self.conversations.add(conversation)
+        return conversation
+
+    def _answered_through(self, episode_id: str, turn: int) -> int:
+        """The seq of the last event of the model's answer at ``turn`` (turn 0: the
+        ``episode.start``, seq 1)."""
+        last = 1
+        for row in self.store.events(episode_id, kinds=["model.response", "usage", "tool.call"]):
+            if row.turn <= turn:
+                last = row.seq
+        return last
+
     def _added(
         self,
         conversation: Conversation,
@@ -297,7 +341,9 @@ class Journal:
                         message_hash=digest,
                     )
                 )
-            if outputs or (m.role == "assistant" and not first):
+            if m.role == "assistant" and not first:
+                continue  # the model's own answer, recorded as it came
+            if outputs and not m.content:
                 continue
             rec.record(
                 ev.MessageEvent(
@@ -432,6 +478,14 @@ class Journal:
 def _scrubbed(message: Message, redactor: Redactor) -> Message:
     """A message as it may be recorded: known secrets out, verbatim otherwise."""
     return Message.model_validate(scrub(message.model_dump(), redactor)[0])
+
+
+def _chain(messages: list[Message]) -> list[str]:
+    """The stored hashes of a request's messages, in order (each names its place)."""
+    chain: list[str] = []
+    for m in messages:
+        chain.append(message_hash(chain[-1] if chain else None, message_json(m)))
+    return chain
 
 
 def _shared_prefix(a: list[str], b: list[str]) -> int:

@@ -15,12 +15,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentrunner.envs import recorded
 from agentrunner.errors import UsageError
 from agentrunner.record.journal import Journal, Origin
-from agentrunner.record.proxy import Proxy, ProxySettings, ProxyThread
+from agentrunner.record.proxy import ForkPlan, Proxy, ProxySettings, ProxyThread
 from agentrunner.record.replay import Replay
 from agentrunner.redaction import Redactor, known_secrets, public_url
 from agentrunner.store import TraceStore
@@ -66,6 +66,8 @@ class Recording:
     episodes: list[str]
     problems: list[str]
     diverged: str | None = None
+    went_live: tuple[str, int] | None = None
+    """Where a replay or a fork left the recording for the upstream (episode, call)."""
 
 
 def record(
@@ -76,28 +78,43 @@ def record(
     timeout_s: float = 600.0,
     replay_of: str | None = None,
     pace: bool = False,
+    on_miss_live: bool = False,
+    fork: ForkPlan | None = None,
 ) -> Recording:
     """Run ``command`` through a recording proxy into the store at ``location``; with
-    ``replay_of``, its model calls are answered from that recorded episode instead."""
+    ``replay_of``, its model calls are answered from that recorded episode instead (until a
+    request it lacks, which goes live as a fork with ``on_miss_live``); with ``fork``, the
+    calls before the fork's call are served from its episode and the rest go live, recorded
+    as a fork of it at that call."""
     if not command:
         raise UsageError("give the agent's command after --: agentrunner record -- COMMAND ...")
     redactor = Redactor(known_secrets())
     shown = [redactor.text(part) for part in command]
     replay = None
-    if replay_of is not None:
+    source = fork.episode_id if fork is not None else replay_of
+    if source is not None:
         with TraceStore(location, create=False) as store:
-            replay = Replay(store, store.resolve(replay_of))
+            replay = Replay(store, store.resolve(source))
+            if fork is not None:
+                fork = replace(fork, episode_id=replay.root)
+                if not any(
+                    a.episode_id == replay.root and a.turn == fork.turn for a in replay.answers
+                ):
+                    raise UsageError(
+                        f"episode {replay.root} has no recorded call {fork.turn} to fork at"
+                    )
+    replaying = replay is not None and fork is None
     origin = Origin(
         command=shown,
         cwd=os.getcwd(),
         upstreams={family: public_url(url) for family, url in chosen.items()},
-        kind="replay" if replay else recorded.KIND,
-        links={"replay_of": replay.root} if replay else {},
+        kind="replay" if replaying else recorded.KIND,
+        links={"replay_of": replay.root} if replay is not None and replaying else {},
     )
     journal = Journal(location, origin)
     journal.start()
     settings = ProxySettings(upstreams=chosen, upstream_timeout_s=timeout_s, pace=pace)
-    proxy = Proxy(journal, settings, replay)
+    proxy = Proxy(journal, settings, replay, fork=fork, on_miss_live=on_miss_live)
     server = ProxyThread(proxy)
     status: int | None = None
     cut = True  # until the agent has ended by itself
@@ -113,7 +130,7 @@ def record(
         episodes = [c.episode_id for c in journal.conversations.all]
         journal.close("cancelled" if cut else "done", exit_status=status)
     diverged = proxy.divergence.report() if proxy.divergence else None
-    return Recording(status, episodes, journal.problems, diverged)
+    return Recording(status, episodes, journal.problems, diverged, proxy.went_live)
 
 
 def _run(command: list[str], environ: dict[str, str]) -> tuple[int, bool]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from agentrunner.record.dialects import api_of
+from agentrunner.record.conversations import Conversation
+from agentrunner.record.dialects import api_of, dialect
 from agentrunner.record.journal import Call, Journal
 from agentrunner.record.replay import Answer, Divergence, Replay, pieces
 from agentrunner.redaction import public_url
@@ -61,17 +63,42 @@ class ProxySettings:
     """Replaying: send a recorded answer's pieces spread over its recorded latency."""
 
 
+@dataclass(frozen=True)
+class ForkPlan:
+    """``record --fork``: the recorded call where the agent goes live, and what changes."""
+
+    episode_id: str
+    turn: int
+    message: str | None = None
+    model: str | None = None
+
+
 class Proxy:
-    """One aiohttp application recording through one journal."""
+    """One aiohttp application recording through one journal.
+
+    With a ``replay``, model calls are answered from that recording until the agent goes live:
+    at the ``fork`` plan's call, or at the first request the recording lacks when
+    ``on_miss_live`` (else that request is refused and the divergence kept)."""
 
     def __init__(
-        self, journal: Journal, settings: ProxySettings, replay: Replay | None = None
+        self,
+        journal: Journal,
+        settings: ProxySettings,
+        replay: Replay | None = None,
+        *,
+        fork: ForkPlan | None = None,
+        on_miss_live: bool = False,
     ) -> None:
         self.journal = journal
         self.settings = settings
         self.replay = replay
-        """When set, model calls are answered from this recording, never upstream."""
+        self.fork = fork
+        self.on_miss_live = on_miss_live
+        self.live = replay is None
         self.divergence: Divergence | None = None
+        self.went_live: tuple[str, int] | None = None
+        """The (episode, call) a replay left to go live, with the fork that continues it."""
+        self._model: str | None = None
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.port = settings.port
@@ -124,15 +151,22 @@ class Proxy:
         return None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        if self.replay is not None:
+        if not self.live and self.replay is not None:
             return await self._serve_recorded(request, self.replay)
         route = self.route(request.path)
         if route is None:
             return _error(404, f"no route for {request.path}: use /anthropic/... or /openai/...")
+        body = await request.read()
+        if self._model is not None and api_of(request.method, route[1]) is not None:
+            body = json.dumps({**json.loads(body), "model": self._model}).encode()
+        call = await self._begin(request, route[1], body)
+        return await self._forward(request, route, body, call)
+
+    async def _forward(
+        self, request: web.Request, route: tuple[str, str], body: bytes, call: Call | None
+    ) -> web.StreamResponse:
         base, rest = route
         url = base.rstrip("/") + rest + (f"?{request.query_string}" if request.query_string else "")
-        body = await request.read()
-        call = await self._begin(request, rest, body)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         if call is not None:  # what is recorded must be readable: no compressed answers
             headers["Accept-Encoding"] = "identity"
@@ -150,7 +184,9 @@ class Proxy:
         async with upstream:
             return await self._relay(request, upstream, call)
 
-    async def _begin(self, request: web.Request, rest: str, body: bytes) -> Call | None:
+    async def _begin(
+        self, request: web.Request, rest: str, body: bytes, into: Conversation | None = None
+    ) -> Call | None:
         api = api_of(request.method, rest)
         if api is None:
             return None
@@ -164,7 +200,7 @@ class Proxy:
             self.journal.submit(partial(self.journal.learn_secret, "query key", key))
         session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
         agent = request.headers.get("user-agent")
-        job = partial(self.journal.begin, api, body, session, agent)
+        job = partial(self.journal.begin, api, body, session, agent, into)
         try:
             return await asyncio.wrap_future(self.journal.submit(job))
         except Exception:  # not a body the dialect reads (reported): forwarded all the same
@@ -207,11 +243,25 @@ class Proxy:
                 404, f"replaying {replay.root}: {request.method} {rest} is not a model call"
             )
         body = await request.read()
-        call = await self._begin(request, rest, body)
         try:
             found = await asyncio.wrap_future(self.journal.submit(partial(replay.find, api, body)))
         except Exception as exc:  # a body the dialect cannot read
             return _error(400, f"replaying {replay.root}: the request cannot be read: {exc}")
+        plan = self.fork
+        if (
+            isinstance(found, Answer)
+            and plan
+            and (found.episode_id, found.turn)
+            == (
+                plan.episode_id,
+                plan.turn,
+            )
+        ):
+            return await self._go_live(request, api, body, plan.episode_id, plan.turn, plan)
+        if isinstance(found, Divergence) and self.on_miss_live:
+            return await self._go_live(request, api, body, found.episode_id, found.turn, None)
+        # a fork inherits the calls before its fork point: they are served, not recorded again
+        call = None if plan else await self._begin(request, rest, body)
         if isinstance(found, Divergence):
             self.divergence = self.divergence or found
             report = found.report()
@@ -220,6 +270,34 @@ class Proxy:
             )
             return _error(400, report)
         return await self._play(request, found, call)
+
+    async def _go_live(
+        self,
+        request: web.Request,
+        api: str,
+        body: bytes,
+        episode_id: str,
+        turn: int,
+        plan: ForkPlan | None,
+    ) -> web.StreamResponse:
+        """From this call on, the agent talks to the upstream, recorded as a fork of the
+        recording at this call (``plan``: the fork asked for, with its edits)."""
+        self.live = True
+        self.went_live = (episode_id, turn)
+        session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
+        job = partial(self.journal.fork, episode_id, turn, session=session)
+        conversation = await asyncio.wrap_future(self.journal.submit(job))
+        if plan is not None and plan.message is not None:
+            edited = dialect(api).with_user_message(json.loads(body), plan.message)
+            body = json.dumps(edited).encode()
+        if plan is not None and plan.model is not None:
+            self._model = plan.model
+            body = json.dumps({**json.loads(body), "model": plan.model}).encode()
+        route = self.route(request.path)
+        if route is None:
+            return _error(404, f"no route for {request.path}: use /anthropic/... or /openai/...")
+        call = await self._begin(request, route[1], body, into=conversation)
+        return await self._forward(request, route, body, call)
 
     async def _play(
         self, request: web.Request, answer: Answer, call: Call | None

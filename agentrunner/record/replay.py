@@ -19,7 +19,7 @@ from typing import Any
 from agentrunner.envs import recorded
 from agentrunner.errors import UsageError
 from agentrunner.record.bodies import request_body
-from agentrunner.record.conversations import normal
+from agentrunner.record.conversations import compared, normal
 from agentrunner.record.dialects import dialect
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
@@ -103,7 +103,7 @@ class Replay:
 def conversation(api: str, body: dict[str, Any]) -> tuple[Any, ...]:
     """A request's messages as replay compares them (system fields and volatile marks out)."""
     split = dialect(api).split(body)
-    return tuple(normal(m.raw) for m in split.messages if m.body_field in (None, "input"))
+    return tuple(normal(m.raw) for m in split.messages if compared(m))
 
 
 def _family(store: TraceStore, root: str) -> list[str]:

@@ -125,3 +125,18 @@ def tool_outputs(message: Message) -> list[ToolOutput]:
         for block in content
         if isinstance(block, dict) and block.get("type") == "tool_result"
     ]
+
+
+def with_user_message(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """A text block joins the last user message (tool results included), or a new one."""
+    messages = list(body.get("messages") or [])
+    last = messages[-1] if messages else None
+    if isinstance(last, dict) and last.get("role") == "user":
+        content = last.get("content")
+        blocks = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        )
+        messages[-1] = {**last, "content": [*blocks, {"type": "text", "text": text}]}
+    else:
+        messages.append({"role": "user", "content": text})
+    return {**body, "messages": messages}

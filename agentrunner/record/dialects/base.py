@@ -60,6 +60,10 @@ class Dialect(Protocol):
 
     def tool_outputs(self, message: Message) -> list[ToolOutput]: ...
 
+    def with_user_message(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        """``body`` with ``text`` added as the user's last words (``record --fork --message``)."""
+        ...
+
 
 @dataclass
 class SseDecoder:

@@ -111,3 +111,7 @@ def tool_outputs(message: Message) -> list[ToolOutput]:
     if message.role != "tool" or message.tool_call_id is None:
         return []
     return [ToolOutput(call_id=message.tool_call_id, text=message.content)]
+
+
+def with_user_message(body: dict[str, Any], text: str) -> dict[str, Any]:
+    return {**body, "messages": [*(body.get("messages") or []), {"role": "user", "content": text}]}

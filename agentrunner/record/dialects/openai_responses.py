@@ -120,3 +120,10 @@ def tool_outputs(message: Message) -> list[ToolOutput]:
     if message.role != "tool" or message.tool_call_id is None:
         return []
     return [ToolOutput(call_id=message.tool_call_id, text=message.content)]
+
+
+def with_user_message(body: dict[str, Any], text: str) -> dict[str, Any]:
+    items = body.get("input")
+    if isinstance(items, str):
+        return {**body, "input": f"{items}\n\n{text}"}
+    return {**body, "input": [*(items or []), {"role": "user", "content": text}]}
