@@ -6,7 +6,8 @@ ESC starts a sequence that can set the clipboard (OSC 52), the window title, ope
 (OSC 8), clear the screen or erase lines above; ``\\r`` and backspace overwrite what is
 shown. So every recorded text is shown the way ``less`` and ``cat -v`` show it: C0 controls
 in caret notation (ESC as ``^[``, ``\\r`` as ``^M``, BEL as ``^G``), DEL as ``^?``, C1
-controls and the bidirectional overrides that reorder a line as ``<U+009B>``. Newline and
+controls and the bidirectional overrides that reorder a line as ``<U+009B>``, bytes that are
+not UTF-8 (read with ``surrogateescape``) as ``<9B>``. Newline and
 tab are kept where layout needs them (:func:`visible`); one-line forms replace them too
 (:func:`one_line_visible`).
 
@@ -39,13 +40,15 @@ def _table(keep: str) -> dict[int, str]:
     table = {c: f"^{chr(c + 0x40)}" for c in range(0x20) if chr(c) not in keep}
     table[0x7F] = "^?"
     table.update({c: f"<U+{c:04X}>" for c in (*range(0x80, 0xA0), *_BIDI)})
+    table.update({c: f"<{c - 0xDC00:02X}>" for c in range(0xDC80, 0xDD00)})
     return table
 
 
 _VISIBLE = _table(_KEPT)
 _ONE_LINE = _table("")
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_OTHERS = "\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")
+_ANY_CONTROL = re.compile(f"[\x00-\x1f{_OTHERS}]")
 
 
 def visible(text: str) -> str:

@@ -51,11 +51,12 @@ class Recorded:
 
 
 def _command() -> str:
-    """A bash command whose output carries every sequence (``printf %b`` makes the bytes) and
-    whose own text carries them raw too (in a quoted argument to ``:``)."""
+    """A bash command whose output, and the file ``notes.txt`` it writes, carry every sequence
+    (``printf %b`` makes the bytes), and whose own text carries them raw too (in a quoted
+    argument to ``:``)."""
     printed = PAYLOAD.encode("unicode_escape").decode("ascii").replace("'", "'\\''")
     raw = PAYLOAD.replace("'", "'\\''")
-    return f"printf '%b\\n' '{printed}'; : '{raw}'"
+    return f"printf '%b\\n' '{printed}' | tee notes.txt; : '{raw}'"
 
 
 def record_attack(root: Path) -> Recorded:

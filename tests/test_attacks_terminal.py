@@ -11,11 +11,14 @@ never emit the raw bytes, and print Rich markup (``[/]``, ``[link=...]``) as wri
 from __future__ import annotations
 
 import io
+import os
+import pty
 import subprocess
+import tty
 from pathlib import Path
 
 import pytest
-from cli_process import run_cli
+from cli_process import AGENTRUNNER, run_cli
 from pydantic import BaseModel
 from rich.console import Console
 from terminal_payloads import (
@@ -150,6 +153,43 @@ def test_an_error_naming_a_file_with_escapes_shows_them_visibly(tmp_path: Path) 
     assert "x^[]0;pwned^G[b].jsonl" in imported.stderr
 
 
+def _on_a_terminal(*args: str) -> bytes:
+    """What a terminal receives from ``agentrunner ARGS`` run with its stdout on one (a
+    pseudo-terminal in raw mode: no newline translation)."""
+    try:
+        master, slave = pty.openpty()
+    except OSError as exc:
+        pytest.skip(f"no pseudo-terminal: {exc}")
+    tty.setraw(slave)
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_DB"}
+    proc = subprocess.Popen([*AGENTRUNNER, *args], stdout=slave, stderr=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the command closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(master)
+    assert proc.wait(timeout=300) == 0
+    return received
+
+
+def test_diff_shows_escapes_visibly_on_a_terminal_and_pipes_the_patch_byte_for_byte(
+    attack: Recorded,
+) -> None:
+    args = ("diff", attack.episode_id, "--db", str(attack.db))
+    piped = subprocess.run([*AGENTRUNNER, *args], capture_output=True, timeout=300, check=True)
+    shown = _on_a_terminal(*args)
+    assert b"+++ b/notes.txt" in piped.stdout and b"\x1b]0;pwned\x07" in piped.stdout
+    assert b"\x9b2J" in piped.stdout  # not UTF-8: kept as the byte it is
+    assert b"+++ b/notes.txt" in shown and b"\x1b" not in shown and b"\x9b" not in shown
+    assert b"^[]0;pwned^G" in shown and b"<9B>2J" in shown
+
+
 def _rendered(*payloads: BaseModel) -> str:
     out = io.StringIO()
     renderer = EventRenderer(Console(file=out, width=200, color_system=None))
@@ -168,3 +208,7 @@ def test_streamed_text_ending_in_a_backslash_is_printed_as_written() -> None:
     assert "C:\\temp\\\n" in _rendered(
         chunk, ev.ModelResponse(call_id="m", message_hash="h", latency_s=0.1)
     )
+
+
+def test_a_byte_that_is_not_utf8_is_shown_as_its_value_in_hex() -> None:
+    assert visible("a\udc9bb") == "a<9B>b"

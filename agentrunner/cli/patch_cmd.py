@@ -9,6 +9,7 @@ from pathlib import Path
 from agentrunner.changes import episode_change
 from agentrunner.cli.common import new_command, open_store, print_json, stdout_console
 from agentrunner.errors import UsageError
+from agentrunner.safe_text import visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Print the change an episode made to its workspace, against the base it "
         "started from, as a unified diff that `git apply` accepts (binary files included; "
         "the agent's private .git is left out). Read from the trace store alone: the "
-        "repository need not exist here. Example: agentrunner diff EP | git apply",
+        "repository need not exist here. Piped or redirected, the patch is written byte for "
+        "byte; to a terminal, control characters in it are shown (ESC as ^[), never obeyed. "
+        "Example: agentrunner diff EP | git apply",
     )
     p.add_argument("episode", metavar="EP", help="episode id or unique prefix")
     p.add_argument("--turn", type=int, metavar="K", help="the change as of the end of model turn K")
@@ -52,6 +55,8 @@ def diff(args: argparse.Namespace) -> int:
         printable = None if args.stat else _utf8(text)
         print_json({**change.to_dict(), "stat": _utf8(stat) or "", "patch": printable})
         return 0
+    if sys.stdout.isatty():  # a terminal shows it (controls visible); a pipe gets the bytes
+        text = visible(text)
     sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
     sys.stdout.buffer.flush()
     return 0
