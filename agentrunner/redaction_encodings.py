@@ -41,17 +41,19 @@ _OVERLAP = 4096
 """Bytes of an uncompressed piece searched again with the next."""
 _ANCHOR = FRAGMENT // 2
 
+_HEX_SEP = r"(?:[ \t,:;%]|\\x|0x|\r?\n(?:[ \t]*[0-9A-Fa-f]{7,8}:?[ \t]+)?)+"
+"""Between hex bytes: white space, commas, colons, ``%``, ``\\x``, ``0x``; at a line start an
+address column (``od``, ``xxd``, ``hexdump -C``)."""
 _HEX_RUN = re.compile(
-    r"(?<![0-9A-Za-z])(?=[0-9A-Fa-f \t\r\n,:]{12})(?:[0-9A-Fa-f]{2})+"
-    r"(?:(?:[ \t,:]+|[ \t]*\r?\n(?:[0-7]{7,}[ \t]+)?[ \t]*)"
-    r"(?:[0-9A-Fa-f]{2})+(?![0-9A-Za-z]))+"
+    r"(?<![0-9A-Za-wyz])(?:\\x|0x|%)?(?:[0-9A-Fa-f]{2})+(?![0-9A-Za-z])"
+    rf"(?:{_HEX_SEP}(?:[0-9A-Fa-f]{{2}})+(?![0-9A-Za-z]))+"
 )
 _DEC_RUN = re.compile(
     r"(?<![0-9A-Za-z.])[0-9]{1,3}(?:(?:[ \t,]+|[ \t]*\r?\n(?:[0-7]{7,}[ \t]+)?[ \t]*)"
     r"[0-9]{1,3}(?![0-9A-Za-z.])){5,}"
 )
 _GZIP_B64 = re.compile(r"H4sI[A-Za-z0-9+/]*={0,2}(?:[ \t]*\r?\n[A-Za-z0-9+/]+={0,2})*")
-_ADDRESS = re.compile(r"(?m)^[ \t]*[0-7]{7,}[ \t]+")
+_ADDRESS = re.compile(r"(?m)^[ \t]*(?:[0-7]{7,}|[0-9A-Fa-f]{7,8}:?)[ \t]+")
 _SPACE = re.compile(r"\s+")
 
 
@@ -60,7 +62,7 @@ def _class_table(allowed: str) -> bytes:
     return bytes(0x72 if chr(c) in allowed else 0x78 for c in range(256))
 
 
-_HEX_CHARS = _class_table("0123456789abcdefABCDEF \t\r\n,:")
+_HEX_CHARS = _class_table("0123456789abcdefABCDEF \t\r\n,:;%\\x")
 _DEC_CHARS = _class_table("0123456789 \t\r\n,")
 
 
@@ -162,9 +164,9 @@ class _Matcher:
                 return True
         return any(p.search(text) for p, _ in self.spread)
 
-    def first(self, text: str) -> str | None:
-        """The name of a secret ``text`` holds in some form (None when it holds none)."""
-        return next((h.name for h in self.hits(text)), None)
+    def first(self, text: str) -> _Hit | None:
+        """The first secret form ``text`` holds (None when it holds none)."""
+        return next(self.hits(text), None)
 
 
 class DeepRedactor:
@@ -184,7 +186,8 @@ class DeepRedactor:
                 min_len,
             )
         )
-        self._shortest = min((len(v.encode()) for v in secrets.values()), default=0)
+        self._least = min((len(v.encode()) for v in secrets.values()), default=0)
+        self._least = min(self._least, FRAGMENT)  # a dump's line holds a fragment or more
         self._rest: tuple[str, str] | None = None
 
     def text(self, text: str) -> str:
@@ -221,9 +224,18 @@ class DeepRedactor:
         its last fragment stopped short of."""
         if matcher.pattern is None or not text:
             return text, None
-        hits = [*extra, *matcher.hits(text), *self._runs(text, raw)]
+        undecided: list[tuple[int, int, str]] = []
+        hits = [*extra, *matcher.hits(text), *self._runs(text, raw, undecided)]
         if not hits:
             return text, None
+        # The rest of a secret whose piece a hit ended (a dump's last, shorter line), as is or
+        # in a run's bytes, later in the same text.
+        for piece, name in {(h.rest, h.name) for h in hits if h.rest and len(h.rest) >= REST_MIN}:
+            after = min(h.end for h in hits if h.rest == piece)
+            found = (m.start() for m in re.finditer(re.escape(piece), text) if m.start() >= after)
+            hits += [_Hit(i, i + len(piece), name) for i in found]
+            view = _byte_view(piece)
+            hits += [_Hit(a, b, name) for a, b, data in undecided if a >= after and view in data]
         hits.sort(key=lambda h: (h.start, -h.end))
         out: list[str] = []
         pos = 0
@@ -238,19 +250,22 @@ class DeepRedactor:
         out.append(text[pos:])
         return "".join(out), rest
 
-    def _runs(self, text: str, raw: bytes) -> Iterator[_Hit]:
-        """Encoded runs (hex or decimal bytes, base64 of gzip) whose bytes hold a secret.
-        The run patterns are tried only where ``raw`` has a stretch of their characters
-        long enough to hold the shortest secret (found by C-speed translate and find)."""
+    def _runs(self, text: str, raw: bytes, undecided: list[tuple[int, int, str]]) -> Iterator[_Hit]:
+        """Encoded runs (hex or decimal bytes, base64 of gzip) whose bytes hold a secret; the
+        runs that hold none go to ``undecided`` (span, bytes). The run patterns are tried only
+        where ``raw`` has a stretch of their characters long enough to hold a fragment (found
+        by C-speed translate and find)."""
         runs = ((_HEX_RUN, _hex_bytes, _HEX_CHARS), (_DEC_RUN, _number_bytes, _DEC_CHARS))
         for pattern, decode, table in runs:
-            for start, end in _stretches(raw.translate(table), 2 * self._shortest - 1):
+            for start, end in _stretches(raw.translate(table), 2 * self._least - 1):
                 for m in pattern.finditer(text, start, end):
                     for data in decode(m.group(0)):
-                        name = self._bytes.first(data.decode("latin-1"))
-                        if name is not None:
-                            yield _Hit(m.start(), m.end(), name)
+                        view = data.decode("latin-1")
+                        hit = self._bytes.first(view)
+                        if hit is not None:
+                            yield _Hit(m.start(), m.end(), hit.name, hit.rest)
                             break
+                        undecided.append((m.start(), m.end(), view))
         if "H4sI" in text:
             for m in _GZIP_B64.finditer(text):
                 name = self._compressed_secret(_b64_bytes(m.group(0)), GZIP_CAP)
@@ -262,9 +277,9 @@ class DeepRedactor:
         tail = b""
         for piece in inflated(data, cap):
             joined = tail + piece
-            name = self._bytes.first(joined.decode("latin-1"))
-            if name is not None:
-                return name
+            hit = self._bytes.first(joined.decode("latin-1"))
+            if hit is not None:
+                return hit.name
             tail = joined[-_OVERLAP:]
         return None
 
@@ -287,7 +302,7 @@ def _stretches(classes: bytes, least: int) -> Iterator[tuple[int, int]]:
 
 
 def _hex_bytes(run: str) -> list[bytes]:
-    digits = _SPACE.sub("", re.sub(r"[,:]", " ", _ADDRESS.sub(" ", run)))
+    digits = _SPACE.sub("", re.sub(r"[,:;%]|\\x|0x", " ", _ADDRESS.sub(" ", run)))
     return [bytes.fromhex(digits)] if len(digits) % 2 == 0 else []
 
 
