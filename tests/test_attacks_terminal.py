@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import re
 import subprocess
 import tty
 from pathlib import Path
@@ -161,7 +162,8 @@ def _on_a_terminal(*args: str) -> bytes:
     except OSError as exc:
         pytest.skip(f"no pseudo-terminal: {exc}")
     tty.setraw(slave)
-    env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_DB"}
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTRUNNER_DB", "NO_COLOR")}
+    env["TERM"] = "xterm-256color"  # Rich styles its output as on a user's terminal
     proc = subprocess.Popen([*AGENTRUNNER, *args], stdout=slave, stderr=subprocess.DEVNULL, env=env)
     os.close(slave)
     received = b""
@@ -188,6 +190,14 @@ def test_diff_shows_escapes_visibly_on_a_terminal_and_pipes_the_patch_byte_for_b
     assert b"\x9b2J" in piped.stdout  # not UTF-8: kept as the byte it is
     assert b"+++ b/notes.txt" in shown and b"\x1b" not in shown and b"\x9b" not in shown
     assert b"^[]0;pwned^G" in shown and b"<9B>2J" in shown
+
+
+def test_show_on_a_terminal_sends_no_escape_sequence_but_its_own_colours(
+    attack: Recorded,
+) -> None:
+    shown = _on_a_terminal("show", attack.episode_id, "--db", str(attack.db)).decode()
+    others = re.sub(r"\x1b\[[0-9;]*m", "", shown)  # Rich's own SGR colour codes
+    assert "\x1b[" in shown and not raw_controls(others) and not missing_visible(others)
 
 
 def _rendered(*payloads: BaseModel) -> str:
