@@ -145,6 +145,31 @@ def test_report_prints_a_task_id_with_escapes_and_markup_visibly(attack: Recorde
     assert TASK_ID_SHOWN in made.stdout
 
 
+def test_batch_lists_a_task_id_with_escapes_and_markup_visibly(
+    attack: Recorded, tmp_path: Path
+) -> None:
+    root = attack.db.parent
+    made = run_cli(
+        "batch",
+        "--db",
+        str(tmp_path / "traces.db"),
+        "--tasks",
+        str(root / "tasks.json"),
+        "--seeds",
+        "0",
+        "--model",
+        f"scripted:{root / 'script.json'}",
+        "--sandbox",
+        "process",
+        "--max-turns",
+        "3",
+        env=NO_COLOR,
+    )
+    assert made.returncode == 0 and "Traceback" not in made.stderr, made.stderr
+    _assert_safe(made.stdout)
+    assert TASK_ID_SHOWN in made.stdout
+
+
 def test_an_error_naming_a_file_with_escapes_shows_them_visibly(tmp_path: Path) -> None:
     named = tmp_path / "x\x1b]0;pwned\x07[b].jsonl"
     named.write_text("not a trace\n")

@@ -29,6 +29,7 @@ from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
 from agentrunner.runner import MAX_TURNS_LIMIT
+from agentrunner.safe_text import line, one_line_visible, plain
 from agentrunner.store import TraceStore
 from providers import get_model
 
@@ -134,7 +135,7 @@ def batch(args: argparse.Namespace) -> int:
         )
         if args.verbose or e.action == "error":
             progress.console.print(
-                f"{e.task_id} seed {e.seed}: {e.action} {e.status} {e.error or ''}"
+                line(f"{e.task_id} seed {e.seed}: {e.action} {e.status} {e.error or ''}")
             )
 
     try:
@@ -185,7 +186,7 @@ def _print_summary(store: TraceStore, episodes: list[BatchEpisode]) -> None:
         )
     for e in episodes:
         table.add_row(
-            e.task_id,
+            plain(one_line_visible(e.task_id)),
             str(e.seed),
             short.get(e.episode_id, e.episode_id) if e.episode_id else "-",
             e.action,

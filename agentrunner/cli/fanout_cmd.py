@@ -7,8 +7,6 @@ import functools
 import json
 from typing import Any
 
-from rich.markup import escape
-
 from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
@@ -29,6 +27,7 @@ from agentrunner.errors import UsageError
 from agentrunner.fanout import score_actions
 from agentrunner.fork import parse_action
 from agentrunner.model import Model
+from agentrunner.safe_text import line
 from providers import get_model, model_from_spec
 
 
@@ -116,7 +115,7 @@ def fanout(args: argparse.Namespace) -> int:
             f"{rank:>2}. candidate {c.candidate} · mean {c.mean:.3f} ± {c.spread:.3f} · "
             f"rewards {rewards or '-'}"
         )
-        out.print(f"    action: {escape(_describe_action(c.action, result.turn))}")
+        out.print(line("    action: ", _describe_action(c.action, result.turn)))
         forks = ", ".join(short.get(e, e) for e in c.episodes)
         out.print(f"    forks:  {forks or '-'}")
     return 0

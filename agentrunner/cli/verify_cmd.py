@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.markup import escape
 from rich.table import Table
 
 from agentrunner import formatting as fmt
@@ -19,6 +18,7 @@ from agentrunner.cli.common import (
 )
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
+from agentrunner.safe_text import literal
 from agentrunner.store import TraceStore
 from agentrunner.verifiers import (
     CompositeVerifier,
@@ -280,9 +280,9 @@ def _print_table(results: list[VerificationResult]) -> None:
     for r in results:
         table.add_row(
             fmt.short_id(r.episode_id),
-            escape(r.verifier),
+            literal(r.verifier),
             "[green]pass[/]" if r.passed else "[red]fail[/]",
             "-" if r.score is None else f"{r.score:.2f}",
-            escape(_why(r)),
+            literal(_why(r)),
         )
     stdout_console().print(table)
