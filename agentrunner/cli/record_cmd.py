@@ -14,7 +14,8 @@ from typing import Any
 from agentrunner.cli.common import new_command, print_json, stderr_console
 from agentrunner.errors import UsageError
 from agentrunner.formatting import plural
-from agentrunner.record.journal import Journal, Origin
+from agentrunner.record.episodes import Origin
+from agentrunner.record.journal import Journal
 from agentrunner.record.launch import record, upstreams
 from agentrunner.record.proxy import TOKEN_HEADER, ForkPlan, Proxy, ProxySettings
 from agentrunner.redaction import public_url
@@ -201,7 +202,7 @@ def run_proxy(args: argparse.Namespace) -> int:
     try:
         asyncio.run(_serve(Proxy(journal, settings), args.host))
     finally:
-        episodes = [c.episode_id for c in journal.conversations.all]
+        episodes = [c.episode_id for c in journal.episodes.conversations.all]
         journal.close("done")
     stderr_console().print(
         f"proxy stopped; recorded {plural(len(episodes), 'episode')}", markup=False

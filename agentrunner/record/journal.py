@@ -15,23 +15,20 @@ import queue
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner import __version__
 from agentrunner import events as ev
-from agentrunner.envs import recorded
-from agentrunner.errors import StoreError, UsageError
-from agentrunner.record.conversations import Conversation, Conversations, keys, spawned_prompt
+from agentrunner.record.conversations import Conversation, keys, spawned_prompt
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
-from agentrunner.recorder import Recorder
-from agentrunner.redaction import Redactor, known_secrets, scrub
+from agentrunner.record.episodes import Episodes, Origin, chain_of
+from agentrunner.redaction import Redactor, scrub
 from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S
-from agentrunner.store.hashing import message_hash, message_json
 from agentrunner.types import Chunk, Message
 from providers._adapter import StreamFailure
 from providers._turn import TurnBuilder
@@ -66,28 +63,14 @@ class Call:
     done: bool = False
 
 
-@dataclass(frozen=True)
-class Origin:
-    """Who is calling: what ``episode.start`` says of a recorded agent."""
-
-    command: list[str] | None = None
-    cwd: str | None = None
-    upstreams: dict[str, str] = field(default_factory=dict)
-    kind: str = recorded.KIND
-    """``recorded``, or ``replay`` for an agent served a recording back."""
-    links: dict[str, str] = field(default_factory=dict)
-    """Named links to other episodes (``replay_of``)."""
-
-
 class Journal:
     """The writer thread and what it knows: the store, the conversations, the secrets."""
 
     def __init__(self, location: str, origin: Origin) -> None:
         self.location = location
         self.origin = origin
-        self.secrets = known_secrets()
-        self.conversations = Conversations()
         self.problems: list[str] = []
+        self._episodes: Episodes | None = None
         self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = (
             queue.SimpleQueue()
         )
@@ -111,7 +94,7 @@ class Journal:
         """End every open episode and stop the thread (after the jobs already handed in)."""
         if not self._thread.is_alive():
             return
-        self.submit(lambda: self._end_all(stop_reason, end)).result()
+        self.submit(lambda: self.episodes.end_all(stop_reason, end)).result()
         self._jobs.put(None)
         self._thread.join()
 
@@ -121,6 +104,11 @@ class Journal:
         except BaseException as exc:
             self._opened.set_exception(exc)
             return
+        self._episodes = Episodes(self._store, self.origin, self._problem)
+        try:
+            self.episodes.reload()
+        except Exception as exc:  # a store it cannot read back: recording goes on all the same
+            self._problem(f"reading back interrupted recordings: {exc}")
         self._opened.set_result(None)
         beat = time.monotonic()
         try:
@@ -140,7 +128,7 @@ class Journal:
                         future.set_exception(exc)
                 if time.monotonic() - beat >= HEARTBEAT_INTERVAL_S:
                     beat = time.monotonic()
-                    self._heartbeat()
+                    self.episodes.heartbeat()
         finally:
             self._store.close()
 
@@ -149,23 +137,14 @@ class Journal:
         assert self._store is not None, "the journal's thread has not opened the store"
         return self._store
 
+    @property
+    def episodes(self) -> Episodes:
+        assert self._episodes is not None, "the journal's thread has not opened the store"
+        return self._episodes
+
     def _problem(self, text: str) -> None:
         self.problems.append(text)
         print(f"agentrunner record: could not record: {text}", file=sys.stderr)
-
-    def _heartbeat(self) -> None:
-        for conversation in self.conversations.all:
-            try:
-                self.store.heartbeat(conversation.episode_id)
-            except (StoreError, OSError) as exc:
-                self._problem(f"heartbeat of {conversation.episode_id}: {exc}")
-
-    def learn_secret(self, name: str, value: str) -> None:
-        """A credential seen in a request: never recorded from here on, wherever it shows."""
-        if value and self.secrets.get(name) != value and len(value) >= 8:
-            self.secrets[f"{name}:{len(self.secrets)}"] = value
-            for conversation in self.conversations.all:
-                conversation.recorder.redactor = Redactor(self.secrets)
 
     # -- calls (each runs in the thread, through submit)
 
@@ -181,13 +160,17 @@ class Journal:
         the conversation it continues (``into``: a fork made for it)."""
         wire = dialect(api)
         split = wire.split(json.loads(body))
-        redactor = Redactor(self.secrets)
+        redactor = Redactor(self.episodes.secrets)
         messages = [_scrubbed(m, redactor) for m in split.messages]
-        chain = _chain(messages)
+        chain = chain_of(messages)
         compared = keys(messages)
-        conversation = into or self.conversations.find(session, compared)
+        conversation = (
+            into
+            or self.episodes.conversations.find(session, compared)
+            or self.episodes.wake(session, compared)
+        )
         if conversation is None:
-            conversation = self._open(wire, split.model, session, agent, messages)
+            conversation = self.episodes.open(wire, split.model, session, agent, messages)
         rec = conversation.recorder
         stored = _shared_prefix(conversation.chain, chain)
         parent = chain[stored - 1] if stored else None
@@ -197,11 +180,11 @@ class Journal:
         known = _shared_prefix(conversation.keys, compared)
         self._added(conversation, wire, messages[known:], chain[known:], first=not known)
         rec.tip = chain[-1] if chain else None
-        self.conversations.advance(conversation, chain, compared)
+        self.episodes.conversations.advance(conversation, chain, compared)
         conversation.calls += 1
         rec.turn = conversation.calls
         tools = [t.model_copy(update={"raw": scrub(t.raw, redactor)[0]}) for t in split.tools]
-        call_id = f"{conversation.episode_id}-{conversation.calls}"
+        call_id = f"call-{conversation.calls}-{uuid.uuid4().hex[:12]}"  # unique: retries too
         rec.chunk_index = 0
         rec.record(
             ev.ModelRequest.model_validate(
@@ -228,89 +211,6 @@ class Journal:
             builder=builder(wire.provider, split.model, chunks),
             chunks=chunks,
         )
-
-    def _open(
-        self,
-        wire: Dialect,
-        model: str,
-        session: str | None,
-        agent: str | None,
-        messages: list[Message],
-    ) -> Conversation:
-        spawner = self.conversations.spawner(session, messages)
-        redactor = Redactor(self.secrets)
-        env: dict[str, Any] = {
-            **self.origin.links,
-            "kind": self.origin.kind,
-            "agent": agent or "unknown agent",
-            "api": wire.api,
-            "command": self.origin.command,
-            "cwd": self.origin.cwd,
-            "upstreams": self.origin.upstreams,
-            "session_id": session,
-        }
-        if spawner is not None:
-            env["spawned_by"] = {"episode_id": spawner[0], "call_id": spawner[1]}
-        env = scrub(env, redactor)[0]
-        task = " ".join(self.origin.command) if self.origin.command else f"{env['agent']} via proxy"
-        start = ev.EpisodeStart(
-            task_id=redactor.text(task)[:500],
-            seed=0,
-            env=env,
-            model={"spec": f"{wire.provider}:{model}", "provider": wire.provider, "model": model},
-            config={"recorded_by": f"agentrunner {__version__}"},
-            version=__version__,
-        )
-        episode_id = self.store.create_episode(
-            task_id=start.task_id,
-            seed=0,
-            env=start.env,
-            model=start.model,
-            first_event=(0, start),
-            claim=True,
-        )
-        rec = Recorder(self.store, self.store.writer(episode_id), secrets=self.secrets)
-        conversation = Conversation(episode_id=episode_id, recorder=rec, session=session)
-        self.conversations.add(conversation)
-        return conversation
-
-    def fork(self, episode_id: str, turn: int, *, session: str | None) -> Conversation:
-        """A fork of a recorded episode for the live call that takes the place of its call
-        ``turn``: it inherits everything up to the model's answer of the call before (the live
-        request brings the results of that answer's tool calls, and any words added to them)."""
-        parent = self.store.episode(episode_id)
-        if self.store.last_at_turn(parent.episode_id, "model.request", turn) is None:
-            raise UsageError(f"episode {parent.episode_id} has no recorded call {turn}")
-        fork_id = self.store.create_episode(
-            task_id=parent.task_id,
-            seed=parent.seed,
-            env={**parent.env, "forked_at_call": turn},
-            model=parent.model,
-            parent_episode_id=parent.episode_id,
-            fork_seq=self._answered_through(parent.episode_id, turn - 1),
-            claim=True,
-        )
-        rec = Recorder(self.store, self.store.writer(fork_id), secrets=self.secrets)
-        conversation = Conversation(episode_id=fork_id, recorder=rec, session=session)
-        conversation.calls = rec.turn = turn - 1
-        if turn > 1:
-            inherited = list(self.store.reconstruct_request(parent.episode_id, turn - 1).messages)
-            self.conversations.advance(conversation, _chain(inherited), keys(inherited))
-            rec.tip = conversation.chain[-1] if conversation.chain else None
-            for row in self.store.events(parent.episode_id, kinds=["tool.call"]):
-                if row.turn == turn - 1:
-                    conversation.open_calls[row.payload["call_id"]] = row.payload["name"]
-        self.conversations.add(conversation)
-        return conversation
-
-    def _answered_through(self, episode_id: str, turn: int) -> int:
-        """The seq of the last event of the model's answer at ``turn`` (turn 0: the
-        ``episode.start``, seq 1)."""
-        last = 1
-        for row in self.store.events(episode_id, kinds=["model.response", "usage", "tool.call"]):
-            if row.turn <= turn:
-                last = row.seq
-        return last
 
     def _added(
         self,
@@ -459,33 +359,10 @@ class Journal:
         else:
             rec.failure("generate", kind, reason, retryable=kind == "upstream")
 
-    def _end_all(self, stop_reason: str, end: dict[str, Any]) -> None:
-        for conversation in self.conversations.all:
-            rec = conversation.recorder
-            rec.record(
-                ev.EpisodeEnd(
-                    stop_reason=stop_reason,
-                    turns=conversation.calls,
-                    total_reward=0.0,
-                    totals=rec.totals.as_dict(),
-                    **end,
-                )
-            )
-            self.store.release_writer(conversation.episode_id)
-        self.conversations = Conversations()
-
 
 def _scrubbed(message: Message, redactor: Redactor) -> Message:
     """A message as it may be recorded: known secrets out, verbatim otherwise."""
     return Message.model_validate(scrub(message.model_dump(), redactor)[0])
-
-
-def _chain(messages: list[Message]) -> list[str]:
-    """The stored hashes of a request's messages, in order (each names its place)."""
-    chain: list[str] = []
-    for m in messages:
-        chain.append(message_hash(chain[-1] if chain else None, message_json(m)))
-    return chain
 
 
 def _shared_prefix(a: list[str], b: list[str]) -> int:

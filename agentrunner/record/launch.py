@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 
 from agentrunner.envs import recorded
 from agentrunner.errors import UsageError
-from agentrunner.record.journal import Journal, Origin
+from agentrunner.record.episodes import Origin
+from agentrunner.record.journal import Journal
 from agentrunner.record.proxy import ForkPlan, Proxy, ProxySettings, ProxyThread
 from agentrunner.record.replay import Replay
 from agentrunner.redaction import Redactor, known_secrets, public_url
@@ -127,7 +128,7 @@ def record(
         status, cut = _run(command, redirected(os.environ, port))
     finally:
         server.stop()  # calls still open are recorded as cut short (their client is gone)
-        episodes = [c.episode_id for c in journal.conversations.all]
+        episodes = [c.episode_id for c in journal.episodes.conversations.all]
         journal.close("cancelled" if cut else "done", exit_status=status)
     diverged = proxy.divergence.report() if proxy.divergence else None
     return Recording(status, episodes, journal.problems, diverged, proxy.went_live)

@@ -194,10 +194,12 @@ class Proxy:
             value = request.headers.get(name)
             if value:
                 secret = value.split(" ", 1)[-1].strip()
-                self.journal.submit(partial(self.journal.learn_secret, f"header {name}", secret))
+                self.journal.submit(
+                    partial(self.journal.episodes.learn_secret, f"header {name}", secret)
+                )
         if request.query.get("key"):
             key = request.query["key"]
-            self.journal.submit(partial(self.journal.learn_secret, "query key", key))
+            self.journal.submit(partial(self.journal.episodes.learn_secret, "query key", key))
         session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
         agent = request.headers.get("user-agent")
         job = partial(self.journal.begin, api, body, session, agent, into)
@@ -285,7 +287,7 @@ class Proxy:
         self.live = True
         self.went_live = (episode_id, turn)
         session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
-        job = partial(self.journal.fork, episode_id, turn, session=session)
+        job = partial(self.journal.episodes.fork, episode_id, turn, session=session)
         conversation = await asyncio.wrap_future(self.journal.submit(job))
         if plan is not None and plan.message is not None:
             edited = dialect(api).with_user_message(json.loads(body), plan.message)

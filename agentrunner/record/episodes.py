@@ -1,0 +1,230 @@
+"""The episodes a recording proxy writes: opened per conversation, forked for a call that
+goes live, found again after a killed proxy (an agent calling again continues its episode),
+kept alive by their leases, and ended when the proxy stops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrunner import __version__
+from agentrunner import events as ev
+from agentrunner.envs import recorded
+from agentrunner.errors import StoreError, UsageError
+from agentrunner.record.conversations import Conversation, Conversations, keys
+from agentrunner.record.dialects.base import Dialect
+from agentrunner.recorder import Recorder
+from agentrunner.redaction import Redactor, known_secrets, scrub
+from agentrunner.state import rebuild
+from agentrunner.store import TraceStore
+from agentrunner.store.hashing import message_hash, message_json
+from agentrunner.types import Message
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who is calling: what ``episode.start`` says of a recorded agent."""
+
+    command: list[str] | None = None
+    cwd: str | None = None
+    upstreams: dict[str, str] = field(default_factory=dict)
+    kind: str = recorded.KIND
+    """``recorded``, or ``replay`` for an agent served a recording back."""
+    links: dict[str, str] = field(default_factory=dict)
+    """Named links to other episodes (``replay_of``)."""
+
+
+class Episodes:
+    """The recorded episodes of one proxy (used from the journal's thread only)."""
+
+    def __init__(self, store: TraceStore, origin: Origin, problem: Callable[[str], None]) -> None:
+        self.store = store
+        self.origin = origin
+        self.problem = problem
+        self.secrets = known_secrets()
+        self.conversations = Conversations()
+        self._dormant: dict[tuple[str | None, str], str] = {}
+        """Recorded episodes a killed proxy left, by (session, place of their last request)."""
+
+    def learn_secret(self, name: str, value: str) -> None:
+        """A credential seen in a request: never recorded from here on, wherever it shows."""
+        if value and value not in self.secrets.values() and len(value) >= 8:
+            self.secrets[f"{name}:{len(self.secrets)}"] = value
+            for conversation in self.conversations.all:
+                conversation.recorder.redactor = Redactor(self.secrets)
+
+    def heartbeat(self) -> None:
+        for conversation in self.conversations.all:
+            try:
+                self.store.heartbeat(conversation.episode_id)
+            except (StoreError, OSError) as exc:
+                self.problem(f"heartbeat of {conversation.episode_id}: {exc}")
+
+    def open(
+        self,
+        wire: Dialect,
+        model: str,
+        session: str | None,
+        agent: str | None,
+        messages: list[Message],
+    ) -> Conversation:
+        spawner = self.conversations.spawner(session, messages)
+        redactor = Redactor(self.secrets)
+        env: dict[str, Any] = {
+            **self.origin.links,
+            "kind": self.origin.kind,
+            "agent": agent or "unknown agent",
+            "api": wire.api,
+            "command": self.origin.command,
+            "cwd": self.origin.cwd,
+            "upstreams": self.origin.upstreams,
+            "session_id": session,
+        }
+        if spawner is not None:
+            env["spawned_by"] = {"episode_id": spawner[0], "call_id": spawner[1]}
+        env = scrub(env, redactor)[0]
+        task = " ".join(self.origin.command) if self.origin.command else f"{env['agent']} via proxy"
+        start = ev.EpisodeStart(
+            task_id=redactor.text(task)[:500],
+            seed=0,
+            env=env,
+            model={"spec": f"{wire.provider}:{model}", "provider": wire.provider, "model": model},
+            config={"recorded_by": f"agentrunner {__version__}"},
+            version=__version__,
+        )
+        episode_id = self.store.create_episode(
+            task_id=start.task_id,
+            seed=0,
+            env=start.env,
+            model=start.model,
+            first_event=(0, start),
+            claim=True,
+        )
+        rec = Recorder(self.store, self.store.writer(episode_id), secrets=self.secrets)
+        conversation = Conversation(episode_id=episode_id, recorder=rec, session=session)
+        self.conversations.add(conversation)
+        return conversation
+
+    def reload(self) -> None:
+        """The recorded episodes a killed proxy left interrupted: each waits, unclaimed, for
+        its agent to retry its last call (or make its next one) through this proxy."""
+        for episode in self.store.list_episodes():
+            if episode.env.get("kind") != recorded.KIND or episode.status != "interrupted":
+                continue
+            places = keys(self._last_request(episode.episode_id)[1])
+            if places and places[-1]:
+                self._dormant[(episode.env.get("session_id"), places[-1])] = episode.episode_id
+
+    def _last_request(self, episode_id: str) -> tuple[int, list[Message]]:
+        """The turn and messages of an episode's last request (turn 0: the messages recorded
+        before its first request went out)."""
+        last = self.store.last_of_kind(episode_id, "model.request")
+        if last is None:
+            return 0, rebuild(self.store, episode_id).messages
+        return last.turn, list(self.store.reconstruct_request(episode_id, last.turn).messages)
+
+    def wake(self, session: str | None, places: list[str]) -> Conversation | None:
+        """The interrupted recording a request continues, claimed and resumed (or None).
+
+        A request that repeats the last recorded one is the agent retrying a call whose answer
+        the killed proxy did not finish recording: same turn. One that goes beyond it means
+        the agent got that answer (only its recording was lost) and went on: the next turn."""
+        at = next(
+            (i for i in range(len(places) - 1, -1, -1) if (session, places[i]) in self._dormant),
+            None,
+        )
+        if at is None:
+            return None
+        found = self._dormant.pop((session, places[at]))
+        if not self.store.claim_writer(found):
+            return None
+        state = rebuild(self.store, found)
+        writer = self.store.writer(found, attempt=state.episode.attempt + 1)
+        rec = Recorder(self.store, writer, secrets=self.secrets, tip=state.tip)
+        rec.totals, rec.turn = state.totals, state.turn
+        lost = state.open_request
+        retried = at == len(places) - 1
+        done = "called again by the agent" if retried else "answered, the agent went on"
+        rec.resume(
+            from_seq=state.last_seq,
+            env_restore="none: the agent kept its own state and called through a restarted proxy",
+            dangling=[{"call_id": lost["call_id"], "kind": "model.request", "done": done}]
+            if lost
+            else [],
+        )
+        if lost is not None:
+            rec.failure(
+                "generate",
+                "proxy stopped",
+                f"the proxy stopped before this call's answer was recorded; {done}",
+                retryable=True,
+            )
+        conversation = Conversation(episode_id=found, recorder=rec, session=session)
+        last_turn, messages = self._last_request(found)
+        conversation.calls = last_turn - 1 if lost and retried else last_turn
+        self.conversations.advance(conversation, chain_of(messages), keys(messages))
+        conversation.open_calls = {p.call.call_id: p.call.name for p in state.pending}
+        self.conversations.add(conversation)
+        return conversation
+
+    def fork(self, episode_id: str, turn: int, *, session: str | None) -> Conversation:
+        """A fork of a recorded episode for the live call that takes the place of its call
+        ``turn``: it inherits everything up to the model's answer of the call before (the live
+        request brings the results of that answer's tool calls, and any words added to them)."""
+        parent = self.store.episode(episode_id)
+        if self.store.last_at_turn(parent.episode_id, "model.request", turn) is None:
+            raise UsageError(f"episode {parent.episode_id} has no recorded call {turn}")
+        fork_id = self.store.create_episode(
+            task_id=parent.task_id,
+            seed=parent.seed,
+            env={**parent.env, "forked_at_call": turn},
+            model=parent.model,
+            parent_episode_id=parent.episode_id,
+            fork_seq=self.answered_through(parent.episode_id, turn - 1),
+            claim=True,
+        )
+        rec = Recorder(self.store, self.store.writer(fork_id), secrets=self.secrets)
+        conversation = Conversation(episode_id=fork_id, recorder=rec, session=session)
+        conversation.calls = rec.turn = turn - 1
+        if turn > 1:
+            inherited = list(self.store.reconstruct_request(parent.episode_id, turn - 1).messages)
+            self.conversations.advance(conversation, chain_of(inherited), keys(inherited))
+            rec.tip = conversation.chain[-1] if conversation.chain else None
+            for row in self.store.events(parent.episode_id, kinds=["tool.call"]):
+                if row.turn == turn - 1:
+                    conversation.open_calls[row.payload["call_id"]] = row.payload["name"]
+        self.conversations.add(conversation)
+        return conversation
+
+    def answered_through(self, episode_id: str, turn: int) -> int:
+        """The seq of the last event of the model's answer at ``turn`` (turn 0: the
+        ``episode.start``, seq 1)."""
+        last = 1
+        for row in self.store.events(episode_id, kinds=["model.response", "usage", "tool.call"]):
+            if row.turn <= turn:
+                last = row.seq
+        return last
+
+    def end_all(self, stop_reason: str, end: dict[str, Any]) -> None:
+        for conversation in self.conversations.all:
+            rec = conversation.recorder
+            rec.record(
+                ev.EpisodeEnd(
+                    stop_reason=stop_reason,
+                    turns=conversation.calls,
+                    total_reward=0.0,
+                    totals=rec.totals.as_dict(),
+                    **end,
+                )
+            )
+            self.store.release_writer(conversation.episode_id)
+        self.conversations = Conversations()
+
+
+def chain_of(messages: list[Message]) -> list[str]:
+    """The stored hashes of a request's messages, in order (each names its place)."""
+    chain: list[str] = []
+    for m in messages:
+        chain.append(message_hash(chain[-1] if chain else None, message_json(m)))
+    return chain
