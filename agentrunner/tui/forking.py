@@ -10,17 +10,20 @@ then runs it in the background.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentrunner.events import ModelResponse, ToolCall
 from agentrunner.fork import fork_episode
+from agentrunner.safe_text import one_line_visible
 from agentrunner.store import EpisodeSummary, Segment, TraceStore
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.rows import typed
 
 Mode = Literal["edit", "inject", "resample"]
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,11 @@ def fork_prefill(
 ) -> ForkPrefill:
     """The editor's content for a fork at ``turn`` (cursor on the event at ``seq``)."""
     summary = store.episode(episode_id)
-    model = str(summary.model.get("spec", ""))
+    model = one_line_visible(str(summary.model.get("spec", "")))  # unchanged: the parent's
     rows = store.events(episode_id, after_seq=seq - 1, limit=1, segments=segments)
     call = typed(rows[0]) if rows else None
     if isinstance(call, ToolCall):
-        edit = json.dumps(_tool_call_json(call), indent=2, ensure_ascii=False)
+        edit = _editable_json(_tool_call_json(call))
         return ForkPrefill(summary.episode_id, turn, edit, model, True, _short(store, summary))
     last = store.last_at_turn(episode_id, "model.response", turn)
     response = typed(last) if last is not None else None
@@ -77,8 +80,19 @@ def fork_prefill(
                 {"name": c.name, "arguments": _parsed(c.arguments)} for c in message.tool_calls
             ],
         }
-    edit = json.dumps(value, indent=2, ensure_ascii=False)
+    edit = _editable_json(value)
     return ForkPrefill(summary.episode_id, turn, edit, model, False, _short(store, summary))
+
+
+def _editable_json(value: Any) -> str:
+    """``value`` as JSON for the editor: characters a terminal would act on (C1 controls, DEL,
+    bidi overrides, bytes that are not UTF-8; JSON escapes C0 itself) as ``\\u`` escapes,
+    so the editor shows them and the JSON still means the same value."""
+    return _RAW_IN_JSON.sub(_json_escape, json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def _short(store: TraceStore, episode: EpisodeSummary) -> str:

@@ -8,12 +8,14 @@ what the widgets draw: the text of the segments Textual writes to the terminal.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from terminal_payloads import (
     ATTACKS,
+    LINK,
     MARKUP,
     PAYLOAD,
     Recorded,
@@ -22,11 +24,12 @@ from terminal_payloads import (
     record_attack,
 )
 from textual.geometry import Region
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 
 from agentrunner import TraceStore
 from agentrunner.tui.app import AgentRunnerApp
 from agentrunner.tui.screens.episodes import EpisodesScreen, EpisodesTable
+from agentrunner.tui.screens.fork import ForkScreen
 from agentrunner.tui.screens.trace import TraceScreen
 from agentrunner.tui.widgets.detail_pane import DetailPane
 
@@ -157,3 +160,25 @@ async def test_an_error_notification_is_shown_literally(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "nope[/]" in toasts())
         shown = toasts()
     assert not raw_controls(shown)
+
+
+async def test_the_fork_editor_shows_escapes_as_json_escapes_of_the_same_message(
+    recorded: Recorded,
+) -> None:
+    app = AgentRunnerApp(recorded.db, recorded.episode_id)
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await _open(app, pilot)
+        await pilot.press("right_square_bracket")  # turn 1's model request
+
+        def at_turn_1() -> bool:
+            info, _ = screen.event_list.info(screen.event_list.cursor)
+            return info is not None and info.turn == 1
+
+        await wait_for(pilot, at_turn_1)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, ForkScreen))
+        await pilot.pause()
+        drawn = _drawn(app)
+        value = json.loads(app.screen.query_one("#fork-text", TextArea).text)
+    assert "\\u009b2J" in drawn and not raw_controls(drawn)
+    assert value["message"] == f"saying {PAYLOAD} {LINK}"
