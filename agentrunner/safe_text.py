@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.style import Style
 from rich.text import Text
 
-__all__ = ["Part", "line", "literal", "one_line_visible", "plain", "visible"]
+__all__ = ["Part", "json_safe", "line", "literal", "one_line_visible", "plain", "visible"]
 
 Part = str | tuple[str, str]
 """A piece of a :func:`line`: text, or (text, style)."""
@@ -42,6 +42,7 @@ _SHOWN.update({chr(c): f"<{c - 0xDC00:02X}>" for c in range(0xDC80, 0xDD00)})
 _OTHERS = "\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff"
 _CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")
 _ANY_CONTROL = re.compile(f"[\x00-\x1f{_OTHERS}]")
+_RAW_IN_JSON = re.compile(f"[{_OTHERS}]")  # JSON escapes C0 itself
 
 
 def _shown(match: re.Match[str]) -> str:
@@ -75,3 +76,14 @@ def line(*parts: Part) -> Text:
     return Text.assemble(
         *(visible(p) if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts)
     )
+
+
+def json_safe(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with what a terminal would act on
+    and JSON leaves raw (DEL, C1 controls, bidi overrides, bytes that are not UTF-8) written as
+    ``\\u`` escapes: the same JSON value, shown instead of obeyed."""
+    return _RAW_IN_JSON.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"

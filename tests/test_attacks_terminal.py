@@ -11,6 +11,7 @@ never emit the raw bytes, and print Rich markup (``[/]``, ``[link=...]``) as wri
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import re
@@ -109,6 +110,16 @@ def test_show_events_prints_payload_markup_literally_with_exit_0(attack: Recorde
 def test_show_events_shows_c1_and_del_from_payloads_visibly(attack: Recorded) -> None:
     shown = _cli(attack.db, "show", attack.episode_id, "--events", "-v")
     assert "<U+009B>2J" in shown.stdout and "^?" in shown.stdout
+
+
+def test_show_json_writes_c1_controls_and_del_as_json_escapes_of_the_same_value(
+    attack: Recorded,
+) -> None:
+    shown = _cli(attack.db, "show", attack.episode_id, "--events", "--json")
+    assert shown.returncode == 0, shown.stderr
+    _assert_safe(shown.stdout)
+    texts = [e["payload"].get("text", "") for e in json.loads(shown.stdout)["events"]]
+    assert "\x9b2J ab\x08\x7f" in "".join(texts)
 
 
 def test_show_follow_of_a_finished_episode_shows_every_sequence_visibly(

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from agentrunner.safe_text import json_safe
 from agentrunner.store import TraceStore, default_db_path
 
 
@@ -80,5 +81,7 @@ def stdout_console() -> Console:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+    """One JSON line; what a terminal would act on is written as ``\\u`` escapes (same value)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    sys.stdout.write(json_safe(text) + "\n")
     sys.stdout.flush()

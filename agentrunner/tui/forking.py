@@ -10,20 +10,18 @@ then runs it in the background.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentrunner.events import ModelResponse, ToolCall
 from agentrunner.fork import fork_episode
-from agentrunner.safe_text import one_line_visible
+from agentrunner.safe_text import json_safe, one_line_visible
 from agentrunner.store import EpisodeSummary, Segment, TraceStore
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.rows import typed
 
 Mode = Literal["edit", "inject", "resample"]
-_RAW_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
 
 
 @dataclass(frozen=True)
@@ -85,14 +83,8 @@ def fork_prefill(
 
 
 def _editable_json(value: Any) -> str:
-    """``value`` as JSON for the editor: characters a terminal would act on (C1 controls, DEL,
-    bidi overrides, bytes that are not UTF-8; JSON escapes C0 itself) as ``\\u`` escapes,
-    so the editor shows them and the JSON still means the same value."""
-    return _RAW_IN_JSON.sub(_json_escape, json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    """``value`` as JSON for the editor, what a terminal would act on as ``\\u`` escapes."""
+    return json_safe(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _short(store: TraceStore, episode: EpisodeSummary) -> str:
