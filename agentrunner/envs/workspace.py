@@ -557,4 +557,4 @@ def _remove_stale_workspaces() -> None:
         owner = path.name.removeprefix(WORKSPACE_PREFIX).split("-", 1)[0]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             with contextlib.suppress(OSError):
-                sandbox.force_rmtree(path)
+                remove_tree(path)
