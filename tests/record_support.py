@@ -95,3 +95,66 @@ def _stop(reason: str) -> list[str]:
         "usage": {"output_tokens": 7},
     }
     return [sse(delta, "message_delta"), sse({"type": "message_stop"}, "message_stop")]
+
+
+def responses_call(call_id: str, name: str, arguments: dict[str, Any]) -> list[str]:
+    """A Responses stream answering with one function call."""
+    item = {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": name,
+            "arguments": "", "status": "in_progress"}  # fmt: skip
+    text = json.dumps(arguments)
+    done = {**item, "arguments": text, "status": "completed"}
+    return [
+        *_created(f"resp_{call_id}"),
+        sse({"type": "response.output_item.added", "output_index": 0, "item": item}, "response.output_item.added"),  # noqa: E501
+        sse({"type": "response.function_call_arguments.delta", "output_index": 0, "item_id": item["id"], "delta": text}, "response.function_call_arguments.delta"),  # noqa: E501
+        sse({"type": "response.function_call_arguments.done", "output_index": 0, "item_id": item["id"], "arguments": text}, "response.function_call_arguments.done"),  # noqa: E501
+        sse({"type": "response.output_item.done", "output_index": 0, "item": done}, "response.output_item.done"),  # noqa: E501
+        *_completed(f"resp_{call_id}", [done]),
+    ]  # fmt: skip
+
+
+def responses_text(text: str, *, response_id: str = "resp_text") -> list[str]:
+    """A Responses stream answering with one message."""
+    part = {"type": "output_text", "text": "", "annotations": []}
+    item = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "in_progress",
+        "content": [],
+    }
+    done = {**item, "status": "completed", "content": [{**part, "text": text}]}
+    return [
+        *_created(response_id),
+        sse({"type": "response.output_item.added", "output_index": 0, "item": item}, "response.output_item.added"),  # noqa: E501
+        sse({"type": "response.content_part.added", "output_index": 0, "item_id": "msg_1", "content_index": 0, "part": part}, "response.content_part.added"),  # noqa: E501
+        sse({"type": "response.output_text.delta", "output_index": 0, "item_id": "msg_1", "content_index": 0, "delta": text}, "response.output_text.delta"),  # noqa: E501
+        sse({"type": "response.output_text.done", "output_index": 0, "item_id": "msg_1", "content_index": 0, "text": text}, "response.output_text.done"),  # noqa: E501
+        sse({"type": "response.output_item.done", "output_index": 0, "item": done}, "response.output_item.done"),  # noqa: E501
+        *_completed(response_id, [done]),
+    ]  # fmt: skip
+
+
+def _created(response_id: str) -> list[str]:
+    response = {
+        "id": response_id,
+        "object": "response",
+        "status": "in_progress",
+        "model": "gpt-5",
+        "output": [],
+    }
+    return [sse({"type": "response.created", "response": response}, "response.created")]
+
+
+def _completed(response_id: str, output: list[dict[str, Any]]) -> list[str]:
+    usage = {"input_tokens": 20, "output_tokens": 8, "total_tokens": 28,
+             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}  # noqa: E501  # fmt: skip
+    response = {
+        "id": response_id,
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5",
+        "output": output,
+        "usage": usage,
+    }
+    return [sse({"type": "response.completed", "response": response}, "response.completed")]

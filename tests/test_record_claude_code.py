@@ -181,3 +181,24 @@ def test_a_fork_at_call_2_with_a_message_serves_call_1_and_sends_call_2_live(
         assert request_body(store, fork, 2) == sent.json
         own = [e.kind for e in store.events(fork) if e.seq > store.episode(fork).fork_seq]
     assert own[:3] == ["tool.result", "message", "model.request"] and own[-1] == "episode.end"
+
+
+def test_a_gateway_in_the_users_settings_is_the_upstream_and_the_file_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    client("claude")
+    repo = scratch_repo(tmp_path / "repo", {"notes.txt": "first notes\n"})
+    home = tmp_path / "home"
+    with SSEReplayServer(*_script()) as gateway:
+        settings = home / ".claude" / "settings.json"
+        settings.parent.mkdir(parents=True)
+        settings.write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": gateway.url}}))
+        before = settings.read_bytes()
+        done = _claude(tmp_path / "t.db", repo, home)
+        posts = [r for r in gateway.requests if r.path.split("?")[0].endswith("/v1/messages")]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert settings.read_bytes() == before and len(posts) == 2
+    (episode,) = last_json(done.stdout)["episodes"]
+    with TraceStore(tmp_path / "t.db") as store:
+        assert len(store.events(episode, kinds=["model.request"])) == 2
+        assert store.episode(episode).env["upstreams"]["anthropic"] == gateway.url

@@ -9,14 +9,16 @@ import ipaddress
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from agentrunner.cli.common import new_command, print_json, stderr_console
 from agentrunner.errors import UsageError
 from agentrunner.formatting import plural
+from agentrunner.record.clients import CLIENTS, client
 from agentrunner.record.episodes import Origin
 from agentrunner.record.journal import Journal
-from agentrunner.record.launch import record, upstreams
+from agentrunner.record.launch import plan, record, upstreams
 from agentrunner.record.proxy import TOKEN_HEADER, ForkPlan, Proxy, ProxySettings
 from agentrunner.redaction import public_url
 from agentrunner.store import default_db_path
@@ -40,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Exits with COMMAND's exit status.",
     )
     _upstream_options(p)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say which client adapter COMMAND gets, what it would change (arguments, variables)"
+        " and the upstreams it found; run nothing",
+    )
+    p.add_argument("--list-clients", action="store_true", help="list the client adapters and exit")
     p.add_argument(
         "--replay",
         metavar="EP",
@@ -131,7 +140,11 @@ def run_record(args: argparse.Namespace) -> int:
     command = list(args.agent)
     if command[:1] == ["--"]:
         command = command[1:]
-    chosen = upstreams(os.environ, anthropic=args.upstream_anthropic, openai=args.upstream_openai)
+    options = {"anthropic": args.upstream_anthropic, "openai": args.upstream_openai}
+    if args.list_clients:
+        return _list_clients(args)
+    if args.dry_run:
+        return _dry_run(command, options, args)
     if args.pace and not (args.replay or args.fork):
         raise UsageError("--pace paces a replay: give --replay EP (or --fork EP) too")
     if args.fork and args.replay:
@@ -150,7 +163,7 @@ def run_record(args: argparse.Namespace) -> int:
     done = record(
         command,
         _location(args),
-        chosen,
+        options,
         timeout_s=args.upstream_timeout,
         replay_of=args.replay,
         pace=args.pace,
@@ -188,7 +201,10 @@ def run_proxy(args: argparse.Namespace) -> int:
             f"--host {args.host} is reachable from other machines: give --token (or ${TOKEN_VAR});"
             " a recording holds private code and keys pass through the proxy"
         )
-    chosen = upstreams(os.environ, anthropic=args.upstream_anthropic, openai=args.upstream_openai)
+    found = client("sdk").redirect([], os.environ, "", Path.cwd()).upstreams
+    chosen = upstreams(
+        found, {"anthropic": args.upstream_anthropic, "openai": args.upstream_openai}
+    )
     origin = Origin(upstreams={family: public_url(url) for family, url in chosen.items()})
     journal = Journal(_location(args), origin)
     journal.start()
@@ -238,3 +254,30 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _list_clients(args: argparse.Namespace) -> int:
+    rows = [(name, client(name).summary) for name in CLIENTS]
+    if args.json:
+        print_json([{"client": name, "redirect": summary} for name, summary in rows])
+    else:
+        for name, summary in rows:
+            print(f"{name:12} {summary}")
+    return 0
+
+
+def _dry_run(command: list[str], options: dict[str, str | None], args: argparse.Namespace) -> int:
+    redirect, chosen = plan(command, options, port=0)
+    if args.json:
+        print_json(
+            {"client": redirect.client, "command": redirect.command, "upstreams": chosen,
+             "changes": redirect.notes}
+        )  # fmt: skip
+        return 0
+    print(f"client adapter: {redirect.client}")
+    for family, url in chosen.items():
+        print(f"{family} upstream: {public_url(url)}")
+    for note in redirect.notes:
+        print(f"changes: {note}")
+    print(f"runs: {' '.join(redirect.command)}  (port 0 stands for the proxy's, chosen at start)")
+    return 0

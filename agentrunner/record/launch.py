@@ -16,9 +16,11 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from agentrunner.envs import recorded
 from agentrunner.errors import UsageError
+from agentrunner.record.clients import Redirect, client_for
 from agentrunner.record.episodes import Origin
 from agentrunner.record.journal import Journal
 from agentrunner.record.proxy import ForkPlan, Proxy, ProxySettings, ProxyThread
@@ -32,30 +34,29 @@ DEFAULT_UPSTREAMS = {
 }
 
 
-def upstreams(
-    environ: Mapping[str, str], *, anthropic: str | None = None, openai: str | None = None
-) -> dict[str, str]:
-    """The upstream of each API family: the option, the environment, the public endpoint."""
-    found = {
-        "anthropic": anthropic or environ.get("ANTHROPIC_BASE_URL"),
-        "openai": openai or environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_BASE"),
+def upstreams(found: Mapping[str, str], options: Mapping[str, str | None]) -> dict[str, str]:
+    """The upstream of each API family: the option given, else what the client's own
+    configuration or environment names (``found``), else the provider's public endpoint."""
+    chosen = {
+        family: options.get(family) or found.get(family) or default
+        for family, default in DEFAULT_UPSTREAMS.items()
     }
-    chosen = {family: url or DEFAULT_UPSTREAMS[family] for family, url in found.items()}
     for family, url in chosen.items():
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"the {family} upstream {url!r} is not an http(s) URL")
     return chosen
 
 
-def redirected(environ: Mapping[str, str], port: int) -> dict[str, str]:
-    """The agent's environment: its clients' base URLs pointed at the proxy."""
-    base = f"http://127.0.0.1:{port}"
-    return {
-        **environ,
-        "ANTHROPIC_BASE_URL": f"{base}/anthropic",
-        "OPENAI_BASE_URL": f"{base}/openai",
-        "OPENAI_API_BASE": f"{base}/openai",
-    }
+def plan(
+    command: list[str], options: Mapping[str, str | None], port: int = 0
+) -> tuple[Redirect, dict[str, str]]:
+    """How ``command`` is redirected to a proxy on ``port``, and the upstreams it records to."""
+    if not command:
+        raise UsageError("give the agent's command after --: agentrunner record -- COMMAND ...")
+    redirect = client_for(command).redirect(
+        command, os.environ, f"http://127.0.0.1:{port}", Path.cwd()
+    )
+    return redirect, upstreams(redirect.upstreams, options)
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Recording:
 def record(
     command: list[str],
     location: str,
-    chosen: dict[str, str],
+    options: Mapping[str, str | None],
     *,
     timeout_s: float = 600.0,
     replay_of: str | None = None,
@@ -87,8 +88,7 @@ def record(
     request it lacks, which goes live as a fork with ``on_miss_live``); with ``fork``, the
     calls before the fork's call are served from its episode and the rest go live, recorded
     as a fork of it at that call."""
-    if not command:
-        raise UsageError("give the agent's command after --: agentrunner record -- COMMAND ...")
+    chosen = plan(command, options)[1]
     redactor = Redactor(known_secrets())
     shown = [redactor.text(part) for part in command]
     replay = None
@@ -125,7 +125,8 @@ def record(
             f"recording `{shlex.join(shown)}` through http://127.0.0.1:{port} into {location}",
             file=sys.stderr,
         )
-        status, cut = _run(command, redirected(os.environ, port))
+        redirect = plan(command, options, port)[0]
+        status, cut = _run(redirect.command, redirect.environ)
     finally:
         server.stop()  # calls still open are recorded as cut short (their client is gone)
         episodes = [c.episode_id for c in journal.episodes.conversations.all]
