@@ -3,7 +3,8 @@
 A scripted model drives each attack through the real runner and sandbox, as a model would:
 a module that prints a passing verdict and leaves while the verifier imports it, bytecode
 compiled beside unchanged source (the snapshot, and so ``diff``, leaves ``__pycache__`` out),
-and a ``conftest.py`` that rewrites the JUnit report after pytest wrote it. Each earns 0;
+a ``conftest.py`` that rewrites the JUnit report after pytest wrote it, and changes ``diff``
+leaves out (an empty folder, the private ``.git``). Each earns 0;
 a real fix still earns 1.0, ``verify`` reproduces recorded rewards from the store alone, and
 an episode whose reward is not reproduced is flagged by ``ls``, ``show`` and ``report``.
 """
@@ -207,6 +208,29 @@ def test_a_conftest_that_rewrites_the_junit_report_earns_nothing(mode: str, tmp_
         episode, reward = _run(env, db, task_id, _script(tmp_path, [write]))
     assert reward == 0.0
     assert _verify(db, episode)["details"]["reproduced"] == 0.0
+
+
+@pytest.mark.parametrize("mode", modes())
+@pytest.mark.parametrize(
+    ("change", "test"),
+    [
+        ("mkdir -p made/deeper", "test -d made"),
+        ("git config agent.here yes", "git config agent.here"),
+    ],
+    ids=["empty-folder", "git-config"],
+)
+def test_what_the_diff_leaves_out_never_reaches_the_verification(
+    mode: str, change: str, test: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "t.db"
+    repo = _calc_repo(tmp_path / "repo")
+    config = SandboxConfig(mode=mode)  # type: ignore[arg-type]
+    env = WorkspaceEnv.for_repo(repo, prompt="p", test=test, with_git=True, sandbox=config)
+    with env:
+        episode, reward = _run(env, db, f"repo:{repo.name}", _script(tmp_path, [_bash(change)]))
+    with TraceStore(db) as store:
+        assert episode_change(store, episode).patch(store) == ""
+    assert reward == 0.0
 
 
 def test_an_episode_whose_reward_is_not_reproduced_is_flagged_by_ls_show_and_report(

@@ -27,13 +27,23 @@ def hides_git(path: str) -> bool:
 
 
 def recorded_tree(backend: SnapshotBackend, base: str, after: str) -> Manifest:
-    """The manifest of ``base`` with the change from ``base`` to ``after`` applied (no ``.git``
-    change: the agent's history is not part of what it changed)."""
+    """The manifest of ``base`` with the change from ``base`` to ``after`` applied as a patch
+    applies it: no ``.git`` change (the agent's history is not part of what it changed), and
+    no folder the agent made that holds no file (a patch cannot carry an empty folder)."""
     old, _ = load_manifest(backend, base)
     new, _ = load_manifest(backend, after)
     tree = {path: entry for path, entry in new.items() if not hides_git(path)}
     tree.update((path, entry) for path, entry in old.items() if hides_git(path))
-    return tree
+    holding = {p.rsplit("/", 1)[0] for p, e in tree.items() if not isinstance(e, DirEntry)}
+    for path in list(holding):
+        while "/" in path:
+            path = path.rsplit("/", 1)[0]
+            holding.add(path)
+    return {
+        path: entry
+        for path, entry in tree.items()
+        if not isinstance(entry, DirEntry) or path in old or path in holding
+    }
 
 
 def materialize(backend: SnapshotBackend, base: str, after: str, dest: Path) -> None:
