@@ -12,7 +12,8 @@ needs them (:func:`visible`); one-line forms replace them too (:func:`one_line_v
 
 Rich parses strings as markup (``[/]`` fails, ``[link=...]`` is live): :func:`plain` and
 :func:`line` build ``rich.text.Text`` that is never parsed; :func:`literal` is the text for a
-markup string (followed by a tag: Rich's escape doubles a trailing backslash).
+markup string (followed by a tag: Rich's escape doubles a trailing backslash). JSON printed
+for a terminal goes through :func:`json_safe` (``--json``, the fork editor).
 
 One pass of one precompiled character class does it (``re.sub``: a C-speed scan that returns
 clean text as it is, a table look-up per control character found; ``str.translate`` with

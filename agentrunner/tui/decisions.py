@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from agentrunner.decisions import Decision, read_decisions
-from agentrunner.safe_text import literal
+from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store import EpisodeSummary, Segment, TraceStore
 from agentrunner.store.groups import fork_groups
 from agentrunner.tui.data import id_prefixes
@@ -93,7 +93,7 @@ def decision_panel(store: TraceStore, segments: Sequence[Segment], seq: int) -> 
         forks = " ".join(ids[e] for e in c.continuations) or "-"
         body.append(f"    proposal {ids[c.proposal]} · continuations {forks}\n", "dim")
     body.rstrip()
-    title = f"decision point · {literal(d.adopt)} · adopted candidate {d.adopted}"
+    title = plain(one_line_visible(f"decision point · {d.adopt} · adopted candidate {d.adopted}"))
     return Panel(body, title=title, subtitle="c: open its forks", border_style="green")
 
 

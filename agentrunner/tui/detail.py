@@ -39,7 +39,7 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
-from agentrunner.safe_text import literal, one_line_visible, plain, visible
+from agentrunner.safe_text import one_line_visible, plain, visible
 from agentrunner.store import EventRow, Segment, TraceStore
 from agentrunner.tui.decisions import decision_panel
 from agentrunner.tui.format import cost, reward
@@ -134,7 +134,7 @@ def _fields(**values: Any) -> Table:
     table.add_column()
     for key, value in values.items():
         if value is not None and value != "":
-            table.add_row(key.replace("_", " "), literal(value))
+            table.add_row(key.replace("_", " "), plain(value))
     return table
 
 
@@ -272,7 +272,7 @@ def _chunks(rows: list[EventRow], partial: bool) -> list[RenderableType]:
             shown: RenderableType = _json(json.loads(raw))
         except json.JSONDecodeError:
             shown = _code(raw, "json")
-        title = f"tool arguments · {literal(one_line_visible(call_id))}"
+        title = plain(one_line_visible(f"tool arguments · {call_id}"))
         parts.append(Panel(shown, title=title, border_style="cyan"))
     if partial:
         parts.append(Text(f"… first {len(rows)} chunks shown: press o for all", style="dim"))

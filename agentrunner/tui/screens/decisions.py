@@ -20,7 +20,7 @@ from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from agentrunner.decisions import PROPOSAL, Candidate
-from agentrunner.safe_text import literal
+from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store import Segment
 from agentrunner.tui import actions
 from agentrunner.tui import format as fmt
@@ -117,8 +117,12 @@ class DecisionsScreen(ReaderScreen):
             d = pf.point.decision
             chosen = f"adopted candidate {d.adopted}" if pf.point.done else "not finished"
             head = tree.root.add(
-                f"turn {d.turn} · decision point at seq {d.seq} · {literal(d.adopt)} · {chosen}"
-                f" · {fmt.plural(len(pf.forks), 'fork')}",
+                plain(
+                    one_line_visible(
+                        f"turn {d.turn} · decision point at seq {d.seq} · {d.adopt} · {chosen}"
+                        f" · {fmt.plural(len(pf.forks), 'fork')}"
+                    )
+                ),
                 data="",
                 expand=True,
             )

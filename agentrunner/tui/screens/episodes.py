@@ -17,7 +17,7 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
-from agentrunner.safe_text import literal, one_line_visible
+from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.tui import actions
 from agentrunner.tui import format as fmt
@@ -175,10 +175,10 @@ class EpisodesScreen(ReaderScreen):
         arrow = "↓" if self.sort_reverse else "↑"
         head = f"{len(rows)}/{len(self.episodes)} episodes · sort {self.sort_key} {arrow}"
         if self.filter_text:
-            head += f" · filter “{literal(one_line_visible(self.filter_text))}”"
+            head += f" · filter “{self.filter_text}”"
         if not self.episodes and self._loaded:
             head += " · none yet: start one with `agentrunner run`"
-        self.query_one("#episodes-header", Static).update(head)
+        self.query_one("#episodes-header", Static).update(plain(one_line_visible(head)))
         if signature == self._shown:
             return
         self._shown = signature
