@@ -252,3 +252,6 @@ def test_an_episode_whose_reward_is_not_reproduced_is_flagged_by_ls_show_and_rep
     assert "not reproduced" in run_cli("ls", "--db", str(db)).stdout
     assert "not reproduced" in run_cli("show", episode, "--db", str(db)).stdout
     assert "not reproduced" in run_cli("report", "--db", str(db)).stdout
+    page = tmp_path / "report.html"
+    assert run_cli("report", "--db", str(db), "--html", str(page)).returncode == 0
+    assert "reward not reproduced" in page.read_text()

@@ -91,6 +91,7 @@ def render(made: dict[str, Any], facts: Sequence[Facts], *, source: str) -> str:
         "<h1>agentrunner report</h1>"
         f'<p class="meta">{overall["episodes"]} episodes from {_e(source)}; an episode passes'
         f" when {_e(rule)}; intervals are 95% (Wilson for pass rates).</p>"
+        f"{_not_reproduced(made)}"
         f"<h2>By {_e(', '.join(made['by']))}</h2>{_groups_table(made)}"
         f'<h2>Charts</h2><div class="charts">{charts}</div>'
         f"<h2>Per task</h2>{_tasks_table(made)}"
@@ -207,6 +208,16 @@ def _pass_at_k_table(made: dict[str, Any]) -> str:
         for key, at_k in groups
     )
     return _wide(head, body)
+
+
+def _not_reproduced(made: dict[str, Any]) -> str:
+    """The episodes whose recorded reward ``verify`` did not reproduce (nothing when none)."""
+    ids = made.get("reward_not_reproduced") or []
+    if not ids:
+        return ""
+    listed = ", ".join(f"<code>{_e(i)}</code>" for i in ids)
+    head = "! reward not reproduced by <code>agentrunner verify</code>:"
+    return f"<p><strong>{head}</strong> {listed}</p>"
 
 
 def _endings(m: dict[str, Any]) -> str:
