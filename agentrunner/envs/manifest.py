@@ -7,14 +7,19 @@ entry: a regular file (permission bits, the sha256 of its content, its size), a 
 and folder modes survive a restore). File contents live elsewhere, addressed by sha256.
 
 Entries serialise to short JSON lists (``["f", 420, "<sha256>", 12]``, ``["l", "target"]``,
-``["d", 493]``); a snapshot stores the changes against its parent as ``{path: entry|null}``.
+``["d", 493]``); a snapshot stores the changes against its parent as ``{path: entry|null}``,
+and :func:`load_manifest` folds a snapshot's chain of changes back into its manifest.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from agentrunner.environment import SnapshotBackend
+from agentrunner.errors import AgentRunnerError, EnvironmentFailure
 
 PERMISSIONS = 0o777
 """The mode bits an entry holds: never setuid, setgid or sticky (snapshots of earlier
@@ -102,3 +107,29 @@ def changes_from_json(value: Mapping[str, Any]) -> Changes:
 def file_bytes(manifest: Mapping[str, Entry]) -> int:
     """The total size of the regular files in ``manifest``."""
     return sum(e.size for e in manifest.values() if isinstance(e, FileEntry))
+
+
+def changes_since(old: Manifest, new: Manifest) -> Changes:
+    """``changes_between`` for the usual case where most entries are the very same objects."""
+    out: Changes = {}
+    get = old.get
+    for path, entry in new.items():
+        before = get(path)
+        if before is not entry and before != entry:
+            out[path] = entry
+    out.update((path, None) for path in old.keys() - new.keys())
+    return out
+
+
+def load_manifest(backend: SnapshotBackend, snapshot_id: str) -> tuple[Manifest, int]:
+    """A snapshot's manifest and its depth (EnvironmentFailure when the backend lacks it)."""
+    try:
+        chain = backend.snapshot_changes(snapshot_id)
+    except AgentRunnerError as exc:
+        raise EnvironmentFailure(f"cannot read snapshot {snapshot_id[:12]}: {exc}") from exc
+    if chain is None:
+        raise EnvironmentFailure(f"unknown snapshot {snapshot_id!r}")
+    manifest: Manifest = {}
+    for text in chain:
+        manifest = apply_changes(manifest, changes_from_json(json.loads(text)))
+    return manifest, len(chain) - 1

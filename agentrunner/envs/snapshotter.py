@@ -9,6 +9,11 @@ against its parent; every :data:`CHECKPOINT_DEPTH` snapshots a full one bounds t
 
 A snapshot's id is the sha256 of its parent's id and its changes, so the same change on
 the same parent is stored once. Restoring writes only what differs from the workspace.
+
+The walk is iterative (a folder chain of any depth), and a scan reads no file before it has
+seen every path: a workspace over its size limit or with a path too long to restore is
+refused first (see ``snapshot_limits.py``). Entries hold permission bits only, so a restore
+never recreates setuid, setgid or sticky bits; what it writes belongs to the runner.
 """
 
 from __future__ import annotations
@@ -32,10 +37,10 @@ from agentrunner.envs.manifest import (
     FileEntry,
     LinkEntry,
     Manifest,
-    apply_changes,
-    changes_from_json,
+    changes_since,
     changes_to_json,
     file_bytes,
+    load_manifest,
 )
 from agentrunner.envs.memory_snapshots import MemorySnapshots as MemorySnapshots
 from agentrunner.envs.snapshot_limits import (
@@ -140,7 +145,7 @@ class Snapshotter:
     def _save(self) -> str:
         manifest, kept = self.scan()
         parent = self.current
-        delta = _delta(self.manifest, manifest) if parent is not None else {}
+        delta = changes_since(self.manifest, manifest) if parent is not None else {}
         if parent is not None and not delta:
             return parent
         full = parent is None or self._depth + 1 >= CHECKPOINT_DEPTH
@@ -194,7 +199,7 @@ class Snapshotter:
         equals no snapshot's; so does a path past the limits, which the restore removes.
         """
         found = _Scan(time.time_ns(), target)
-        undo: list[tuple[Path, int]] = []
+        undo: list[tuple[str, int]] = []
         try:
             self._walk(found, undo)
             if target is None:
@@ -216,12 +221,13 @@ class Snapshotter:
         self._known = found.known
         return found.manifest, found.kept
 
-    def _walk(self, found: _Scan, undo: list[tuple[Path, int]]) -> None:
+    def _walk(self, found: _Scan, undo: list[tuple[str, int]]) -> None:
         """Every path under the root into ``found``, folder by folder (no recursion)."""
+        root = str(self.root)
         pending = [""]
         while pending:
             rel = pending.pop()
-            folder = self.root / rel if rel else self.root
+            folder = f"{root}/{rel}" if rel else root
             unlock(folder, stat.S_IRUSR | stat.S_IXUSR, undo)
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -423,29 +429,3 @@ class Snapshotter:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-
-
-def _delta(old: Manifest, new: Manifest) -> Changes:
-    """``changes_between`` for the usual case where most entries are the very same objects."""
-    out: Changes = {}
-    get = old.get
-    for path, entry in new.items():
-        before = get(path)
-        if before is not entry and before != entry:
-            out[path] = entry
-    out.update((path, None) for path in old.keys() - new.keys())
-    return out
-
-
-def load_manifest(backend: SnapshotBackend, snapshot_id: str) -> tuple[Manifest, int]:
-    """A snapshot's manifest and its depth (EnvironmentFailure when the backend lacks it)."""
-    try:
-        chain = backend.snapshot_changes(snapshot_id)
-    except AgentRunnerError as exc:
-        raise EnvironmentFailure(f"cannot read snapshot {snapshot_id[:12]}: {exc}") from exc
-    if chain is None:
-        raise EnvironmentFailure(f"unknown snapshot {snapshot_id!r}")
-    manifest: Manifest = {}
-    for text in chain:
-        manifest = apply_changes(manifest, changes_from_json(json.loads(text)))
-    return manifest, len(chain) - 1

@@ -108,10 +108,10 @@ def accessible(path: Path, need: int) -> Iterator[None]:
             os.chmod(path, mode)
 
 
-def unlock(folder: Path, need: int, undo: list[tuple[Path, int]]) -> None:
+def unlock(folder: str, need: int, undo: list[tuple[str, int]]) -> None:
     """Grant the owner ``need`` bits on ``folder`` for the rest of a scan (put back through
     ``undo``) when the agent removed them."""
-    st = folder.lstat()
+    st = os.lstat(folder)
     mode = stat.S_IMODE(st.st_mode)
     if mode & need != need and not stat.S_ISLNK(st.st_mode) and os.geteuid() != 0:
         os.chmod(folder, mode | need)
