@@ -97,10 +97,11 @@ def _verdict(data: bytes, code: int) -> dict[str, object]:
         why = f"exit code {code}" if code != 0 else "no single report"
         reason = f"the test run did not finish ({why})"
         return {"passed": 0, "total": 0, "failures": [reason], "complete": False}
+    failures = report.get("failures")
     return {
         "passed": report.get("passed"),
         "total": report.get("total"),
-        "failures": report.get("failures"),
+        "failures": [str(f)[:300] for f in failures[:20]] if isinstance(failures, list) else [],
         "complete": True,
     }
 
