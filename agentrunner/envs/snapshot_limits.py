@@ -38,8 +38,9 @@ def refusal(
     if limit is not None and total > limit:
         largest = sorted(large, key=lambda f: (-f[1], f[0]))[:3]
         shown = ", ".join(_describe(p, size, used) for p, size, used in largest)
+        held = _mib(total) if _mib(total) != _mib(limit) else f"{total:,} bytes"
         problems.append(
-            f"{_mib(total)} of files, over the limit of {_mib(limit)}"
+            f"{held} of files, over the limit of {_mib(limit)}"
             + (f"; largest: {shown}" if shown else "")
         )
     if not problems:
