@@ -26,7 +26,9 @@ from attack_helpers import DEMO, CommandModel, case, modes
 from agentrunner import TraceStore, resume_episode, run_agent_episode
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args
 from agentrunner.envs.jail import Limits, SandboxConfig
+from agentrunner.envs.tasks import Task
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.errors import UsageError
 
 MiB = 1 << 20
 DEEP = 900
@@ -107,6 +109,15 @@ def test_files_over_a_lowered_workspace_limit_are_undone_and_the_limit_is_record
     assert episode.status == "completed"
     assert "over the limit of 2 MiB" in attack["error"]
     assert "big.bin" not in listing["observation"]
+
+
+@pytest.mark.parametrize("mode", modes())
+def test_a_task_whose_starting_files_exceed_the_limit_is_refused_at_reset(mode: str) -> None:
+    task = Task(task_id="too-big", prompt="p", files={"big.txt": "x" * (2 * MiB)})
+    refused = r"too-big: the starting workspace holds .* over the limit of 1 MiB.*--workspace-size"
+    env = WorkspaceEnv(sandbox=sandbox(mode, workspace_mb=1), task=task)
+    with env, pytest.raises(UsageError, match=refused):
+        env.reset("too-big", seed=0)
 
 
 def test_workspace_size_is_a_sandbox_option_of_the_command_line() -> None:
