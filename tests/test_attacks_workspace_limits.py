@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attack_helpers import DEMO, CommandModel, case, modes
+from attack_helpers import DEMO, CommandModel, bash, case, modes
 
 from agentrunner import TraceStore, resume_episode, run_agent_episode
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args
@@ -177,6 +177,19 @@ def test_a_path_past_the_length_limit_is_undone_and_the_episode_goes_on(
     assert "longer than 3072 bytes" in attack["error"]
     assert LONG_NAME not in listing["observation"] and "d\n" not in listing["observation"]
     assert "still-here" in last["observation"]
+
+
+@pytest.mark.parametrize("mode", modes())
+def test_a_workspace_holding_a_3000_deep_chain_is_removed_when_the_environment_closes(
+    mode: str,
+) -> None:
+    env = WorkspaceEnv(sandbox=sandbox(mode), snapshots=False)  # no step is undone
+    with env:
+        env.reset(DEMO, seed=0)
+        made = bash(env, TOO_LONG["3000-deep"] + " && echo made")
+        root = env.workspace.parent
+    assert "made" in made.observation
+    assert not root.exists()
 
 
 # -- permission bits on restore ---------------------------------------------------------------
