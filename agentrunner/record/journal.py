@@ -34,7 +34,10 @@ from providers._adapter import StreamFailure
 from providers._turn import TurnBuilder
 from providers._usage import priced
 
-_IDLE: tuple[Callable[[], Any], Future[Any]] = (lambda: None, Future())
+_Job = tuple[Callable[[], Any], "Future[Any]", bool]
+"""A job for the writer thread, its result, and whether it only appends streamed pieces."""
+BATCH = 512
+"""Jobs taken from the queue at once (streamed pieces among them share a commit)."""
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 ERROR_TEXT_LIMIT = 4000
 
@@ -71,9 +74,7 @@ class Journal:
         self.origin = origin
         self.problems: list[str] = []
         self._episodes: Episodes | None = None
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._store: TraceStore | None = None
         self._opened: Future[None] = Future()
         self._thread = threading.Thread(target=self._run, name="agentrunner-journal", daemon=True)
@@ -85,9 +86,11 @@ class Journal:
         self._thread.start()
         self._opened.result()
 
-    def submit(self, job: Callable[[], Any]) -> Future[Any]:
+    def submit(self, job: Callable[[], Any], *, streamed: bool = False) -> Future[Any]:
+        """Hand the thread a job; ``streamed``: it only records pieces of an answer, which
+        may share a commit with the pieces around them."""
         future: Future[Any] = Future()
-        self._jobs.put((job, future))
+        self._jobs.put((job, future, streamed))
         return future
 
     def close(self, stop_reason: str = "done", **end: Any) -> None:
@@ -114,23 +117,47 @@ class Journal:
         try:
             while True:
                 try:
-                    item = self._jobs.get(timeout=HEARTBEAT_INTERVAL_S)
+                    jobs = [self._jobs.get(timeout=HEARTBEAT_INTERVAL_S)]
                 except queue.Empty:
-                    item = _IDLE
-                if item is None:
-                    return
-                if item is not _IDLE:
-                    job, future = item
+                    jobs = []
+                while jobs and jobs[-1] is not None and len(jobs) < BATCH:
                     try:
-                        future.set_result(job())
-                    except Exception as exc:  # a recording problem never stops the proxy
-                        self._problem(f"{type(exc).__name__}: {exc}")
-                        future.set_exception(exc)
+                        jobs.append(self._jobs.get_nowait())
+                    except queue.Empty:
+                        break
+                self._work([job for job in jobs if job is not None])
+                if jobs and jobs[-1] is None:
+                    return
                 if time.monotonic() - beat >= HEARTBEAT_INTERVAL_S:
                     beat = time.monotonic()
                     self.episodes.heartbeat()
         finally:
             self._store.close()
+
+    def _work(self, jobs: list[_Job]) -> None:
+        """Run the jobs in order; a run of streamed pieces (``feed``) shares one commit, the
+        rest commit as they go (a request before it is forwarded, an answer with its usage)."""
+        i = 0
+        while i < len(jobs):
+            j = i
+            while j < len(jobs) and jobs[j][2]:
+                j += 1
+            if j > i + 1:
+                with self.store.atomic():
+                    done = [self._do(job) for job in jobs[i:j]]
+                for (_, future, _), result in zip(jobs[i:j], done, strict=True):
+                    _settle(future, result)
+                i = j
+            else:
+                _settle(jobs[i][1], self._do(jobs[i]))
+                i += 1
+
+    def _do(self, job: _Job) -> tuple[Any, BaseException | None]:
+        try:
+            return job[0](), None
+        except Exception as exc:  # a recording problem never stops the proxy
+            self._problem(f"{type(exc).__name__}: {exc}")
+            return None, exc
 
     @property
     def store(self) -> TraceStore:
@@ -372,3 +399,11 @@ def _shared_prefix(a: list[str], b: list[str]) -> int:
             break
         n += 1
     return n
+
+
+def _settle(future: Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
+    result, error = outcome
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)

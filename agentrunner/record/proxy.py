@@ -222,7 +222,7 @@ class Proxy:
             await response.prepare(request)
             async for data in upstream.content.iter_any():
                 await response.write(data)
-                self._tell(call, lambda c, d=data: self.journal.feed(c, d))  # type: ignore[misc]
+                self._feed(call, data)
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             self._tell(call, lambda c: self.journal.broke(c, "the client hung up", cancelled=True))
@@ -317,7 +317,7 @@ class Proxy:
             await response.prepare(request)
             for data in parts:
                 await response.write(data)
-                self._tell(call, lambda c, d=data: self.journal.feed(c, d))  # type: ignore[misc]
+                self._feed(call, data)
                 if gap:
                     await asyncio.sleep(gap)
             await response.write_eof()
@@ -326,6 +326,10 @@ class Proxy:
             raise
         self._tell(call, self.journal.finish)
         return response
+
+    def _feed(self, call: Call | None, data: bytes) -> None:
+        if call is not None:
+            self.journal.submit(partial(self.journal.feed, call, data), streamed=True)
 
     def _tell(self, call: Call | None, job: Callable[[Call], Any]) -> None:
         if call is not None:
