@@ -158,3 +158,27 @@ def _completed(response_id: str, output: list[dict[str, Any]]) -> list[str]:
         "usage": usage,
     }
     return [sse({"type": "response.completed", "response": response}, "response.completed")]
+
+
+def through_proxy(
+    db: Path, upstream: str, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> bytes:
+    """One POST through a recording proxy run in this process (into ``db``); the answer."""
+    import httpx
+
+    from agentrunner.record.episodes import Origin
+    from agentrunner.record.journal import Journal
+    from agentrunner.record.proxy import Proxy, ProxySettings, ProxyThread
+
+    journal = Journal(str(db), Origin())
+    journal.start()
+    upstreams = {"anthropic": upstream, "openai": upstream + "/v1"}
+    server = ProxyThread(Proxy(journal, ProxySettings(upstreams=upstreams)))
+    port = server.start()
+    try:
+        url = f"http://127.0.0.1:{port}{path}"
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as answer:
+            return b"".join(answer.iter_raw())
+    finally:
+        server.stop()
+        journal.close()
