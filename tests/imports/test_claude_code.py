@@ -224,7 +224,7 @@ def test_a_session_another_process_is_writing_is_refused_untouched(
 
 @needs("claude-code")
 def test_detect_names_claude_code_files_only() -> None:
-    for path in sorted(FIXTURES.glob("*/*")):
+    for path in sorted(p for p in FIXTURES.glob("*/*") if p.is_file()):
         assert (detect(path) == "claude-code") == (path.parent.name == "claude-code"), path
 
 
