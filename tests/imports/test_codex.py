@@ -147,20 +147,35 @@ def _comparable(events: list[EventRow]) -> list[tuple[str, int, str, dict[str, A
     return out
 
 
+def _argument_names(arguments: str) -> set[str]:
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return set()
+    return set(parsed) if isinstance(parsed, dict) else set()
+
+
 def _cuts(path: Path) -> list[int]:
-    """Where to cut a rollout: a dozen lines from the first result of the last tool it
-    calls for the first time (the importer infers the tool set from the answered calls it
-    has seen, so an earlier cut would record another tool set), which covers every kind of
-    boundary between records."""
-    first_calls: dict[str, str] = {}
+    """Where to cut a rollout: a dozen lines after the first result of the last call that
+    shows something new of a tool, its name or an argument name (the importer infers the
+    tool set, names and argument names, from the answered calls it has seen, and a call
+    without a token_count is answered only once a whole line after it arrives, so an
+    earlier cut would record another tool set), which covers every kind of boundary between
+    records."""
+    seen: set[tuple[str, str]] = set()
+    showing: list[str] = []  # the calls that showed something new
     results: dict[str, int] = {}
     for i, line in enumerate(_lines(path)):
         payload = line["payload"]
         if payload.get("type") in CALL_TYPES:
-            first_calls.setdefault(payload["name"], payload["call_id"])
+            name, raw = payload["name"], payload.get("arguments") or payload.get("input") or ""
+            shown = {(name, "")} | {(name, a) for a in _argument_names(raw)}
+            if shown - seen:
+                showing.append(payload["call_id"])
+            seen |= shown
         elif payload.get("type") in RESULT_TYPES:
             results.setdefault(payload["call_id"], i)
-    first = max(results[call] for call in first_calls.values())
+    first = max(results[call] for call in showing) + 1
     return list(range(first, first + 12))
 
 
