@@ -23,6 +23,18 @@ OTHERS = sorted(p for p in FIXTURES.glob("*/*") if p.is_file() and p.parent.name
 OUTPUT_TYPES = {"reasoning", "function_call", "custom_tool_call", "local_shell_call"}
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call"}
 RESULT_TYPES = {"function_call_output", "custom_tool_call_output"}
+TOKENS = {  # our name -> Codex's name of a token count
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "cache_read": "cached_input_tokens",
+    "reasoning": "reasoning_output_tokens",
+}
+COUNTS = {  # our name -> the usage event's field
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "cache_read": "cache_read_tokens",
+    "reasoning": "reasoning_tokens",
+}
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -35,9 +47,10 @@ def _is_output(payload: dict[str, Any]) -> bool:
 
 def _expected(path: Path) -> dict[str, Any]:
     """What the rollout holds, read directly: a model call is a run of output items that no
-    input (a message from the user or developer, a tool output) interrupts."""
+    input (a message from the user or developer, a tool output) interrupts; its tokens are
+    the last token_count's totals, unknown (None) in a rollout that has none."""
     counts = Counter[str]()
-    totals: dict[str, int] = {}
+    totals: dict[str, int | None] = dict.fromkeys(TOKENS.values())
     in_call = False
     for line in _lines(path):
         payload = line["payload"]
@@ -53,13 +66,13 @@ def _expected(path: Path) -> dict[str, Any]:
         counts["users"] += payload.get("role") == "user"
         counts["tool_calls"] += payload["type"] in CALL_TYPES
         counts["tool_results"] += payload["type"] in RESULT_TYPES
-    return {
-        **counts,
-        "input": totals["input_tokens"],
-        "output": totals["output_tokens"],
-        "cache_read": totals["cached_input_tokens"],
-        "reasoning": totals["reasoning_output_tokens"],
-    }
+    return {**counts, **{ours: totals[theirs] for ours, theirs in TOKENS.items()}}
+
+
+def _known_sum(usage: list[dict[str, Any]], key: str) -> int | None:
+    """The sum of the counts the usage events know (None when none knows it)."""
+    known = [u[key] for u in usage if u[key] is not None]
+    return sum(known) if known else None
 
 
 def _import(store: TraceStore, path: Path, *, live: bool = False) -> str:
@@ -82,21 +95,31 @@ def test_imported_counts_and_tokens_match_the_raw_rollout(store: TraceStore, pat
         "calls": kinds["model.request"],
         "tool_calls": kinds["tool.call"],
         "tool_results": kinds["tool.result"],
-        "input": sum(u["input_tokens"] for u in usage),
-        "output": sum(u["output_tokens"] for u in usage),
-        "cache_read": sum(u["cache_read_tokens"] for u in usage),
-        "reasoning": sum(u["reasoning_tokens"] for u in usage),
+        **{ours: _known_sum(usage, field) for ours, field in COUNTS.items()},
     }
     assert imported == _expected(path)
     assert kinds["model.response"] == kinds["model.request"]
 
 
-def _first_model(path: Path) -> str:
-    return next(str(x["payload"]["model"]) for x in _lines(path) if x["type"] == "turn_context")
+def _first_model(path: Path) -> str | None:
+    """The model of the rollout's first turn_context (None: it has none)."""
+    contexts = (x["payload"] for x in _lines(path) if x["type"] == "turn_context")
+    return next((str(c["model"]) for c in contexts), None)
+
+
+def _counts_tokens(path: Path) -> bool:
+    return any(
+        x["type"] == "event_msg" and x["payload"]["type"] == "token_count" for x in _lines(path)
+    )
+
+
+NAMED = [p for p in SAMPLES if _first_model(p)]
+UNNAMED = [p for p in SAMPLES if not _first_model(p)]  # Codex 0.128 (codemie-code)
+UNCOUNTED = [p for p in SAMPLES if not _counts_tokens(p)]  # the same file
 
 
 @needs("codex")
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name[:30])
+@pytest.mark.parametrize("path", NAMED, ids=lambda p: p.name[:30])
 def test_the_episode_names_the_model_of_the_first_turn_context(
     store: TraceStore, path: Path
 ) -> None:
@@ -109,7 +132,25 @@ def test_the_episode_names_the_model_of_the_first_turn_context(
 
 
 @needs("codex")
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name[:30])
+@pytest.mark.parametrize("path", UNNAMED, ids=lambda p: p.name[:30])
+def test_a_rollout_without_a_turn_context_names_no_model(store: TraceStore, path: Path) -> None:
+    start = _events(store, _import(store, path))[0]
+    assert start.payload["model"] == {"spec": "codex", "agent": "codex"}
+
+
+@needs("codex")
+@pytest.mark.parametrize("path", UNCOUNTED, ids=lambda p: p.name[:30])
+def test_a_rollout_without_token_counts_records_its_usage_as_unknown_not_zero(
+    store: TraceStore, path: Path
+) -> None:
+    usage = [e.payload for e in _events(store, _import(store, path)) if e.kind == "usage"]
+    fields = [*COUNTS.values(), "cost_usd"]
+    assert usage
+    assert [{f: u[f] for f in fields} for u in usage] == [dict.fromkeys(fields)] * len(usage)
+
+
+@needs("codex")
+@pytest.mark.parametrize("path", NAMED, ids=lambda p: p.name[:30])
 def test_usage_is_priced_at_openais_prices_for_that_model(store: TraceStore, path: Path) -> None:
     usage = [e.payload for e in _events(store, _import(store, path)) if e.kind == "usage"]
     counts = ("input_tokens", "output_tokens", "cache_read_tokens", "reasoning_tokens")
