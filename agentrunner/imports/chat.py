@@ -32,9 +32,15 @@ def openai_call(call: Any, fallback_id: str) -> AgentToolCall:
 
 
 def chat_usage(usage: Any, cost: Any) -> AgentUsage:
-    """One call's usage in the OpenAI chat shape, with the cost the source recorded (a zero
-    cost is taken as unknown: mini-swe-agent writes 0 when it could not price a call)."""
+    """One call's usage in the OpenAI chat shape, with the cost the source recorded."""
     counted = from_openai_chat(usage) if isinstance(usage, dict) else AgentUsage()
+    return with_recorded_cost(counted, usage, cost)
+
+
+def with_recorded_cost(counted: AgentUsage, usage: Any, cost: Any) -> AgentUsage:
+    """A call's counted usage with the cost the source recorded: ``cost`` (mini-swe-agent
+    2.x's ``extra.cost``), else the usage's own ``cost`` (OpenRouter's). A zero cost is taken
+    as unknown (mini-swe-agent writes 0 when it could not price a call); none stays None."""
     if not is_number(cost) and isinstance(usage, dict):
         cost = usage.get("cost")
     if not is_number(cost) or cost == 0:

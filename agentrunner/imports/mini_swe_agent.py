@@ -3,10 +3,12 @@
 Three shapes are read: ``trajectory_format: "mini-swe-agent-1"`` (v1: ``info`` and
 ``messages``, an assistant's raw API response in ``extra.response``), ``"mini-swe-agent-1.1"``
 (v2: parsed ``extra.actions``, ``extra.cost``, ``extra.timestamp``, toolcall models' ``tool_calls``
-and ``role: "tool"`` messages, a final ``role: "exit"`` message) and the legacy bare list of
-messages. The records fed are the messages; ``info`` and the rest of the file go to
-:class:`Source` (``extra``: exit status, submission, model stats, config with secret-looking
-values masked by the importer, format, ``price_provider: openrouter`` for OpenRouter models).
+and ``role: "tool"`` messages, a final ``role: "exit"`` message; the Responses-API models save
+each answer as the whole response object, ``{"object": "response", "output": [...]}``, and each
+result as a ``function_call_output`` item) and the legacy bare list of messages. The records
+fed are the messages; ``info`` and the rest of the file go to :class:`Source` (``extra``: exit
+status, submission, model stats, config with secret-looking values masked by the importer,
+format, ``price_provider: openrouter`` for OpenRouter models).
 
 Mapping. A system message, and a user message that answers no tool call (the task, a format
 error, a limit notice), is :class:`Said`. Each assistant message is one model call: ``Ask``,
@@ -21,15 +23,23 @@ the configured ``action_regex`` when the config has one, else v1's ``bash`` fenc
 ``mswea_bash_command`` fence or tag; exactly one match makes an action (several or none was a
 format error, and the next user message is then ``Said``).
 
-Usage is per call, from ``extra.response.usage`` (OpenAI chat shape) with the cost from
-``extra.cost`` (v2) or the usage's ``cost`` (OpenRouter); a call without a known cost (none
-recorded, or 0) is priced by the importer (:mod:`.pricing`).
+A saved response object is one model call read by :mod:`.responses` (its text, refusal,
+reasoning, ``function_call`` items as tool calls, its output items kept as the OpenAI adapter
+keeps them); a ``function_call_output`` item is :class:`Observed` for its call.
+
+Usage is per call, from ``extra.response.usage`` (OpenAI chat shape) or a response object's
+own ``usage`` (Responses shape) with the cost from ``extra.cost`` (v2) or the usage's ``cost``
+(OpenRouter); a call without a known cost (none recorded, or 0) is priced by the importer
+(:mod:`.pricing`), and stays unknown when its model has no price.
 ``info.model_stats`` (v1 and v2 hold only the total cost and the number of calls, no tokens)
 stays in ``Source.extra``: nothing is spread over the calls. A v2 format error keeps the
-rejected answer in the error message's ``extra.model_response``; it is imported as the call it
-was (with its usage), so the history rebuilt for the next call holds that answer, which the run
-did not resend. The ``exit`` message and any record that is not a chat message are
-:class:`Unmapped`.
+rejected answer in the error message's ``extra.model_response`` (a Responses-API model, the
+whole response in ``extra.response``); it is imported as the call it was (with its usage, and
+without tool calls: the function calls of a rejected response are kept raw), so the history
+rebuilt for the next call holds that answer, which the run did not resend. The ``exit``
+message and any record that is not a chat message are :class:`Unmapped`. A file none of whose
+messages is a conversation (a system, user, assistant or tool message, a response object or a
+tool result) is refused with a ValueError: it would import as an empty episode.
 
 The session id is the instance id (or a digest alone, for the legacy list) joined to a digest
 of the file's resolved path: every run of a benchmark names its instance the same way.
@@ -57,6 +67,7 @@ from agentrunner.imports.items import (
     Unmapped,
     text_of,
 )
+from agentrunner.imports.responses import is_response, read_response
 from agentrunner.types import AgentToolCall, AgentTurn, OpaquePart
 
 NAME = "mini-swe-agent"
@@ -88,11 +99,31 @@ def records(path: Path, *, live: bool) -> list[Any]:
 
 
 def messages_of(data: Any, path: Path) -> list[Any]:
+    """The trajectory's messages; a ValueError when it has none that make a conversation."""
     if isinstance(data, list):
-        return data
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        return list(data["messages"])
-    raise ValueError(f"{path}: not a mini-swe-agent trajectory (no list of messages)")
+        messages = data
+    elif isinstance(data, dict) and isinstance(data.get("messages"), list):
+        messages = list(data["messages"])
+    else:
+        raise ValueError(f"{path}: not a mini-swe-agent trajectory (no list of messages)")
+    if not any(_converses(m) for m in messages):
+        raise ValueError(
+            f"{path}: the trajectory holds no conversation (none of its {len(messages)}"
+            " messages is a system, user, assistant or tool message, a response object or a"
+            " function_call_output item); nothing to import"
+        )
+    return messages
+
+
+def _converses(record: Any) -> bool:
+    """Whether a record is part of the conversation (not the exit marker, not unknown)."""
+    if not isinstance(record, dict):
+        return False
+    return (
+        record.get("role") in ("system", "user", "assistant", "tool")
+        or is_response(record)
+        or record.get("type") == "function_call_output"
+    )
 
 
 def parser(path: Path) -> MiniSweAgentParser:
@@ -135,12 +166,16 @@ class MiniSweAgentParser:
         return [("", Begin(self.source))]
 
     def _items(self, index: int, record: Any) -> list[Item]:
+        extra = as_dict(record.get("extra")) if isinstance(record, dict) else {}
+        ts = iso_time(extra.get("timestamp"))
+        if is_response(record):
+            return self._response(index, record, extra)
+        if isinstance(record, dict) and record.get("type") == "function_call_output":
+            return self._result(record, record.get("call_id"), text_of(record.get("output")))
         if not isinstance(record, dict) or not isinstance(record.get("role"), str):
             return [Unmapped(record, "not a chat message (it has no role)")]
         role = record["role"]
-        extra = as_dict(record.get("extra"))
         text = text_of(record.get("content"))
-        ts = iso_time(extra.get("timestamp"))
         match role:
             case "system":
                 return [Said("system", text, ts)]
@@ -148,7 +183,9 @@ class MiniSweAgentParser:
                 return self._call(index, record, extra)
             case "user":
                 rejected: list[Item] = []
-                if isinstance(extra.get("model_response"), str):  # v2: a format error
+                if is_response(extra.get("response")):  # v2, Responses API: a format error
+                    rejected = self._response(index, extra["response"], extra, False)
+                elif isinstance(extra.get("model_response"), str):  # v2: a format error
                     rejected = self._call(index, {"content": extra["model_response"]}, extra, False)
                 if self.pending and self.in_text:
                     call, name = self.pending.pop(0)
@@ -156,15 +193,43 @@ class MiniSweAgentParser:
                     return [Observed(call, name, text, str(error) if error else None, ts)]
                 return [*rejected, Said("user", text, ts)]
             case "tool":
-                answers = record.get("tool_call_id")
-                for at, (pending, name) in enumerate(self.pending):
-                    if pending == answers:
-                        del self.pending[at]
-                        return [Observed(pending, name, text, None, ts)]
-                return [Unmapped(record, "a tool result for no tool call of this trajectory")]
+                return self._result(record, record.get("tool_call_id"), text)
             case "exit":
                 return [Unmapped(record, "the run's exit marker (its status is in episode.start)")]
         return [Unmapped(record, f"a message of role {role!r}, which no history holds")]
+
+    def _result(self, record: dict[str, Any], answers: Any, text: str) -> list[Item]:
+        """A tool message or ``function_call_output`` item: the result of the pending call
+        it names."""
+        extra = as_dict(record.get("extra"))
+        error = extra.get("exception_info")
+        for at, (pending, name) in enumerate(self.pending):
+            if pending == answers:
+                del self.pending[at]
+                ts = iso_time(extra.get("timestamp"))
+                return [Observed(pending, name, text, str(error) if error else None, ts)]
+        return [Unmapped(record, "a tool result for no tool call of this trajectory")]
+
+    def _response(
+        self, index: int, response: dict[str, Any], extra: dict[str, Any], acted: bool = True
+    ) -> list[Item]:
+        """One model call saved as a whole Responses-API response object (``acted`` False
+        for an answer the run rejected)."""
+        call = f"call-{index}"
+        read = read_response(
+            response,
+            cost=extra.get("cost"),
+            model=self.source.model,
+            fallback_id=f"tool-{index}",
+            acted=acted,
+        )
+        turn = read.turn
+        self.pending, self.in_text = [(c.call_id, c.name) for c in turn.tool_calls], False
+        ts = iso_time(extra.get("timestamp")) or iso_time(response.get("created_at"))
+        pieces = [Piece(call, channel, text, tool) for channel, text, tool in read.pieces]
+        why = "function calls of a response the run rejected (a format error): not run"
+        kept = [Unmapped(read.not_run, why, ts)] if read.not_run else []
+        return [Ask(call, turn.model), *pieces, Answer(call, turn, ts), *kept]
 
     def _call(
         self, index: int, record: dict[str, Any], extra: dict[str, Any], acted: bool = True
