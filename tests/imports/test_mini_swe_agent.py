@@ -1,4 +1,5 @@
-"""The mini-swe-agent importer: the sample trajectories (v1 and the legacy list), and small
+"""The mini-swe-agent importer: the sample trajectories (v1, the legacy list, and v2 written
+by mini-swe-agent 2.4.6 with text-based actions, tool calls and the Responses API), and small
 v2 trajectories written here for the shapes the samples do not have."""
 
 from __future__ import annotations
@@ -45,21 +46,91 @@ def messages_of(path: Path) -> list[dict[str, Any]]:
 
 
 def command(message: dict[str, Any]) -> str | None:
-    """The one bash block of an assistant message (None for none or several)."""
-    found = BLOCK.findall(message["content"]) if message["role"] == "assistant" else []
+    """The one bash block of a text-based assistant message (None for none or several, and
+    for a message that made tool calls)."""
+    text_based = message.get("role") == "assistant" and not message.get("tool_calls")
+    found = BLOCK.findall(message["content"]) if text_based else []
     return found[0].strip() if len(found) == 1 else None
 
 
 def answers_a_command(messages: list[dict[str, Any]], i: int) -> bool:
-    return messages[i]["role"] == "user" and i > 0 and command(messages[i - 1]) is not None
+    return messages[i].get("role") == "user" and i > 0 and command(messages[i - 1]) is not None
+
+
+def text(content: Any) -> str:
+    """A message's content: a string, or Responses blocks (``input_text``) with a text each."""
+    return content if isinstance(content, str) else "\n".join(b["text"] for b in content)
+
+
+Call = tuple[str, str, Any]
+
+
+def answer(messages: list[dict[str, Any]], i: int) -> tuple[str, tuple[Call, ...]] | None:
+    """The text and tool calls of a model's answer, read from the JSON alone (None when
+    ``messages[i]`` is none): a Responses object's ``output_text`` parts and ``function_call``
+    items; an assistant message's content and its ``tool_calls``, or its one bash block as a
+    call ``bash-<index>``."""
+    m = messages[i]
+    if m.get("object") == "response":
+        items = m["output"]
+        said = "".join(
+            p["text"]
+            for item in items
+            if item["type"] == "message"
+            for p in item["content"]
+            if p["type"] == "output_text"
+        )
+        made = [item for item in items if item["type"] == "function_call"]
+        return said, tuple((c["call_id"], c["name"], json.loads(c["arguments"])) for c in made)
+    if m.get("role") != "assistant":
+        return None
+    if m.get("tool_calls"):
+        made = [(c["id"], c["function"]) for c in m["tool_calls"]]
+        return m["content"], tuple((i, f["name"], json.loads(f["arguments"])) for i, f in made)
+    found = command(m)
+    return m["content"], ((f"bash-{i}", "bash", {"command": found}),) if found is not None else ()
+
+
+def result(messages: list[dict[str, Any]], i: int) -> tuple[str, str] | None:
+    """The call id and text of a tool's result (None when ``messages[i]`` is none): a
+    ``tool`` message, a ``function_call_output`` item, or the user message after a bash
+    block."""
+    m = messages[i]
+    if m.get("role") == "tool":
+        return m["tool_call_id"], m["content"]
+    if m.get("type") == "function_call_output":
+        return m["call_id"], m["output"]
+    return (f"bash-{i - 1}", m["content"]) if answers_a_command(messages, i) else None
+
+
+def answers(messages: list[dict[str, Any]]) -> list[int]:
+    return [i for i in range(len(messages)) if answer(messages, i) is not None]
+
+
+def tool_calls(messages: list[dict[str, Any]]) -> list[Call]:
+    return [c for i in range(len(messages)) for c in (answer(messages, i) or ("", ()))[1]]
 
 
 def usages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         m["extra"]["response"]["usage"]
         for m in messages
-        if m["role"] == "assistant" and "usage" in m.get("extra", {}).get("response", {})
+        if m.get("role") == "assistant" and "usage" in m.get("extra", {}).get("response", {})
     ]
+
+
+def recorded_costs(messages: list[dict[str, Any]]) -> list[float]:
+    """The cost each answer recorded: v2's ``extra.cost``, else its usage's ``cost``
+    (OpenRouter's); a 0 is no recorded cost (mini-swe-agent writes 0 when it could not price
+    a call)."""
+    costs = []
+    for i in answers(messages):
+        extra = messages[i].get("extra", {})
+        usage = extra.get("response", {}).get("usage", {})
+        cost = extra.get("cost") or usage.get("cost")
+        if cost:
+            costs.append(cost)
+    return costs
 
 
 def only(store: TraceStore, path: Path) -> str:
@@ -78,13 +149,16 @@ def test_a_sample_has_the_messages_calls_and_results_its_json_has(
     episode = only(store, path)
     roles = Counter(m["role"] for m in payloads(store, episode, "message"))
     counts = kinds(store, episode)
-    results = sum(answers_a_command(messages, i) for i in range(len(messages)))
-    users = sum(m["role"] == "user" for m in messages) - results
+    results = sum(result(messages, i) is not None for i in range(len(messages)))
+    users = sum(m.get("role") == "user" for m in messages) - sum(
+        answers_a_command(messages, i) for i in range(len(messages))
+    )
     assert roles == {"system": 1, "user": users}
-    assert counts["model.request"] == sum(m["role"] == "assistant" for m in messages)
-    assert counts["tool.call"] == sum(command(m) is not None for m in messages)
+    assert counts["model.request"] == len(answers(messages))
+    assert counts["tool.call"] == len(tool_calls(messages))
     assert counts["tool.result"] == results
-    assert counts["error"] == 0  # every message of the samples is mapped
+    # every message of the samples is mapped, but v2's exit marker, kept raw
+    assert counts["error"] == sum(m.get("role") == "exit" for m in messages)
 
 
 @needs("mini-swe-agent")
@@ -92,7 +166,8 @@ def test_a_sample_has_the_messages_calls_and_results_its_json_has(
 def test_a_sample_has_the_token_totals_and_cost_its_calls_have(
     store: TraceStore, path: Path
 ) -> None:
-    used = usages(messages_of(path))
+    messages = messages_of(path)
+    used = usages(messages)
     episode = store.episode(only(store, path))
     assert episode.tokens["input"] == sum(u["prompt_tokens"] for u in used)
     assert episode.tokens["output"] == sum(u["completion_tokens"] for u in used)
@@ -102,8 +177,9 @@ def test_a_sample_has_the_token_totals_and_cost_its_calls_have(
     assert episode.tokens["reasoning"] == sum(
         u["completion_tokens_details"]["reasoning_tokens"] for u in used
     )
-    if used:
-        assert episode.cost_usd == pytest.approx(sum(u["cost"] for u in used))
+    costs = recorded_costs(messages)
+    if costs:
+        assert episode.cost_usd == pytest.approx(sum(costs))
     else:
         assert episode.cost_usd is None
 
@@ -128,18 +204,17 @@ def test_importing_a_sample_twice_adds_nothing(store: TraceStore, path: Path) ->
 
 
 def history(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """The history the messages make, read from the JSON alone: a bash block is a call
-    ``bash-<index>`` and the user message after it is that call's result."""
+    """The history the messages make, read from the JSON alone (see :func:`answer` and
+    :func:`result`)."""
     out: list[tuple[Any, ...]] = []
     for i, m in enumerate(messages):
-        if m["role"] == "assistant":
-            found = command(m)
-            calls = (f"bash-{i}", "bash", {"command": found}) if found is not None else None
-            out.append(("assistant", m["content"], None, (calls,) if calls else ()))
-        elif answers_a_command(messages, i):
-            out.append(("tool", m["content"], f"bash-{i - 1}", ()))
+        said, done = answer(messages, i), result(messages, i)
+        if said is not None:
+            out.append(("assistant", said[0], None, said[1]))
+        elif done is not None:
+            out.append(("tool", done[1], done[0], ()))
         else:
-            out.append((m["role"], m["content"], None, ()))
+            out.append((m["role"], text(m["content"]), None, ()))
     return out
 
 
@@ -149,7 +224,7 @@ def test_the_request_of_a_middle_turn_is_the_history_before_its_call(
     store: TraceStore, path: Path
 ) -> None:
     messages = messages_of(path)
-    calls = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    calls = answers(messages)
     middle = len(calls) // 2
     request = store.reconstruct_request(only(store, path), middle + 1)
     got = [
