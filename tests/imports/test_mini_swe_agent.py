@@ -15,6 +15,7 @@ import pytest
 from agentrunner import TraceStore
 from agentrunner.imports import mini_swe_agent
 from agentrunner.imports.importer import import_file, positioned
+from providers._openai_messages import responses_input
 from tests.imports.conftest import (
     FIXTURES,
     fixture_files,
@@ -420,3 +421,97 @@ def test_a_key_in_the_config_does_not_reach_the_store(store: TraceStore, tmp_pat
     config = store.episode(episode).env["extra"]["config"]["model"]["model_kwargs"]
     assert config == {"api_key": "[masked]", "temperature": 0}
     assert "sk-live-1234" not in json.dumps(payloads(store, episode, "episode.start"))
+
+
+# -- v2 trajectories of a Responses-API model, written here
+
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "Look first."}],
+    "encrypted_content": "gAAAA-opaque",
+}
+SAID = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Listing.", "annotations": []}],
+}
+LS = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "bash",
+    "arguments": '{"command": "ls"}',
+}
+
+
+def response(*output: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1_750_000_000,
+        "status": "completed",
+        "model": "gpt-5-mini-2025-08-07",
+        "output": list(output),
+        "usage": {
+            "input_tokens": 1200,
+            "input_tokens_details": {"cached_tokens": 1000},
+            "output_tokens": 300,
+            "output_tokens_details": {"reasoning_tokens": 250},
+        },
+        "extra": extra,
+    }
+
+
+OUTPUT = {
+    "type": "function_call_output",
+    "call_id": "call_1",
+    "output": "<returncode>0</returncode>",
+}
+
+
+def test_a_responses_answer_has_its_usage_and_recorded_cost(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    answer = response(REASONING, SAID, LS, actions=[{"command": "ls"}], cost=0.125)
+    episode = only(store, write_v2(tmp_path, [answer, OUTPUT]))
+    [used] = payloads(store, episode, "usage")
+    tokens = [used[k] for k in ("input_tokens", "cache_read_tokens", "reasoning_tokens")]
+    assert (tokens, used["output_tokens"], used["cost_usd"]) == ([1200, 1000, 250], 300, 0.125)
+
+
+def test_a_responses_answer_is_sent_again_as_its_output_items(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    answer = response(REASONING, SAID, LS, actions=[{"command": "ls"}], cost=0.125)
+    episode = only(store, write_v2(tmp_path, [answer, OUTPUT, response(SAID)]))
+    request = store.reconstruct_request(episode, 2)
+    assert responses_input(request.messages)[2:] == [REASONING, SAID, LS, OUTPUT]
+
+
+def test_a_rejected_responses_answer_is_a_call_whose_function_calls_are_kept_raw(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    wrong = {**LS, "name": "python"}
+    rejected = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Unknown tool 'python'."}],
+        "extra": {"interrupt_type": "FormatError", "response": response(SAID, wrong)},
+    }
+    episode = only(store, write_v2(tmp_path, [rejected]))
+    counts = kinds(store, episode)
+    [kept] = [e for e in payloads(store, episode, "error") if e["type"] == "unmapped"]
+    assert (counts["model.request"], counts["tool.call"], kept["raw"]) == (1, 0, [wrong])
+    assert store.reconstruct_request(episode, 1).messages[-1].content == "Make hello.txt"
+
+
+def test_a_trajectory_without_a_conversation_is_refused(store: TraceStore, tmp_path: Path) -> None:
+    path = tmp_path / "t.traj.json"
+    doc = {"info": {"mini_version": "2.4.6"}, "messages": [EXIT]}
+    path.write_text(json.dumps({**doc, "trajectory_format": "mini-swe-agent-1.1"}))
+    with pytest.raises(ValueError, match="holds no conversation"):
+        import_file(store, path, mini_swe_agent)
+    assert store.list_episodes() == []
