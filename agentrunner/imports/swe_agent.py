@@ -6,12 +6,24 @@ action: thought, action, observation, response, the ``query`` sent, execution ti
 ``info`` (exit status, submission, ``model_stats``, versions), ``replay_config`` and
 ``environment``; a RetryAgent file holds ``attempts``, each of that shape. The records fed are
 the history entries (each attempt's in turn; an attempt after the first is its own session,
-keyed ``attempt-<n>``; the top-level copy of the chosen attempt is not read twice). The rest
-goes to :class:`Source`: model from ``replay_config``, version from ``info``, and in ``extra``
-the info, the replay config (secret-looking values masked), the environment, the
-genai-prices ``price_provider``, and per trajectory step what only the step has (execution
-time, state, extra info): its query, response, thought, action and observation are what the
-history holds already.
+keyed ``attempt-<n>``; the top-level copy of the chosen attempt is not read twice) with the
+executed steps the history lacks put in as :class:`Step` records (see below). The rest goes
+to :class:`Source`: model from ``replay_config``, version from ``info``, and in ``extra`` the
+info, the replay config (secret-looking values masked), the environment, the genai-prices
+``price_provider``, and per trajectory step what only the step has (execution time, state,
+extra info).
+
+Steps the history lacks. The history may miss executed steps (in real files: the final
+``submit`` with its patch, a rejected edit). Each step is matched, in order, with the first
+unmatched model answer of the history that has the same action and the same output (its
+``response`` is the entry's content, or its ``thought`` the entry's); a matched step is not
+fed again. An unmatched step is fed whole, where it ran: before the answer matched with the
+next matched step, or after the history. A matched step whose result the history lacks (the
+last ``submit``'s observation) gives that result, right after its answer. The trajectory keeps
+no tool call, only the command SWE-agent ran in its shell, so an unmatched step's call is
+``bash`` with ``{"command": action}`` (id ``action-<record index>``), as without function
+calling. The chain is linear: requests after such a step hold it, though the history SWE-agent
+showed the model did not.
 
 Mapping. System and user entries are :class:`Said`. Each assistant entry is one model call
 (``Ask``, ``Piece``s, ``Answer``), its ``thinking_blocks`` its reasoning and kept verbatim as
@@ -56,24 +68,36 @@ from agentrunner.imports.items import (
     Unmapped,
     text_of,
 )
-from agentrunner.types import AgentTurn, AgentUsage, OpaquePart
+from agentrunner.imports.swe_agent_steps import (
+    Step,
+    function_calling,
+    is_demo,
+    role_of,
+    run_records,
+)
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart
 
 NAME = "swe-agent"
 APPENDS = False
 AGENT = "swe-agent"
 _SHAPE = re.compile(r'\{\s*"(trajectory|history|environment|attempts)"\s*:')
 _ENTRY_MARKS = ('"message_type"', '"tool_call_ids"', '"execution_time"', '"is_demo"', '"thought"')
+_FIRST_STEP = re.compile(
+    r'"trajectory"\s*:\s*\[\s*\{\s*"(action|observation|response|thought|state|query)"\s*:'
+)
 
 
 def sniff(path: Path, head: str) -> bool:
     text = head.lstrip()
-    return bool(_SHAPE.match(text)) and any(mark in text for mark in _ENTRY_MARKS)
+    if not _SHAPE.match(text):
+        return False
+    return any(mark in text for mark in _ENTRY_MARKS) or bool(_FIRST_STEP.search(text))
 
 
 def records(path: Path, *, live: bool) -> list[Any]:
-    """Every session's history entries, in order (``live`` changes nothing: a ``.traj``
-    file is rewritten whole)."""
-    return [entry for run in _runs(whole_json(path), path) for entry in run["history"]]
+    """Every session's history entries with the steps they lack, in order (``live`` changes
+    nothing: a ``.traj`` file is rewritten whole)."""
+    return [entry for run in _runs(whole_json(path), path) for entry in run_records(run)]
 
 
 def parser(path: Path) -> SweAgentParser:
@@ -112,24 +136,22 @@ class SweAgentParser:
         self.sessions: list[_Session] = []
         start = 0
         for n, run in enumerate(runs):
-            history = run["history"]
+            fed = run_records(run)
             source = _source(
                 path, run, data if n == 0 and several else None, n if several else None
             )
-            answers = [i for i, e in enumerate(history) if _role(e) == "assistant" and not _demo(e)]
+            answers = [i for i, e in enumerate(fed) if _answers(e)]
             self.sessions.append(
                 _Session(
                     key=f"attempt-{n}" if n else "",
                     start=start,
                     source=source,
-                    function_calling=any(
-                        isinstance(e, dict) and e.get("tool_calls") for e in history
-                    ),
+                    function_calling=function_calling(run["history"]),
                     last_answer=start + answers[-1] if answers else None,
                     totals=_totals(run.get("info")),
                 )
             )
-            start += len(history)
+            start += len(fed)
         self.starts = [s.start for s in self.sessions]
 
     def feed(self, index: int, record: Any) -> list[Emit]:
@@ -151,17 +173,19 @@ class SweAgentParser:
         return out
 
     def _items(self, session: _Session, index: int, entry: Any) -> list[Item]:
-        role = _role(entry)
+        if isinstance(entry, Step):
+            return self._step(session, index, entry)
+        role = role_of(entry)
         if role is None:
             return [Unmapped(entry, "not a chat message (it has no role)")]
         text = text_of(entry.get("content"))
-        if _demo(entry) and role in ("assistant", "tool"):
+        if is_demo(entry) and role in ("assistant", "tool"):
             return [Unmapped(entry, f"a demonstration's {role} message, not a call of this run")]
         match role:
             case "system":
                 return [Said("system", text)]
             case "user":
-                if session.pending and not session.function_calling and not _demo(entry):
+                if session.pending and not session.function_calling and not is_demo(entry):
                     call, name = next(iter(session.pending.items()))
                     del session.pending[call]
                     return [Observed(call, name, text)]
@@ -176,22 +200,54 @@ class SweAgentParser:
                 return [Unmapped(entry, "a tool result for no tool call of this trajectory")]
         return [Unmapped(entry, f"a message of role {role!r}, which no history holds")]
 
+    def _step(self, session: _Session, index: int, record: Step) -> list[Item]:
+        """A step the history lacks (its answer, its call and its result), or the result
+        of the history's answer just before it."""
+        result = record.step.get("observation")
+        if not record.whole:
+            if not session.pending:
+                return [Unmapped(record, "a step's result for no open call")]
+            call, name = next(iter(session.pending.items()))
+            del session.pending[call]
+            return [Observed(call, name, text_of(result))]
+        action = _action(index, record.step.get("action"))
+        calls = (action,) if action else ()
+        text = text_of(record.step.get("response"))
+        items = self._answer(session, index, text, calls, real=False, blocks=[])
+        session.pending = {}
+        if calls and result is not None:
+            items.append(Observed(calls[0].call_id, calls[0].name, text_of(result)))
+        return items
+
     def _call(self, session: _Session, index: int, entry: dict[str, Any], text: str) -> list[Item]:
-        call = f"call-{index}"
         made = entry.get("tool_calls")
-        action = entry.get("action")
         if session.function_calling:
-            real = True
             calls = tuple(
                 openai_call(c, f"tool-{index}-{k}")
                 for k, c in enumerate(made if isinstance(made, list) else [])
             )
         else:
-            real = False
-            has_action = isinstance(action, str) and action.strip()
-            calls = (bash_call(f"action-{index}", str(action)),) if has_action else ()
+            action = _action(index, entry.get("action"))
+            calls = (action,) if action else ()
         blocks = entry.get("thinking_blocks")
         blocks = [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
+        return self._answer(
+            session, index, text, calls, real=session.function_calling, blocks=blocks
+        )
+
+    def _answer(
+        self,
+        session: _Session,
+        index: int,
+        text: str,
+        calls: tuple[AgentToolCall, ...],
+        *,
+        real: bool,
+        blocks: list[dict[str, Any]],
+    ) -> list[Item]:
+        """One model call: its output ``text``, its tool ``calls`` (``real``: as the model
+        wrote them, streamed as tool arguments) and its thinking ``blocks``."""
+        call = f"call-{index}"
         thinking = [b["thinking"] for b in blocks if isinstance(b.get("thinking"), str)]
         model = session.source.model
         turn = AgentTurn(
@@ -214,13 +270,17 @@ class SweAgentParser:
         return [Ask(call, model), *pieces, Answer(call, turn)]
 
 
-def _role(entry: Any) -> str | None:
-    role = entry.get("role") if isinstance(entry, dict) else None
-    return role if isinstance(role, str) else None
+def _action(index: int, action: Any) -> AgentToolCall | None:
+    """A parsed action as the command SWE-agent ran in its shell (None when there is none)."""
+    has_action = isinstance(action, str) and action.strip()
+    return bash_call(f"action-{index}", str(action)) if has_action else None
 
 
-def _demo(entry: Any) -> bool:
-    return isinstance(entry, dict) and bool(entry.get("is_demo"))
+def _answers(record: Any) -> bool:
+    """Whether a record is a model answer of the run."""
+    if isinstance(record, Step):
+        return record.whole
+    return role_of(record) == "assistant" and not is_demo(record)
 
 
 def _totals(info: Any) -> AgentUsage:
