@@ -1,5 +1,6 @@
-"""The SWE-agent importer: the sample trajectory, and trajectories derived from it here for
-what it does not have (run totals, thought-action parsing, demonstrations, attempts)."""
+"""The SWE-agent importer: the sample trajectories (steps only their ``trajectory`` holds
+included), and trajectories derived from them here for what they do not have (run totals,
+thought-action parsing, demonstrations, attempts, a run saved part-way)."""
 
 from __future__ import annotations
 
@@ -79,14 +80,27 @@ def log(store: TraceStore, episode: str) -> list[tuple[str, dict[str, Any]]]:
 def test_a_sample_has_the_messages_calls_and_results_its_json_has(
     store: TraceStore, path: Path
 ) -> None:
-    history = doc_of(path)["history"]
+    doc = doc_of(path)
+    history, steps = doc["history"], doc.get("trajectory") or []
     episode = only(store, path)
     roles = Counter(m["role"] for m in payloads(store, episode, "message"))
     counts = kinds(store, episode)
-    assert roles == {"system": 1, "user": sum(e["role"] == "user" for e in history)}
-    assert counts["model.request"] == sum(e["role"] == "assistant" for e in history)
-    assert counts["tool.call"] == sum(len(e.get("tool_calls") or []) for e in history)
-    assert counts["tool.result"] == sum(e["role"] == "tool" for e in history)
+    answers = sum(e["role"] == "assistant" for e in history)
+    if any(e.get("tool_calls") for e in history):
+        users = sum(e["role"] == "user" for e in history)
+        calls = sum(len(e.get("tool_calls") or []) for e in history)
+        results = sum(e["role"] == "tool" for e in history)
+    else:  # thought-action: an answer's action is its call, the user entry after it the result
+        first = next(i for i, e in enumerate(history) if e["role"] == "assistant")
+        users = sum(e["role"] == "user" for e in history[:first])
+        calls = sum(bool(e.get("action")) for e in history)
+        results = sum(e["role"] == "user" for e in history[first:])
+    if steps:  # one step per executed action, each a model output and its result
+        answers = calls = results = len(steps)
+    assert roles == {"system": 1, "user": users}
+    assert counts["model.request"] == answers
+    assert counts["tool.call"] == calls
+    assert counts["tool.result"] == results
     assert counts["error"] == 0  # every entry of the sample is mapped
 
 
@@ -127,18 +141,34 @@ def test_the_request_of_a_middle_turn_is_the_history_before_its_call(
         )
         for m in request.messages
     ]
-    want = [
-        (
-            e["role"],
-            e["content"],
-            (e.get("tool_call_ids") or [None])[0],
-            tuple(
-                (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
-                for c in e.get("tool_calls") or []
-            ),
-        )
-        for e in history[: calls[middle]]
-    ]
+    if any(e.get("tool_calls") for e in history):
+        want = [
+            (
+                e["role"],
+                e["content"],
+                (e.get("tool_call_ids") or [None])[0],
+                tuple(
+                    (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+                    for c in e.get("tool_calls") or []
+                ),
+            )
+            for e in history[: calls[middle]]
+        ]
+    else:  # thought-action: an answer's action is a bash call, the user entry after it the
+        # call's result (the call ids are the importer's own: taken in order from the request,
+        # so what is checked is that each result answers the call just before it)
+        ids = iter(c.call_id for m in request.messages for c in m.tool_calls)
+        want: list[tuple[Any, ...]] = []
+        call = None
+        for e in history[: calls[middle]]:
+            if e["role"] == "assistant":
+                call = next(ids, None)
+                command = {"command": e["action"]}
+                want.append(("assistant", e["content"], None, ((call, "bash", command),)))
+            elif e["role"] == "user" and call is not None:
+                want.append(("tool", e["content"], call, ()))
+            else:
+                want.append((e["role"], e["content"], None, ()))
     assert got == want
 
 
@@ -148,6 +178,47 @@ def test_the_parser_gives_the_same_items_for_the_same_records(path: Path) -> Non
     records = swe_agent.records(path, live=False)
     first = positioned(records, swe_agent.parser(path), finish=True)
     assert first == positioned(records, swe_agent.parser(path), finish=True)
+
+
+STEPPED = [p for p in SAMPLES if doc_of(p).get("trajectory")]
+TEXT_STEPPED = [p for p in STEPPED if not any(e.get("tool_calls") for e in doc_of(p)["history"])]
+
+
+@needs("swe-agent")
+@pytest.mark.parametrize("path", STEPPED, ids=lambda p: p.name)
+def test_a_samples_last_executed_step_gives_its_last_result(store: TraceStore, path: Path) -> None:
+    last = doc_of(path)["trajectory"][-1]
+    episode = only(store, path)
+    made, results = payloads(store, episode, "tool.call"), payloads(store, episode, "tool.result")
+    assert results[-1]["observation"] == last["observation"]
+    assert results[-1]["call_id"] == made[-1]["call_id"]
+
+
+@needs("swe-agent")
+@pytest.mark.parametrize("path", TEXT_STEPPED, ids=lambda p: p.name)
+def test_every_executed_step_is_one_call_in_the_order_it_ran(store: TraceStore, path: Path) -> None:
+    steps = doc_of(path)["trajectory"]
+    made = payloads(store, only(store, path), "tool.call")
+    assert [c["parsed"] for c in made] == [{"command": s["action"]} for s in steps]
+
+
+@needs("swe-agent")
+@pytest.mark.parametrize("path", TEXT_STEPPED, ids=lambda p: p.name)
+def test_a_run_saved_just_after_a_step_its_history_lacks_continues_as_one_import(
+    store: TraceStore, path: Path, tmp_path: Path
+) -> None:
+    whole = doc_of(path)
+    steps, history = whole["trajectory"], whole["history"]
+    answers = [i for i, e in enumerate(history) if e["role"] == "assistant"]
+    lacked = next(n for n, s in enumerate(steps) if s["action"] != history[answers[n]]["action"])
+    going = {**whole, "trajectory": steps[: lacked + 1], "history": history[: answers[lacked]]}
+    saved = write(tmp_path, {**going, "info": {}})
+    episode = only(store, saved)
+    write(tmp_path, whole)
+    import_file(store, saved, swe_agent)
+    with TraceStore(tmp_path / "reference.db") as reference:
+        once = only(reference, write(tmp_path, whole, "once.traj"))
+        assert log(store, episode) == log(reference, once)
 
 
 @needs("swe-agent")
