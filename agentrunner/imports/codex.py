@@ -34,7 +34,9 @@ UI), ``turn_context`` (a request's settings) or ``compacted``. One file is one s
 - ``function_call_output`` / ``custom_tool_call_output`` are tool results.
 - ``event_msg`` ``agent_message`` / ``agent_reasoning`` / ``agent_reasoning_raw_content`` /
   ``user_message`` are the UI's copies of the text of the response item beside them: a copy
-  that says exactly what that item says adds nothing; one that differs is kept raw.
+  that says exactly what that item says adds nothing; one that differs is kept raw. A
+  ``user_message`` with no user message item beside it is the only record of the user's
+  prompt (Codex 0.128's Desktop rollouts hold no user item): it is the user's message.
 - ``error`` / ``stream_error`` events are failures. Everything else is kept raw
   (:class:`Unmapped`): ``token_count`` events without new usage (rate-limit snapshots), a usage
   no open call can take, ``task_started`` / ``task_complete``, ``turn_aborted``, compactions
@@ -107,6 +109,7 @@ _WHY = {
     "event:task_started": "a turn started",
     "event:task_complete": "a turn completed",
 }
+_USER_ITEM = "item:message:user"
 _CLOSING = frozenset({"compacted", "item:compaction", "item:compaction_summary"})
 
 
@@ -153,6 +156,7 @@ class _Copy:
     text: str | None  # None: it carries more than a text, so it is never only a copy
     record: Any
     ts: str | None
+    alone: bool  # no user message item is right before it
 
 
 class RolloutParser:
@@ -176,6 +180,7 @@ class RolloutParser:
         self.asked: str | None = None  # when the last input arrived
         self.copies: list[_Copy] = []  # UI copies waiting for the item they copy
         self.offered: list[tuple[str, str]] = []  # what the last record offers to copies
+        self.last_kind = ""  # the kind of the last record that is not a UI copy
         self.last_ts: str | None = None
 
     def feed(self, index: int, record: Any) -> list[Emit]:
@@ -188,15 +193,15 @@ class RolloutParser:
             self._copy(kind, payload, record, ts)
             return []
         offered = _offers(kind, payload)
-        items = self._settle(offered)
+        items = self._settle(offered, kind)
         items += self._record(kind, payload, record, ts)
-        self.offered = offered
+        self.offered, self.last_kind = offered, kind
         return self._emit(items)
 
     def finish(self) -> list[Emit]:
         if not self.fed:
             return []
-        items = self._settle([])
+        items = self._settle([], "")
         if self.call is not None:
             items.append(self._close(self.last_ts, None, "incomplete"))
         self.ready = True
@@ -333,18 +338,27 @@ class RolloutParser:
     def _copy(self, kind: str, payload: dict[str, Any], record: Any, ts: str | None) -> None:
         text = payload.get(ECHOES[kind])
         more = any(v for k, v in payload.items() if k not in _ECHO_FIELDS)
-        copy = _Copy(kind, text if isinstance(text, str) and not more else None, record, ts)
+        text = text if isinstance(text, str) and not more else None
+        copy = _Copy(kind, text, record, ts, self.last_kind != _USER_ITEM)
         if copy.text is not None and (kind, copy.text) in self.offered:
             self.offered.remove((kind, copy.text))  # the item before it says the same
         else:
             self.copies.append(copy)
 
-    def _settle(self, offered: list[tuple[str, str]]) -> list[Item]:
-        """Waiting copies: those whose text ``offered`` holds are copies, the rest kept raw."""
+    def _settle(self, offered: list[tuple[str, str]], kind: str) -> list[Item]:
+        """Waiting copies: those whose text ``offered`` (by the next record, a ``kind``) holds
+        are copies, a user's message with no user item beside it is said, the rest kept raw."""
         items: list[Item] = []
         for copy in self.copies:
             if copy.text is not None and (copy.kind, copy.text) in offered:
                 offered.remove((copy.kind, copy.text))
+            elif (
+                copy.kind == "event:user_message"
+                and copy.text
+                and copy.alone
+                and (kind != _USER_ITEM)
+            ):
+                items += [*self._input(copy.ts, None), Said("user", copy.text, copy.ts)]
             else:
                 why = f"{copy.kind.removeprefix('event:')}: a UI copy no response item repeats"
                 items.append(Unmapped(copy.record, why, copy.ts))

@@ -41,6 +41,27 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
+def _is_user_item(line: dict[str, Any]) -> bool:
+    return line["type"] == "response_item" and line["payload"].get("role") == "user"
+
+
+def _with_prompts(path: Path) -> list[dict[str, Any]]:
+    """The rollout's lines, where a user_message event with no user message item right
+    before or after it (Codex 0.128's Desktop rollout writes the user's prompts only so)
+    stands as the user message item the model read."""
+    lines = _lines(path)
+    out = []
+    for i, line in enumerate(lines):
+        beside = lines[max(i - 1, 0) : i] + lines[i + 1 : i + 2]
+        payload = line["payload"]
+        if payload.get("type") == "user_message" and not any(map(_is_user_item, beside)):
+            content = [{"type": "input_text", "text": payload["message"]}]
+            payload = {"type": "message", "role": "user", "content": content}
+            line = {**line, "type": "response_item", "payload": payload}
+        out.append(line)
+    return out
+
+
 def _is_output(payload: dict[str, Any]) -> bool:
     return payload["type"] in OUTPUT_TYPES or payload.get("role") == "assistant"
 
@@ -52,7 +73,7 @@ def _expected(path: Path) -> dict[str, Any]:
     counts = Counter[str]()
     totals: dict[str, int | None] = dict.fromkeys(TOKENS.values())
     in_call = False
-    for line in _lines(path):
+    for line in _with_prompts(path):
         payload = line["payload"]
         if line["type"] == "event_msg" and payload["type"] == "token_count" and payload["info"]:
             totals = payload["info"]["total_token_usage"]
@@ -285,7 +306,7 @@ def _history_before_each_call(path: Path) -> list[list[tuple[Any, ...]]]:
     history: list[tuple[Any, ...]] = []
     before: list[list[tuple[Any, ...]]] = []
     answer: dict[str, Any] | None = None
-    for line in _lines(path):
+    for line in _with_prompts(path):
         payload = line["payload"]
         if line["type"] == "session_meta":
             history.append(("system", payload["base_instructions"]["text"], None, [], []))
@@ -446,3 +467,27 @@ def test_a_calls_latency_runs_from_its_request_to_its_completion(
     events = _events(store, _import(store, path))
     (response,) = [e.payload for e in events if e.kind == "model.response"]
     assert response["latency_s"] == 3.0  # from the turn_context at 0:01
+
+
+def test_a_users_prompt_written_only_as_a_ui_event_is_the_users_message(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    prompt = [{"type": "input_text", "text": "fix the bug"}]
+    path = _rollout(
+        tmp_path,
+        _item(type="message", role="user", content=prompt),
+        _event(type="user_message", message="fix the bug", images=[]),  # a copy of the item
+        _said("a"),
+        _event(type="user_message", message="and the test", images=[]),  # no item: the prompt
+        _said("b"),
+    )
+    events = _events(store, _import(store, path))
+    users = [
+        store.message(e.payload["message_hash"]).content
+        for e in events
+        if e.kind == "message" and e.payload["role"] == "user"
+    ]
+    assert (users, [e.kind for e in events].count("model.request")) == (
+        ["fix the bug", "and the test"],
+        2,
+    )
