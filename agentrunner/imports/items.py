@@ -157,11 +157,13 @@ class BadLine:
 
 def jsonl_records(path: Path, *, live: bool) -> list[Any]:
     """A JSONL file's records, one per non-blank line (a line that is not JSON is a
-    :class:`BadLine`). With ``live``, a last line without its newline is left for later: the
-    writer may be in the middle of it."""
+    :class:`BadLine`). A last line without its newline is left for a later import when it is
+    not JSON, and always with ``live``: the writer may be in the middle of it."""
     with path.open("rb") as f:
         data = f.read()
-    return _jsonl(data if not live else data[: data.rfind(b"\n") + 1])
+    whole = data[: data.rfind(b"\n") + 1]
+    rest = [] if live else _jsonl(data[len(whole) :])
+    return _jsonl(whole) + [r for r in rest if not isinstance(r, BadLine)]
 
 
 def jsonl_appended(path: Path, offset: int) -> tuple[list[Any], int]:

@@ -491,3 +491,17 @@ def test_a_users_prompt_written_only_as_a_ui_event_is_the_users_message(
         ["fix the bug", "and the test"],
         2,
     )
+
+
+def test_a_half_written_last_line_is_left_for_the_next_import(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    path = _rollout(tmp_path, _said("a"), _said("b"))
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 30])  # inside the last line
+    episode = _import(store, path)
+    path.write_bytes(data)
+    _import(store, path)
+    events = _events(store, episode)
+    chunks = [e.payload["text"] for e in events if e.kind == "model.chunk"]
+    assert (chunks, [e.kind for e in events].count("error")) == (["a", "b"], 0)
