@@ -53,10 +53,23 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agentrunner.imports.codex_fields import (
+    LINE_TYPES,
+    TEXT_PARTS,
+    dicts,
+    kind_of,
+    minus,
+    offers,
+    output_text,
+    part_type,
+    reasoning_texts,
+    seconds_between,
+    tool_call,
+    usage_of,
+)
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -80,7 +93,6 @@ from providers._openai_messages import layout_parts
 NAME = "codex"
 APPENDS = True
 PROVIDER = "openai"
-LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
 _LINE_START = re.compile(
     r'\{\s*"timestamp":\s*"[^"]*",\s*"type":\s*"(' + "|".join(LINE_TYPES) + ')"'
 )
@@ -97,7 +109,6 @@ ECHOES = {  # a UI event that copies an item's text -> the field holding the tex
     "event:user_message": "message",
 }
 _ECHO_FIELDS = frozenset({"type", "message", "text", "kind", "phase"})
-_TEXT_PARTS = frozenset({"input_text", "output_text"})
 _WHY = {
     "bad": "a line that is not a rollout record",
     "session_meta": "a second session_meta (a forked session's header)",
@@ -188,11 +199,11 @@ class RolloutParser:
         ts = record.get("timestamp") if isinstance(record, dict) else None
         ts = ts if isinstance(ts, str) else self.last_ts
         self.last_ts = ts
-        kind, payload = _kind(record)
+        kind, payload = kind_of(record)
         if kind in ECHOES:
             self._copy(kind, payload, record, ts)
             return []
-        offered = _offers(kind, payload)
+        offered = offers(kind, payload)
         items = self._settle(offered, kind)
         items += self._record(kind, payload, record, ts)
         self.offered, self.last_kind = offered, kind
@@ -259,7 +270,7 @@ class RolloutParser:
             *self._input(ts, None),
             Said("user" if role == "user" else "system", text_of(content), ts),
         ]
-        if isinstance(content, list) and any(_part(p) not in _TEXT_PARTS for p in content):
+        if isinstance(content, list) and any(part_type(p) not in TEXT_PARTS for p in content):
             items.append(Unmapped(record, "a message with non-text parts (its text is said)", ts))
         return items
 
@@ -275,16 +286,16 @@ class RolloutParser:
         call.items.append(payload)
         kind = payload.get("type")
         if kind == "message":
-            for part in _dicts(payload.get("content")):
+            for part in dicts(payload.get("content")):
                 if part.get("type") == "output_text":
                     items += _piece(call, "text", str(part.get("text") or ""), ts)
                 elif part.get("type") == "refusal":
                     items += _piece(call, "refusal", str(part.get("refusal") or ""), ts)
         elif kind == "reasoning":
-            for text in _reasoning(payload):
+            for text in reasoning_texts(payload):
                 items += _piece(call, "reasoning", text, ts)
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
-            tool = _tool_call(payload, f"{call.call_id}.{len(call.tools) + 1}")
+            tool = tool_call(payload, f"{call.call_id}.{len(call.tools) + 1}")
             call.tools.append(tool)
             self.names[tool.call_id] = tool.name
             items += _piece(call, "tool_args", tool.arguments, ts, tool.call_id)
@@ -293,7 +304,7 @@ class RolloutParser:
     def _tool_output(self, payload: dict[str, Any], record: Any, ts: str | None) -> list[Item]:
         items = self._input(ts, None)
         call_id = str(payload.get("call_id") or "")
-        text, error, whole = _output_text(payload.get("output"))
+        text, error, whole = output_text(payload.get("output"))
         items.append(Observed(call_id, self.names.get(call_id, ""), text, error, ts))
         if whole:
             items.append(Unmapped(record, "a tool output that is not only text", ts))
@@ -305,7 +316,7 @@ class RolloutParser:
         totals, last = info.get("total_token_usage"), info.get("last_token_usage")
         if not isinstance(totals, dict) or totals == self.totals:
             return [Unmapped(record, "a token_count without new usage (rate limits)", ts)]
-        usage = _usage(last if isinstance(last, dict) else _minus(totals, self.totals))
+        usage = usage_of(last if isinstance(last, dict) else minus(totals, self.totals))
         self.totals = totals
         if self.call is None:
             why = "usage of a model call whose output the rollout does not hold"
@@ -333,7 +344,7 @@ class RolloutParser:
             refusal=call.text("refusal") or None,
             opaque=tuple(layout_parts(call.items)),
         )
-        return Answer(call.call_id, turn, ts, _seconds(call.start, ts))
+        return Answer(call.call_id, turn, ts, seconds_between(call.start, ts))
 
     def _copy(self, kind: str, payload: dict[str, Any], record: Any, ts: str | None) -> None:
         text = payload.get(ECHOES[kind])
@@ -403,49 +414,6 @@ class RolloutParser:
         return Begin(source, self.meta_ts)
 
 
-def _kind(record: Any) -> tuple[str, dict[str, Any]]:
-    """What a record is: ``session_meta``, ``turn_context``, ``compacted``, ``item:<type>``
-    (``item:message:<role>``), ``event:<type>``, or ``bad``."""
-    payload = record.get("payload") if isinstance(record, dict) else None
-    if not isinstance(payload, dict) or record.get("type") not in LINE_TYPES:
-        return "bad", {}
-    line, kind = str(record["type"]), str(payload.get("type"))
-    if line == "response_item":
-        return f"item:{kind}" + (f":{payload.get('role')}" if kind == "message" else ""), payload
-    return (f"event:{kind}" if line == "event_msg" else line), payload
-
-
-def _offers(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
-    """The texts of a record that a UI event may copy, as (event kind, text)."""
-    if kind == "item:reasoning":
-        return [("event:agent_reasoning", t) for t in _texts(payload, "summary")] + [
-            ("event:agent_reasoning_raw_content", t) for t in _texts(payload, "content")
-        ]
-    if kind in ("item:message:assistant", "item:message:user"):
-        parts = _texts(payload, "content")
-        copy = "event:agent_message" if kind.endswith("assistant") else "event:user_message"
-        return [(copy, text) for text in ("".join(parts), "\n".join(parts), *parts)]
-    return []
-
-
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _texts(item: dict[str, Any], key: str) -> list[str]:
-    return [str(p["text"]) for p in _dicts(item.get(key)) if p.get("text")]
-
-
-def _part(part: Any) -> str:
-    return str(part.get("type")) if isinstance(part, dict) else "input_text"
-
-
-def _reasoning(item: dict[str, Any]) -> list[str]:
-    """A reasoning item's summary texts, or its raw reasoning when it has no summary (as the
-    OpenAI adapter streams them)."""
-    return _texts(item, "summary") or _texts(item, "content")
-
-
 def _piece(
     call: _Call, channel: Channel, text: str, ts: str | None, tool: str | None = None
 ) -> list[Item]:
@@ -454,59 +422,3 @@ def _piece(
     if channel != "tool_args":
         call.said.setdefault(channel, []).append(text)
     return [Piece(call.call_id, channel, text, tool, ts)]
-
-
-def _tool_call(item: dict[str, Any], fallback_id: str) -> AgentToolCall:
-    call_id = str(item.get("call_id") or item.get("id") or fallback_id)
-    if item.get("type") == "local_shell_call":
-        arguments = json.dumps(item.get("action"), ensure_ascii=False)
-        return AgentToolCall(call_id=call_id, name="local_shell", arguments=arguments)
-    raw = item.get("input") if item.get("type") == "custom_tool_call" else item.get("arguments")
-    arguments = raw if isinstance(raw, str) else "" if raw is None else json.dumps(raw)
-    return AgentToolCall(call_id=call_id, name=str(item.get("name") or ""), arguments=arguments)
-
-
-def _output_text(output: Any) -> tuple[str, str | None, bool]:
-    """A tool output as the model read it, an error, and whether to keep the record whole."""
-    if isinstance(output, str):
-        return output, None, False
-    if isinstance(output, dict) and isinstance(output.get("content"), str):
-        failed = output.get("success") is False
-        return output["content"], "the tool reported failure" if failed else None, False
-    if isinstance(output, list):
-        return text_of(output), None, any(_part(p) not in _TEXT_PARTS for p in output)
-    return text_of(output), None, True
-
-
-def _usage(counts: dict[str, Any]) -> AgentUsage:
-    """Codex's counts: input includes the cached input, output includes the reasoning."""
-
-    def n(key: str) -> int:
-        value = counts.get(key)
-        return int(value) if isinstance(value, int | float) else 0
-
-    return AgentUsage(
-        input_tokens=n("input_tokens"),
-        output_tokens=n("output_tokens"),
-        cache_read_tokens=n("cached_input_tokens"),
-        reasoning_tokens=n("reasoning_output_tokens"),
-    )
-
-
-def _minus(totals: dict[str, Any], before: Any) -> dict[str, Any]:
-    """Running totals less the ones before (when a token_count gives no last usage)."""
-    before = before if isinstance(before, dict) else {}
-    return {
-        k: v - before[k] if isinstance(v, int) and isinstance(before.get(k), int) else v
-        for k, v in totals.items()
-    }
-
-
-def _seconds(start: str | None, end: str | None) -> float | None:
-    try:
-        begun = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        ended = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
-        seconds = (ended - begun).total_seconds()
-    except (ValueError, TypeError):  # no time, an unreadable one, or naive against aware
-        return None
-    return seconds if seconds >= 0 else None
