@@ -56,6 +56,11 @@ def tokens(counts: dict[str, int]) -> str:
     return str(total)
 
 
+def count(value: int | None) -> str:
+    """A token count, or ``?`` when its source did not say (unknown is not 0)."""
+    return "?" if value is None else str(value)
+
+
 def reward(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 

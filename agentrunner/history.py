@@ -43,11 +43,12 @@ class Totals:
         self.cost_usd: float | None = None
 
     def add_usage(self, usage: AgentUsage) -> None:
-        self.tokens["input"] += usage.input_tokens
-        self.tokens["output"] += usage.output_tokens
-        self.tokens["cache_read"] += usage.cache_read_tokens
-        self.tokens["cache_write"] += usage.cache_write_tokens
-        self.tokens["reasoning"] += usage.reasoning_tokens
+        # an unknown count (None) adds nothing: the totals are of what is known
+        self.tokens["input"] += usage.input_tokens or 0
+        self.tokens["output"] += usage.output_tokens or 0
+        self.tokens["cache_read"] += usage.cache_read_tokens or 0
+        self.tokens["cache_write"] += usage.cache_write_tokens or 0
+        self.tokens["reasoning"] += usage.reasoning_tokens or 0
         if usage.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + usage.cost_usd
 

@@ -172,9 +172,7 @@ class Recorder:
                 self._show(seq, ev.ModelChunk(**fields))
         self.chunk_index += 1
 
-    def response(
-        self, call_id: str, turn: AgentTurn, latency_s: float, **fields: Any
-    ) -> AgentTurn:
+    def response(self, call_id: str, turn: AgentTurn, latency_s: float, **fields: Any) -> AgentTurn:
         """Record a model's answer and its usage; return the turn as recorded (scrubbed),
         which is what the runner acts on. ``fields`` are added to the ``model.response``
         (the recording proxy's ``answer``: how the answer's bytes were kept)."""

@@ -67,14 +67,27 @@ class AgentUsage(_Value):
     """Token usage of one model call, normalised across providers.
 
     ``input_tokens`` includes cached tokens; ``cache_read_tokens`` / ``cache_write_tokens``
-    say how many of them were read from / written to the provider's prompt cache.
+    say how many of them were read from / written to the provider's prompt cache. A count is
+    None when it is unknown (an imported trace that did not say): unknown is never 0.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    cache_read_tokens: int | None = 0
+    cache_write_tokens: int | None = 0
+    reasoning_tokens: int | None = 0
+
+    @classmethod
+    def unknown(cls) -> AgentUsage:
+        """A call whose usage its source did not record."""
+        return cls(
+            input_tokens=None,
+            output_tokens=None,
+            cache_read_tokens=None,
+            cache_write_tokens=None,
+            reasoning_tokens=None,
+        )
+
     cost_usd: float | None = None
     price_source: str | None = None
 

@@ -77,6 +77,8 @@ def priced(
 
     if provider_id is None and api_url is None:
         return usage
+    if usage.input_tokens is None or usage.output_tokens is None:
+        return usage  # unknown counts have no price
     counts = genai_prices.Usage(
         input_tokens=usage.input_tokens,
         cache_read_tokens=usage.cache_read_tokens,

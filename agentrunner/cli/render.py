@@ -20,7 +20,7 @@ from rich.console import Console
 from agentrunner import events as ev
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
-from agentrunner.formatting import plural, unique_prefixes
+from agentrunner.formatting import count, plural, unique_prefixes
 from agentrunner.safe_text import Part, line, literal
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
@@ -276,8 +276,8 @@ class EventRenderer:
     def _usage(self, turn: int, p: ev.Usage) -> None:
         cost = "?" if p.cost_usd is None else f"${p.cost_usd:.4f}"
         self.console.print(
-            f"[dim]  usage: {p.input_tokens} in · {p.output_tokens} out"
-            f" · {p.reasoning_tokens} reasoning · {cost}[/]"
+            f"[dim]  usage: {count(p.input_tokens)} in · {count(p.output_tokens)} out"
+            f" · {count(p.reasoning_tokens)} reasoning · {cost}[/]"
         )
 
     def _tool_call(self, turn: int, p: ev.ToolCall) -> None:

@@ -303,19 +303,20 @@ def _results(calls: Sequence[AgentToolCall], uses: dict[str, ToolUse]) -> list[d
 
 
 def _metrics(usages: list[Usage]) -> dict[str, Any] | None:
-    if not usages:
+    usages = [u for u in usages if u.input_tokens is not None or u.output_tokens is not None]
+    if not usages:  # none, or only calls whose usage is unknown: no metrics, never zeros
         return None
     out: dict[str, Any] = {
-        "prompt_tokens": sum(u.input_tokens for u in usages),
-        "completion_tokens": sum(u.output_tokens for u in usages),
-        "cached_tokens": sum(u.cache_read_tokens for u in usages),
+        "prompt_tokens": sum(u.input_tokens or 0 for u in usages),
+        "completion_tokens": sum(u.output_tokens or 0 for u in usages),
+        "cached_tokens": sum(u.cache_read_tokens or 0 for u in usages),
     }
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     if costs:
         out["cost_usd"] = sum(costs)
     out["extra"] = {
-        "cache_write_tokens": sum(u.cache_write_tokens for u in usages),
-        "reasoning_tokens": sum(u.reasoning_tokens for u in usages),
+        "cache_write_tokens": sum(u.cache_write_tokens or 0 for u in usages),
+        "reasoning_tokens": sum(u.reasoning_tokens or 0 for u in usages),
     }
     return out
 

@@ -337,7 +337,7 @@ class RolloutParser:
             reasoning=call.text("reasoning") or None,
             message=call.text("text"),
             tool_calls=tuple(call.tools),
-            usage=usage or AgentUsage(),
+            usage=usage or AgentUsage.unknown(),  # no token_count said what it used
             provider=str((self.meta or {}).get("model_provider") or PROVIDER),
             model=call.model,
             stop_reason=stop,

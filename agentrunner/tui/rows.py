@@ -34,6 +34,7 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
+from agentrunner.formatting import count as token_count
 from agentrunner.formatting import plural
 from agentrunner.store import EventRow
 from agentrunner.tui.format import cost, one_line, reward
@@ -147,8 +148,9 @@ def _summary(event: EventPayload, preview: str | None) -> tuple[str, str]:
             return f"{stop} · {event.latency_s:.2f}s{extra}", "model"
         case Usage():
             return (
-                f"{event.input_tokens} in · {event.output_tokens} out · "
-                f"{event.reasoning_tokens} reasoning · {event.cache_read_tokens} cached"
+                f"{token_count(event.input_tokens)} in · {token_count(event.output_tokens)} out · "
+                f"{token_count(event.reasoning_tokens)} reasoning · "
+                f"{token_count(event.cache_read_tokens)} cached"
                 f" · {cost(event.cost_usd)}",
                 "usage",
             )
