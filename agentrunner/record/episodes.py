@@ -4,6 +4,7 @@ kept alive by their leases, and ended when the proxy stops."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from agentrunner.recorder import Recorder
 from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
-from agentrunner.store.hashing import message_hash, message_json
+from agentrunner.store.hashing import canonical_json, message_hash, message_json
 from agentrunner.types import Message
 
 
@@ -35,6 +36,10 @@ class Origin:
     """Named links to other episodes (``replay_of``)."""
 
 
+SCRUB_CACHE = 20_000
+"""Scrubbed messages kept (a bound on memory; past it the cache starts again)."""
+
+
 class Episodes:
     """The recorded episodes of one proxy (used from the journal's thread only)."""
 
@@ -43,6 +48,9 @@ class Episodes:
         self.origin = origin
         self.problem = problem
         self.secrets = known_secrets()
+        self.redactor = Redactor(self.secrets)
+        self.scrubbed: dict[str, Message] = {}
+        """Messages as recorded, by a hash of what the client sent (see :meth:`scrub`)."""
         self.conversations = Conversations()
         self._dormant: dict[tuple[str | None, str], str] = {}
         """Recorded episodes a killed proxy left, by (session, place of their last request)."""
@@ -51,8 +59,25 @@ class Episodes:
         """A credential seen in a request: never recorded from here on, wherever it shows."""
         if value and value not in self.secrets.values() and len(value) >= 8:
             self.secrets[f"{name}:{len(self.secrets)}"] = value
+            self.redactor = Redactor(self.secrets)
+            self.scrubbed.clear()
             for conversation in self.conversations.all:
                 conversation.recorder.redactor = Redactor(self.secrets)
+
+    def scrub(self, message: Message, deep: bool) -> Message:
+        """A message as it may be recorded: known secrets out (with ``deep``, the costlier
+        forms too: a message carrying tool results), verbatim otherwise. Each distinct
+        message is scrubbed once: a conversation's requests repeat all that came before."""
+        data = message.model_dump()
+        key = hashlib.sha256(f"{deep}{canonical_json(data)}".encode()).hexdigest()
+        found = self.scrubbed.get(key)
+        if found is None:
+            if len(self.scrubbed) >= SCRUB_CACHE:
+                self.scrubbed.clear()
+            clean = scrub(data, self.redactor)[0]
+            found = Message.model_validate(self.redactor.deep_value(clean) if deep else clean)
+            self.scrubbed[key] = found
+        return found
 
     def heartbeat(self) -> None:
         for conversation in self.conversations.all:

@@ -26,7 +26,7 @@ from agentrunner.record.conversations import Conversation, keys, spawned_prompt
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
 from agentrunner.record.episodes import Episodes, Origin, chain_of
-from agentrunner.redaction import Redactor, scrub
+from agentrunner.redaction import scrub
 from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S
 from agentrunner.types import Chunk, Message
@@ -187,8 +187,9 @@ class Journal:
         the conversation it continues (``into``: a fork made for it)."""
         wire = dialect(api)
         split = wire.split(json.loads(body))
-        redactor = Redactor(self.episodes.secrets)
-        messages = [_scrubbed(m, redactor) for m in split.messages]
+        book = self.episodes
+        messages = [book.scrub(m, deep=bool(wire.tool_outputs(m))) for m in split.messages]
+        redactor = book.redactor
         chain = chain_of(messages)
         compared = keys(messages)
         conversation = (
@@ -385,11 +386,6 @@ class Journal:
             rec.cancel("generate", reason)
         else:
             rec.failure("generate", kind, reason, retryable=kind == "upstream")
-
-
-def _scrubbed(message: Message, redactor: Redactor) -> Message:
-    """A message as it may be recorded: known secrets out, verbatim otherwise."""
-    return Message.model_validate(scrub(message.model_dump(), redactor)[0])
 
 
 def _shared_prefix(a: list[str], b: list[str]) -> int:
