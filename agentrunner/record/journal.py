@@ -143,8 +143,12 @@ class Journal:
             while j < len(jobs) and jobs[j][2]:
                 j += 1
             if j > i + 1:
-                with self.store.atomic():
-                    done = [self._do(job) for job in jobs[i:j]]
+                try:
+                    with self.store.atomic():
+                        done = [self._do(job) for job in jobs[i:j]]
+                except Exception as exc:  # the shared commit failed: those pieces are lost
+                    self._problem(f"{type(exc).__name__}: {exc}")
+                    done = [(None, exc)] * (j - i)
                 for (_, future, _), result in zip(jobs[i:j], done, strict=True):
                     _settle(future, result)
                 i = j
