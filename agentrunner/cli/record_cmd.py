@@ -179,7 +179,7 @@ def run_record(args: argparse.Namespace) -> int:
         highlight=False,
     )
     if done.diverged:
-        err.print(f"replay stopped: {done.diverged}", markup=False, highlight=False)
+        err.print(f"replay stopped: {done.diverged}", markup=False, highlight=False, soft_wrap=True)
     if done.went_live is not None:
         episode, call = done.went_live
         err.print(f"went live at call {call} of {episode[:8]} (a fork of it)", markup=False)

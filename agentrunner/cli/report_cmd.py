@@ -127,7 +127,7 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         _print_report(made)
     if args.html:
-        stderr_console().print(f"wrote {args.html}", markup=False)
+        stderr_console().print(f"wrote {args.html}", markup=False, soft_wrap=True)
     return 0
 
 

@@ -474,9 +474,9 @@ class WorkspaceEnv(WorkspaceTools):
             if cgroup is not None:
                 cgroup.close()
         text = result.head[:200].decode("utf-8", "replace")
-        if inside and argv[0] != "bash" and result.exit_code == 1 and text.startswith("bwrap: "):
-            # bubblewrap could not start a verifier program (bash itself is always there,
-            # and a command's own output must not be mistaken for bubblewrap's)
+        if inside and argv[0] != "bash" and _could_not_start(result.exit_code, text):
+            # the sandbox could not start a verifier program (bash itself is always there,
+            # and a command's own output must not be mistaken for the sandbox's)
             raise EnvironmentFailure(
                 f"the sandbox could not start {argv[0]!r}: {text.strip()}", retryable=False
             )
@@ -533,6 +533,14 @@ class WorkspaceEnv(WorkspaceTools):
                     if fd >= 0:
                         os.close(fd)
         return score_verifier(task, result, self.verify_timeout, verdict=verdict)
+
+
+def _could_not_start(exit_code: int | None, head: str) -> bool:
+    """Whether a command's result is the sandbox failing to start it: bubblewrap's own exec
+    failure (exit 1), or ``setpriv``'s when a root runner drops to the sandbox user (127)."""
+    return (exit_code == 1 and head.startswith("bwrap: ")) or (
+        exit_code == 127 and head.startswith("setpriv: failed to execute")
+    )
 
 
 def _read_available(fd: int, limit: int) -> bytes:
