@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 from record_support import anthropic_text, through_proxy
 from sse_replay import Reply, SSEReplayServer
 
@@ -45,3 +46,38 @@ def test_keys_in_headers_and_the_query_string_reach_neither_the_store_nor_an_exp
     for blob in (stored, *exported):
         assert not [f for key in (HEADER_KEY, QUERY_KEY) for f in _forms(key) if f in blob]
     assert b"hi there" in stored and all(b"hi there" in out for out in exported)
+
+
+def test_a_proxy_with_a_token_refuses_a_request_without_it_and_never_forwards_it(
+    tmp_path: Path,
+) -> None:
+    from agentrunner import TraceStore
+    from agentrunner.record.episodes import Origin
+    from agentrunner.record.journal import Journal
+    from agentrunner.record.proxy import Proxy, ProxySettings, ProxyThread
+
+    body = {"model": "m", "stream": True, "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hello"}]}  # fmt: skip
+    journal = Journal(str(tmp_path / "t.db"), Origin())
+    journal.start()
+    with SSEReplayServer(Reply(events=anthropic_text("hi"))) as upstream:
+        upstreams = {"anthropic": upstream.url, "openai": upstream.url}
+        server = ProxyThread(
+            Proxy(journal, ProxySettings(upstreams=upstreams, token="s3cret-token"))
+        )
+        url = f"http://127.0.0.1:{server.start()}/anthropic/v1/messages"
+        try:
+            refused = httpx.post(url, json=body, timeout=60)
+            refused_calls = len(upstream.requests)
+            allowed = httpx.post(
+                url, json=body, headers={"x-agentrunner-token": "s3cret-token"}, timeout=60
+            )
+        finally:
+            server.stop()
+            journal.close()
+        forwarded = upstream.requests
+    assert refused.status_code == 401 and refused_calls == 0 and allowed.status_code == 200
+    assert "x-agentrunner-token" not in forwarded[0].headers
+    with TraceStore(tmp_path / "t.db") as store:
+        (episode,) = store.list_episodes()
+        assert len(store.events(episode.episode_id, kinds=["model.request"])) == 1

@@ -49,6 +49,8 @@ HOP_BY_HOP = frozenset(
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
 SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "x-session-id")
 TOKEN_HEADER = "x-agentrunner-token"
+NOT_FORWARDED = HOP_BY_HOP | {TOKEN_HEADER}
+"""Request headers the upstream never gets (the proxy's own token is the proxy's)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ class Proxy:
     ) -> web.StreamResponse:
         base, rest = route
         url = base.rstrip("/") + rest + (f"?{request.query_string}" if request.query_string else "")
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
         if call is not None:  # what is recorded must be readable: no compressed answers
             headers["Accept-Encoding"] = "identity"
         assert self._session is not None
