@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentrunner.record.dialects.base import Split, ToolOutput, role_of, text_of
+from agentrunner.record.dialects.base import (
+    Split,
+    ToolOutput,
+    rebuilt,
+    role_of,
+    text_of,
+    tool_spec,
+)
 from agentrunner.types import AgentToolCall, Message, ToolSpec
 from providers._adapter import Fold
 from providers.anthropic_adapter import MessagesFold
@@ -67,28 +74,13 @@ def _message(raw: Any) -> Message:
 
 
 def _tool(raw: dict[str, Any]) -> ToolSpec:
-    schema = raw.get("input_schema")
-    return ToolSpec(
-        name=str(raw.get("name") or raw.get("type") or "unnamed"),
-        description=str(raw.get("description") or ""),
-        parameters=schema if isinstance(schema, dict) else {},
-        raw=raw,
-    )
+    return tool_spec(raw, raw, "input_schema")
 
 
 def rebuild(
     messages: list[Message], tools: list[ToolSpec], params: dict[str, Any]
 ) -> dict[str, Any]:
-    body = dict(params)
-    body["messages"] = []
-    for m in messages:
-        if m.body_field:
-            body[m.body_field] = m.raw
-        else:
-            body["messages"].append(m.raw)
-    if tools:
-        body["tools"] = [t.raw for t in tools]
-    return body
+    return rebuilt(messages, tools, params, "messages")
 
 
 def new_fold() -> Fold:

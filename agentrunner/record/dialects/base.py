@@ -134,6 +134,36 @@ def text_of(content: Any, kinds: tuple[str, ...] = ("text",)) -> str:
     )
 
 
+def tool_spec(raw: dict[str, Any], declared: dict[str, Any], schema_key: str) -> ToolSpec:
+    """A tool as the client declared it (``raw``, kept whole): its name, description and the
+    schema under ``schema_key`` are read from ``declared`` (``raw`` or a part of it)."""
+    schema = declared.get(schema_key)
+    return ToolSpec(
+        name=str(declared.get("name") or raw.get("type") or "unnamed"),
+        description=str(declared.get("description") or ""),
+        parameters=schema if isinstance(schema, dict) else {},
+        raw=raw,
+    )
+
+
+def rebuilt(
+    messages: list[Message], tools: list[ToolSpec], params: dict[str, Any], list_key: str
+) -> dict[str, Any]:
+    """A request body from the store: the params, each message as the client sent it in the
+    body's ``list_key`` (or the body field it came in), the tools as declared."""
+    body = dict(params)
+    items = []
+    for m in messages:
+        if m.body_field:
+            body[m.body_field] = m.raw
+        else:
+            items.append(m.raw)
+    body.setdefault(list_key, items)
+    if tools:
+        body["tools"] = [t.raw for t in tools]
+    return body
+
+
 def role_of(value: Any) -> str:
     """A role the neutral message knows (``developer`` is the system's; unknown is a user's)."""
     if value in ("system", "developer"):

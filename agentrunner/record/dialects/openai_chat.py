@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentrunner.record.dialects.base import Split, ToolOutput, role_of, text_of
+from agentrunner.record.dialects.base import (
+    Split,
+    ToolOutput,
+    rebuilt,
+    role_of,
+    text_of,
+    tool_spec,
+)
 from agentrunner.types import AgentToolCall, Message, ToolSpec
 from providers._adapter import Fold
 from providers._openai_chat import ChatFold
@@ -64,24 +71,13 @@ def _message(raw: Any) -> Message:
 
 def _tool(raw: dict[str, Any]) -> ToolSpec:
     inner = raw.get("function")
-    function: dict[str, Any] = inner if isinstance(inner, dict) else raw
-    parameters = function.get("parameters")
-    return ToolSpec(
-        name=str(function.get("name") or raw.get("type") or "unnamed"),
-        description=str(function.get("description") or ""),
-        parameters=parameters if isinstance(parameters, dict) else {},
-        raw=raw,
-    )
+    return tool_spec(raw, inner if isinstance(inner, dict) else raw, "parameters")
 
 
 def rebuild(
     messages: list[Message], tools: list[ToolSpec], params: dict[str, Any]
 ) -> dict[str, Any]:
-    body = dict(params)
-    body["messages"] = [m.raw for m in messages]
-    if tools:
-        body["tools"] = [t.raw for t in tools]
-    return body
+    return rebuilt(messages, tools, params, "messages")
 
 
 def new_fold() -> Fold:

@@ -12,7 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentrunner.record.dialects.base import Split, ToolOutput, role_of, text_of
+from agentrunner.record.dialects.base import (
+    Split,
+    ToolOutput,
+    rebuilt,
+    role_of,
+    text_of,
+    tool_spec,
+)
 from agentrunner.types import AgentToolCall, Message, ToolSpec
 from providers._adapter import Fold
 from providers._openai_responses import ResponsesFold
@@ -81,30 +88,13 @@ def _item(raw: Any) -> Message:
 
 
 def _tool(raw: dict[str, Any]) -> ToolSpec:
-    parameters = raw.get("parameters")
-    return ToolSpec(
-        name=str(raw.get("name") or raw.get("type") or "unnamed"),
-        description=str(raw.get("description") or ""),
-        parameters=parameters if isinstance(parameters, dict) else {},
-        raw=raw,
-    )
+    return tool_spec(raw, raw, "parameters")
 
 
 def rebuild(
     messages: list[Message], tools: list[ToolSpec], params: dict[str, Any]
 ) -> dict[str, Any]:
-    body = dict(params)
-    items = []
-    for m in messages:
-        if m.body_field:
-            body[m.body_field] = m.raw
-        else:
-            items.append(m.raw)
-    if "input" not in body:
-        body["input"] = items
-    if tools:
-        body["tools"] = [t.raw for t in tools]
-    return body
+    return rebuilt(messages, tools, params, "input")
 
 
 def new_fold() -> Fold:
