@@ -181,7 +181,13 @@ def child_runner(
 def loopback_listener() -> Iterator[tuple[int, str]]:
     """A TCP server on 127.0.0.1 that sends each client a unique token: (port, token)."""
     token = f"hello-{uuid.uuid4().hex}"
-    server = socket.create_server(("127.0.0.1", 0))
+    with serving_token(socket.create_server(("127.0.0.1", 0)), token) as server:
+        yield server.getsockname()[1], token
+
+
+@contextlib.contextmanager
+def serving_token(server: socket.socket, token: str) -> Iterator[socket.socket]:
+    """``server`` (listening) sends ``token`` to each client until the block ends."""
     server.settimeout(0.1)
     stop = threading.Event()
 
@@ -199,7 +205,7 @@ def loopback_listener() -> Iterator[tuple[int, str]]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield server.getsockname()[1], token
+        yield server
     finally:
         stop.set()
         thread.join(timeout=5)

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from attack_helpers import (
     child_runner,
     kill_marked,
     loopback_listener,
+    serving_token,
     wait_until,
     workspace,
 )
@@ -145,28 +145,8 @@ def abstract_listener() -> Iterator[tuple[str, str]]:
     server = socket.socket(socket.AF_UNIX)
     server.bind("\0" + name)
     server.listen()
-    server.settimeout(0.1)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.sendall(token.encode() + b"\n")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    with serving_token(server, token):
         yield name, token
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        server.close()
 
 
 @needs_slirp

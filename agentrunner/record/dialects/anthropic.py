@@ -16,6 +16,7 @@ from agentrunner.record.dialects.base import (
     ToolOutput,
     rebuilt,
     role_of,
+    split_of,
     text_of,
     tool_spec,
 )
@@ -39,14 +40,7 @@ def split(body: dict[str, Any]) -> Split:
         )
     messages.extend(_message(m) for m in raw_messages)
     tools = [_tool(t) for t in body.get("tools") or [] if isinstance(t, dict)]
-    left_out = {"messages", "system"} | ({"tools"} if tools else set())
-    return Split(
-        model=str(body.get("model") or "unknown"),
-        messages=messages,
-        tools=tools,
-        params={k: v for k, v in body.items() if k not in left_out},
-        stream=bool(body.get("stream")),
-    )
+    return split_of(body, messages, tools, {"messages", "system"})
 
 
 def _message(raw: Any) -> Message:

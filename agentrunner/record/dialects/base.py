@@ -134,6 +134,21 @@ def text_of(content: Any, kinds: tuple[str, ...] = ("text",)) -> str:
     )
 
 
+def split_of(
+    body: dict[str, Any], messages: list[Message], tools: list[ToolSpec], fields: set[str]
+) -> Split:
+    """A body taken apart: ``messages`` from its ``fields``, ``tools`` from its ``tools``
+    (when it declared any), everything else kept verbatim as params."""
+    left_out = fields | ({"tools"} if tools else set())
+    return Split(
+        model=str(body.get("model") or "unknown"),
+        messages=messages,
+        tools=tools,
+        params={k: v for k, v in body.items() if k not in left_out},
+        stream=bool(body.get("stream")),
+    )
+
+
 def tool_spec(raw: dict[str, Any], declared: dict[str, Any], schema_key: str) -> ToolSpec:
     """A tool as the client declared it (``raw``, kept whole): its name, description and the
     schema under ``schema_key`` are read from ``declared`` (``raw`` or a part of it)."""

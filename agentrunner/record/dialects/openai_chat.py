@@ -15,6 +15,7 @@ from agentrunner.record.dialects.base import (
     ToolOutput,
     rebuilt,
     role_of,
+    split_of,
     text_of,
     tool_spec,
 )
@@ -31,14 +32,7 @@ def split(body: dict[str, Any]) -> Split:
     if not isinstance(raw_messages, list):
         raise ValueError("the body has no messages list")
     tools = [_tool(t) for t in body.get("tools") or [] if isinstance(t, dict)]
-    left_out = {"messages"} | ({"tools"} if tools else set())
-    return Split(
-        model=str(body.get("model") or "unknown"),
-        messages=[_message(m) for m in raw_messages],
-        tools=tools,
-        params={k: v for k, v in body.items() if k not in left_out},
-        stream=bool(body.get("stream")),
-    )
+    return split_of(body, [_message(m) for m in raw_messages], tools, {"messages"})
 
 
 def _message(raw: Any) -> Message:

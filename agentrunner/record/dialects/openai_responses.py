@@ -17,6 +17,7 @@ from agentrunner.record.dialects.base import (
     ToolOutput,
     rebuilt,
     role_of,
+    split_of,
     text_of,
     tool_spec,
 )
@@ -46,14 +47,7 @@ def split(body: dict[str, Any]) -> Split:
     else:
         raise ValueError("the body has no input")
     tools = [_tool(t) for t in body.get("tools") or [] if isinstance(t, dict)]
-    left_out = {"input", "instructions"} | ({"tools"} if tools else set())
-    return Split(
-        model=str(body.get("model") or "unknown"),
-        messages=messages,
-        tools=tools,
-        params={k: v for k, v in body.items() if k not in left_out},
-        stream=bool(body.get("stream")),
-    )
+    return split_of(body, messages, tools, {"input", "instructions"})
 
 
 def _item(raw: Any) -> Message:
