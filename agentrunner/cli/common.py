@@ -16,12 +16,14 @@ from agentrunner.safe_text import json_safe
 from agentrunner.store import TraceStore, default_db_path
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
-    """``--db``, ``--json`` and ``-v``: accepted by every subcommand."""
+def add_common(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """``--db``, ``--json`` and ``-v``: accepted before the subcommand (the main parser's,
+    which sets the defaults) and after it (each subcommand's, ``defaults=False``: only what
+    is given there is set, so the one given after the subcommand wins)."""
     group = parser.add_argument_group("common options")
     group.add_argument(
         "--db",
-        default=None,
+        default=None if defaults else argparse.SUPPRESS,
         metavar="PATH|URL",
         help="trace store: a SQLite file, or a Postgres database as postgresql://USER@HOST/DB"
         " (default: $AGENTRUNNER_DB or traces/traces.db); run, batch and import create a"
@@ -31,9 +33,16 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--json",
         action="store_true",
+        default=False if defaults else argparse.SUPPRESS,
         help="print one JSON object (or array) on one line as the last line of stdout",
     )
-    group.add_argument("-v", "--verbose", action="store_true", help="show more detail")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=False if defaults else argparse.SUPPRESS,
+        help="show more detail",
+    )
 
 
 def new_command(
@@ -47,7 +56,7 @@ def new_command(
     """A subcommand parser with the common options and its handler attached."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
     parser.set_defaults(handler=handler)
-    add_common(parser)
+    add_common(parser, defaults=False)
     return parser
 
 

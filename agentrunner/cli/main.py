@@ -33,7 +33,7 @@ from agentrunner.cli import (
     tui_cmd,
     verify_cmd,
 )
-from agentrunner.cli.common import print_json, stderr_console
+from agentrunner.cli.common import add_common, print_json, stderr_console
 from agentrunner.errors import AgentRunnerError
 from agentrunner.safe_text import line
 from agentrunner.store.postgres import FromPostgres
@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         "episodes, record every step in a SQLite trace store, and look back into them.",
     )
     parser.add_argument("--version", action="version", version=f"agentrunner {__version__}")
+    add_common(parser)  # also before the subcommand: `agentrunner --db X ls`
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module in COMMAND_MODULES:
         module.register(sub)
