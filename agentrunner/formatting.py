@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def short_id(episode_id: str | None, width: int = 10) -> str:
-    """The first ``width`` characters of an id (at least 8 are always shown)."""
-    return episode_id[: max(width, 8)] if episode_id else "-"
-
-
 def unique_prefixes(ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
     """For each id, its shortest prefix (at least ``minimum`` characters) that no other of
-    ``ids`` shares, so any of them can be typed back (``show PREFIX``). ULIDs made in the same
-    millisecond share their first 10 characters; those get a few more."""
+    ``ids`` shares, so any of them can be typed back (``show PREFIX``). The one rule for an
+    episode id on screen: every command and the TUI show ``unique_prefixes(store ids)[id]``
+    (a command printed to be copied, ``agentrunner resume ID``, names the full id: it stays
+    unambiguous as the store grows).
+    Ids made in the same millisecond share their first 10 characters; those get a few more."""
     ordered = sorted(set(ids))
     out: dict[str, str] = {}
     for i, current in enumerate(ordered):

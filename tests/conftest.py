@@ -30,6 +30,17 @@ def _no_pacing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTRUNNER_SCRIPTED_PACE", "0")
 
 
+@pytest.fixture(autouse=True)
+def _own_data_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """An empty XDG data folder per test (inherited by the CLI subprocesses a test starts):
+    the per-user default store lands there, never in the real home folder."""
+    data = tmp_path_factory.mktemp("xdg-data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    return data
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
     """A real Postgres server for the session (skipped, with the reason, where none can run)."""

@@ -73,7 +73,9 @@ def test_run_shows_the_live_view_on_stderr(db_path: Path) -> None:
     )
 
 
-def test_run_without_arguments_writes_traces_db_in_the_working_dir(tmp_path: Path) -> None:
+def test_run_without_arguments_writes_the_per_user_store_not_the_working_dir(
+    tmp_path: Path,
+) -> None:
     env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_DB"}
     proc = subprocess.run(
         [sys.executable, "-m", "agentrunner.cli.main", "run"],
@@ -83,7 +85,8 @@ def test_run_without_arguments_writes_traces_db_in_the_working_dir(tmp_path: Pat
         timeout=120,
         env={**env, "AGENTRUNNER_SCRIPTED_PACE": "0"},
     )
-    assert proc.returncode == 0 and (tmp_path / "traces" / "traces.db").exists()
+    assert proc.returncode == 0 and list(tmp_path.iterdir()) == []
+    assert (Path(os.environ["XDG_DATA_HOME"]) / "agentrunner" / "traces.db").exists()
 
 
 def test_ls_and_show_display_a_recorded_episode(db_path: Path) -> None:

@@ -63,7 +63,7 @@ def test_ls_of_a_store_that_does_not_exist_says_where_it_looked_and_creates_noth
 
 def test_ls_outside_a_project_creates_no_traces_folder(tmp_path: Path) -> None:
     proc = cli("ls", cwd=tmp_path)
-    assert proc.returncode == 1 and "traces/traces.db" in proc.stderr
+    assert proc.returncode == 1 and "agentrunner/traces.db" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -8,12 +8,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from agentrunner.safe_text import json_safe
-from agentrunner.store import TraceStore, default_db_path
+from agentrunner.store import TraceStore, user_db_path
 
 
 def add_common(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
@@ -26,9 +27,10 @@ def add_common(parser: argparse.ArgumentParser, *, defaults: bool = True) -> Non
         default=None if defaults else argparse.SUPPRESS,
         metavar="PATH|URL",
         help="trace store: a SQLite file, or a Postgres database as postgresql://USER@HOST/DB"
-        " (default: $AGENTRUNNER_DB or traces/traces.db); run, batch and import create a"
-        " missing file (and its folder) or a database's tables, other commands need the store"
-        " to exist",
+        " (default: $AGENTRUNNER_DB, else one store per user in the XDG data folder, here "
+        + str(user_db_path()).replace("%", "%%")
+        + "); run, batch, import and record create a missing file (and its folder) or a"
+        " database's tables, other commands need the store to exist",
     )
     group.add_argument(
         "--json",
@@ -64,12 +66,28 @@ CREATING_COMMANDS = frozenset({"run", "batch", "import", "record", "proxy"})
 """Only these may make a new store; every other command reads (or adds to) an existing one."""
 
 
+def store_location(args: argparse.Namespace) -> str | Path:
+    """The store ``--db``, ``$AGENTRUNNER_DB`` or the per-user default names. A command that
+    creates stores and is about to make the default one says so on stderr, naming it (once:
+    the first time, since the store then exists)."""
+    location = args.db or os.environ.get("AGENTRUNNER_DB")
+    if location:
+        return str(location)
+    path = user_db_path()
+    if getattr(args, "command", None) in CREATING_COMMANDS and not path.exists():
+        print(
+            f"agentrunner: making the default trace store {path}"
+            " (one per user; --db PATH or $AGENTRUNNER_DB picks another)",
+            file=sys.stderr,
+        )
+    return path
+
+
 def open_store(args: argparse.Namespace) -> TraceStore:
     """The store ``--db`` (or the default) names. Commands that only read or add to a store
     never create one (nor convert an empty or foreign file): they say where they looked."""
-    location = args.db or os.environ.get("AGENTRUNNER_DB") or default_db_path()
     create = getattr(args, "command", None) in CREATING_COMMANDS
-    return TraceStore(location, create=create)
+    return TraceStore(store_location(args), create=create)
 
 
 class _Console(Console):

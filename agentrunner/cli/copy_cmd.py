@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--from",
         dest="source",
         metavar="PATH|URL",
-        help="the store to copy from (default: --db, $AGENTRUNNER_DB or traces/traces.db)",
+        help="the store to copy from (default: --db, $AGENTRUNNER_DB or the per-user store)",
     )
     p.add_argument(
         "--to",

@@ -278,9 +278,12 @@ def _print_forks(
 ) -> None:
     out = stdout_console()
     parent = store.resolve(args.episode)
-    for fork_id in forks:
-        out.print(f"fork [bold]{fork_id}[/] of {parent} at turn {args.turn}")
     short = fmt.unique_prefixes(store.episode_ids())
+    for fork_id in forks:
+        out.print(
+            f"fork [bold]{short.get(fork_id, fork_id)}[/] of {short.get(parent, parent)}"
+            f" at turn {args.turn}"
+        )
     for r in rollouts:
         out.print(
             f"  {short.get(r.episode_id, r.episode_id)} {r.status} · reward {r.total_reward:g}"

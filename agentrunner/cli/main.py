@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import os
 import re
+import shlex
 import signal
 import sqlite3
 import sys
@@ -36,6 +37,7 @@ from agentrunner.cli import (
 from agentrunner.cli.common import add_common, print_json, stderr_console
 from agentrunner.errors import AgentRunnerError
 from agentrunner.safe_text import line
+from agentrunner.store.location import default_db_path
 from agentrunner.store.postgres import FromPostgres
 
 
@@ -144,7 +146,8 @@ def store_problem(exc: sqlite3.DatabaseError) -> str:
         return f"the disk holding the trace store is full ({text}); free space and resume"
     return (
         f"the trace store is damaged ({text}); check it with "
-        "`sqlite3 traces/traces.db 'PRAGMA integrity_check'` (or your --db path)"
+        f"`sqlite3 {shlex.quote(str(default_db_path()))} 'PRAGMA integrity_check'`"
+        " (or your --db path)"
     )
 
 

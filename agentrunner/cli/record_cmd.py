@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentrunner.cli.common import new_command, print_json, stderr_console
+from agentrunner.cli.common import new_command, print_json, stderr_console, store_location
 from agentrunner.errors import UsageError
 from agentrunner.formatting import plural
 from agentrunner.record.clients import CLIENTS, client
@@ -21,7 +21,6 @@ from agentrunner.record.journal import Journal
 from agentrunner.record.launch import plan, record, upstreams
 from agentrunner.record.proxy import TOKEN_HEADER, ForkPlan, Proxy, ProxySettings
 from agentrunner.redaction import public_url
-from agentrunner.store import default_db_path
 
 TOKEN_VAR = "AGENTRUNNER_PROXY_TOKEN"
 
@@ -133,7 +132,7 @@ def _upstream_options(p: argparse.ArgumentParser) -> None:
 
 
 def _location(args: argparse.Namespace) -> str:
-    return str(args.db or os.environ.get("AGENTRUNNER_DB") or default_db_path())
+    return str(store_location(args))
 
 
 def run_record(args: argparse.Namespace) -> int:

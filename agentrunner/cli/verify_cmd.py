@@ -260,7 +260,7 @@ def verify(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _print_table(results)
+        _print_table(results, fmt.unique_prefixes(store.episode_ids()))
     err = stderr_console()
     if not results:
         err.print("no episodes to verify")
@@ -271,7 +271,7 @@ def verify(args: argparse.Namespace) -> int:
     return 1 if args.require_all and failed else 0
 
 
-def _print_table(results: list[VerificationResult]) -> None:
+def _print_table(results: list[VerificationResult], short: dict[str, str]) -> None:
     if not results:
         return
     table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
@@ -279,7 +279,7 @@ def _print_table(results: list[VerificationResult]) -> None:
         table.add_column(col, overflow="fold" if col == "why" else "ellipsis")
     for r in results:
         table.add_row(
-            fmt.short_id(r.episode_id),
+            short.get(r.episode_id, r.episode_id),
             literal(r.verifier),
             "[green]pass[/]" if r.passed else "[red]fail[/]",
             "-" if r.score is None else f"{r.score:.2f}",

@@ -15,6 +15,7 @@ from sqlite_utils import Database
 
 from agentrunner.errors import StoreCorruptError, StoreError, StoreSchemaError
 from agentrunner.store.dialect import Conn
+from agentrunner.store.location import user_db_path
 from agentrunner.store.schema import KNOWN_MIGRATIONS, MIGRATION_SET, migrations
 
 Synchronous = Literal["NORMAL", "FULL"]
@@ -27,10 +28,15 @@ def _check_file(path: Path, *, create: bool) -> None:
     if not path.exists():
         if create:
             return
-        where = "the default store" if path == Path("traces") / "traces.db" else "the store"
+        if path == user_db_path():
+            where = "the per-user default store"
+        elif path.is_absolute():
+            where = "the store"
+        else:
+            where = f"the store, looked for from {Path.cwd()}"
         raise StoreError(
-            f"no trace store at {path} ({where}, looked for from {Path.cwd()}); give --db PATH"
-            " or set AGENTRUNNER_DB, or make one with `agentrunner run`"
+            f"no trace store at {path} ({where}); give --db PATH or set AGENTRUNNER_DB,"
+            " or make one with `agentrunner run`"
         )
     if path.stat().st_size == 0:
         if create:

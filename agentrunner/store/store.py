@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from ulid import ULID
 
 from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
@@ -28,6 +27,7 @@ from agentrunner.store.connection import Synchronous, immediate, open_connection
 from agentrunner.store.dialect import SQLITE, Conn, Dialect, Pool
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
+from agentrunner.store.ids import new_episode_id
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -269,7 +269,7 @@ class TraceStore:
     ) -> tuple[str, int]:
         """Inside :meth:`_writing`: a new episode row (a new id made now, or the ones of an
         episode copied from another store); its id and integer key in this store."""
-        episode_id = episode_id or str(ULID())
+        episode_id = episode_id or new_episode_id()
         conn = self._conn
         key = conn.execute("SELECT coalesce(max(key), 0) + 1 FROM episodes").fetchone()[0]
         conn.execute(
