@@ -77,35 +77,77 @@ from agentrunner.types import Message, ToolSpec
 
 SCHEMA_VERSION = "ATIF-v1.7"
 AGENT_NAME = "agentrunner"
+UNKNOWN_VERSION = "unknown"
+"""``agent.version`` of an imported session whose source names no version."""
 
 
 # ------------------------------------------------------------------ trajectory
 
 
-def _atif_header(episode: EpisodeSummary) -> dict[str, Any]:
+def _imported(store: TraceStore, episode: EpisodeSummary) -> bool:
+    """Whether the episode is an imported session (a root, or a fork an ATIF import made):
+    its own rows begin with its own ``episode.start``, where a fork made here inherits it."""
+    if episode.env.get("kind") != "import":
+        return False
+    return episode.parent_episode_id is None or store.has_own_event(
+        episode.episode_id, "episode.start"
+    )
+
+
+def _atif_header(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any]:
     """What an imported ATIF trajectory's header said (its ids, notes), for an episode
-    imported from one (empty for any other, forks of one included)."""
+    imported from one (empty for any other, forks made of one included)."""
     env = episode.env
-    atif = env.get("kind") == "import" and env.get("format") == "atif"
-    header = env.get("extra") if atif and episode.parent_episode_id is None else None
+    atif = env.get("format") == "atif" and _imported(store, episode)
+    header = env.get("extra") if atif else None
     return header if isinstance(header, dict) else {}
 
 
-def _identity(episode: EpisodeSummary, start: EpisodeStart | None) -> tuple[str, str, str, str]:
-    """The trajectory's session and trajectory ids and its agent's name and version: the
-    episode's own, or for an imported session the ones its source gave (so that an ATIF file
-    imported and exported again keeps its ids, and a Claude Code session says Claude Code)."""
+def session_ids(store: TraceStore, episode: EpisodeSummary) -> tuple[str, str]:
+    """The trajectory's session and trajectory ids: the episode's own, or for an imported
+    session the ones its source gave (so that an ATIF file imported and exported again keeps
+    its ids)."""
     own = (episode.episode_id, episode.episode_id)
-    env = episode.env
-    if env.get("kind") != "import" or episode.parent_episode_id is not None:
-        return (*own, AGENT_NAME, start.version if start else __version__)
-    source = _atif_header(episode)
+    if not _imported(store, episode):
+        return own
+    source = _atif_header(store, episode)
     if isinstance(source.get("session_id"), str):
         tid = source.get("trajectory_id")
-        ids = (source["session_id"], tid if isinstance(tid, str) else episode.episode_id)
-    else:
-        ids = (str(env.get("session_id") or episode.episode_id), episode.episode_id)
-    return (*ids, str(env.get("agent") or AGENT_NAME), str(env.get("agent_version") or ""))
+        return (source["session_id"], tid if isinstance(tid, str) else episode.episode_id)
+    return (str(episode.env.get("session_id") or episode.episode_id), episode.episode_id)
+
+
+def _agent(
+    store: TraceStore, episode: EpisodeSummary, start: EpisodeStart | None
+) -> dict[str, Any]:
+    """ATIF's ``agent`` name and version: agentrunner's, or for an imported session its
+    source's (a Claude Code session says Claude Code); ``unknown`` when the source named no
+    version (ATIF requires one, and an empty one is refused)."""
+    if not _imported(store, episode):
+        return {"name": AGENT_NAME, "version": start.version if start else __version__}
+    env = episode.env
+    return {
+        "name": str(env.get("agent") or AGENT_NAME),
+        "version": str(env.get("agent_version") or UNKNOWN_VERSION),
+    }
+
+
+def _link_the_rest(
+    steps: list[dict[str, Any]], links: dict[str | None, list[dict[str, Any]]]
+) -> None:
+    """Sub-agents whose starting call no step's results hold (or that name none): linked
+    from a result of the first step that names no call."""
+    linked = {
+        r.get("source_call_id")
+        for step in steps
+        for r in (step.get("observation") or {}).get("results", [])
+        if "subagent_trajectory_ref" in r
+    }
+    rest = [ref for call, refs in links.items() if call not in linked for ref in refs]
+    if rest:
+        observation = steps[0].setdefault("observation", {"results": []})
+        observation["results"].append({"subagent_trajectory_ref": rest})
+        steps[0]["extra"] = steps[0].pop("extra")  # extra stays last
 
 
 def _tool_definitions(store: TraceStore, hashes: list[str]) -> list[dict[str, Any]]:
@@ -117,8 +159,52 @@ def _tool_definitions(store: TraceStore, hashes: list[str]) -> list[dict[str, An
     return tool_schemas(list(tools.values()))
 
 
-def _trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | None:
+def sub_agents(store: TraceStore) -> dict[str, list[tuple[str | None, EpisodeSummary]]]:
+    """Every sub-agent episode by the id of the episode that started it, with the call that
+    did (None when unknown): a recorded agent's (``env.spawned_by``) and an imported
+    session's subagents (``env.parent_episode``, ``env.parent_call_id``). Forks of a
+    sub-agent are not sub-agents of their own."""
+    out: dict[str, list[tuple[str | None, EpisodeSummary]]] = {}
+    for episode in reversed(store.list_episodes()):
+        env = episode.env
+        spawned = env.get("spawned_by")
+        if episode.parent_episode_id is not None:
+            continue
+        if isinstance(spawned, dict):
+            parent, call = spawned.get("episode_id"), spawned.get("call_id")
+        elif env.get("kind") == "import":
+            parent, call = env.get("parent_episode"), env.get("parent_call_id")
+        else:
+            continue
+        if isinstance(parent, str):
+            out.setdefault(parent, []).append((call if isinstance(call, str) else None, episode))
+    return out
+
+
+def _links(
+    store: TraceStore, children: list[tuple[str | None, EpisodeSummary]]
+) -> dict[str | None, list[dict[str, Any]]]:
+    """``subagent_trajectory_ref`` s (the file-reference form: the ``<episode_id>.json`` an
+    export into a directory writes beside this one) by the call that started each."""
+    out: dict[str | None, list[dict[str, Any]]] = {}
+    for call, child in children:
+        ref = {
+            "session_id": session_ids(store, child)[0],
+            "trajectory_path": f"{child.episode_id}.json",
+            "extra": {NS: {"episode_id": child.episode_id}},
+        }
+        out.setdefault(call, []).append(ref)
+    return out
+
+
+def _trajectory(
+    store: TraceStore,
+    episode: EpisodeSummary,
+    children: list[tuple[str | None, EpisodeSummary]],
+) -> dict[str, Any] | None:
     episode_id = episode.episode_id
+    links = _links(store, children)
+    by_call = {call: refs for call, refs in links.items() if call is not None}
     read = read_episode(store, episode_id)
     hashes = [e.event.message_hash if isinstance(e, Said) else e.message_hash for e in read.entries]
     found = store.messages(h for h in hashes if h is not None)
@@ -127,16 +213,20 @@ def _trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | 
         message = Message(role="assistant")
         if digest is not None:
             message = found.get(digest) or store.message(digest)
-        step = said_step(entry, message) if isinstance(entry, Said) else answer_step(entry, message)
+        if isinstance(entry, Said):
+            step = said_step(entry, message)
+        else:
+            step = answer_step(entry, message, by_call)
         extra = step.pop("extra")
         if entry.row.episode_id != episode_id:  # inherited from an ancestor
             step["is_copied_context"] = True
         steps.append({"step_id": step_id, **step, "extra": extra})
     if not steps:
         return None
+    _link_the_rest(steps, links)
     start = read.history.start
-    session_id, trajectory_id, name, version = _identity(episode, start)
-    agent: dict[str, Any] = {"name": name, "version": version}
+    session_id, trajectory_id = session_ids(store, episode)
+    agent = _agent(store, episode, start)
     model_name = episode.model.get("model") or episode.model.get("spec")
     if isinstance(model_name, str) and model_name:
         agent["model_name"] = model_name
@@ -154,10 +244,10 @@ def _trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | 
         "steps": steps,
     }
     copied = sum(1 for s in steps if s.get("is_copied_context"))
-    notes = _atif_header(episode).get("notes")
+    notes = _atif_header(store, episode).get("notes")
     if isinstance(notes, str):
         doc["notes"] = notes
-    if episode.parent_episode_id is not None:
+    elif episode.parent_episode_id is not None:
         doc["notes"] = (
             f"A fork of episode {episode.parent_episode_id} at seq {episode.fork_seq}: its "
             f"first {copied} step(s) are the history it inherits (is_copied_context)."
@@ -205,11 +295,19 @@ def _episode_extra(store: TraceStore, episode: EpisodeSummary, read: Read) -> di
     }
 
 
-def atif_trajectory(store: TraceStore, episode_id: str) -> dict[str, Any] | None:
+def atif_trajectory(
+    store: TraceStore,
+    episode_id: str,
+    *,
+    subs: dict[str, list[tuple[str | None, EpisodeSummary]]] | None = None,
+) -> dict[str, Any] | None:
     """An episode's full history as an ATIF trajectory (a JSON-ready dict), read from one
-    state of the store; None when it has no step yet (ATIF needs at least one)."""
+    state of the store; None when it has no step yet (ATIF needs at least one). ``subs``:
+    the store's :func:`sub_agents`, when the caller exports many (read here otherwise)."""
     with store.read_snapshot():
-        return _trajectory(store, store.episode(episode_id))
+        episode = store.episode(episode_id)
+        found = sub_agents(store) if subs is None else subs
+        return _trajectory(store, episode, found.get(episode.episode_id, []))
 
 
 def atif_target(output: Path | None, directory: bool | None = None) -> bool:
@@ -249,8 +347,9 @@ def write_atif(
         except OSError as exc:
             raise UsageError(f"cannot create directory {output}: {exc.strerror or exc}") from None
     written, notes, recordable = 0, [], RecordableRows()
+    subs = sub_agents(store)
     for episode in episodes:
-        doc = atif_trajectory(store, episode.episode_id)
+        doc = atif_trajectory(store, episode.episode_id, subs=subs)
         if doc is None:
             notes.append(f"episode {episode.episode_id} has no steps yet: left out")
             continue

@@ -142,7 +142,11 @@ def said_step(said: Said, message: Message) -> dict[str, Any]:
     return step
 
 
-def answer_step(answer: Answer, message: Message) -> dict[str, Any]:
+def answer_step(
+    answer: Answer, message: Message, links: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """An assistant message as an agent step; ``links``: the sub-agent references of the
+    results of the calls that started sub-agents, by call id."""
     step: dict[str, Any] = {"timestamp": answer.row.ts, "source": "agent"}
     own: dict[str, Any] = _where(answer.row)
     responses = [c.response for c in answer.calls if c.response is not None]
@@ -172,7 +176,7 @@ def answer_step(answer: Answer, message: Message) -> dict[str, Any]:
             own["reasoning"] = message.reasoning
     if message.tool_calls:
         step["tool_calls"] = [_tool_call(c, answer.uses.get(c.call_id)) for c in message.tool_calls]
-    results = _results(message.tool_calls, answer.uses)
+    results = _results(message.tool_calls, answer.uses, links)
     if results:
         step["observation"] = {"results": results}
     metrics = _metrics([c.usage for c in answer.calls if c.usage is not None])
@@ -220,7 +224,11 @@ def _tool_call(call: AgentToolCall, use: ToolUse | None) -> dict[str, Any]:
     return out
 
 
-def _results(calls: Sequence[AgentToolCall], uses: dict[str, ToolUse]) -> list[dict[str, Any]]:
+def _results(
+    calls: Sequence[AgentToolCall],
+    uses: dict[str, ToolUse],
+    links: dict[str, list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for call in calls:
@@ -238,9 +246,10 @@ def _results(calls: Sequence[AgentToolCall], uses: dict[str, ToolUse]) -> list[d
             "step": result.step,
             "duration_s": result.duration_s,
         }
-        out.append(
-            {"source_call_id": call.call_id, "content": result.observation, "extra": {NS: extra}}
-        )
+        out.append({"source_call_id": call.call_id, "content": result.observation})
+        if call.call_id in links:
+            out[-1]["subagent_trajectory_ref"] = links[call.call_id]
+        out[-1]["extra"] = {NS: extra}
     return out
 
 
