@@ -28,6 +28,7 @@ from agentrunner.store.dialect import SQLITE, Conn, Dialect, Pool
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.ids import new_episode_id
+from agentrunner.store.location import default_db_path
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -41,12 +42,7 @@ from agentrunner.store.verifications import StoredVerification
 from agentrunner.store.writer import EpisodeWriter
 from agentrunner.types import Message, ToolSpec
 
-DEFAULT_DB = Path("traces") / "traces.db"
 _T = TypeVar("_T")
-
-
-def default_db_path() -> Path:
-    return Path(os.environ.get("AGENTRUNNER_DB") or DEFAULT_DB)
 
 
 def utc_now() -> str:
@@ -92,8 +88,8 @@ class TraceStore:
         create: bool = True,
     ):
         """Open (``create``: or make) the store at ``path`` (default: $AGENTRUNNER_DB or
-        ``traces/traces.db``). Without ``create`` a missing, empty or foreign file is an
-        error and nothing is written."""
+        the per-user store, see :mod:`agentrunner.store.location`). Without ``create`` a
+        missing, empty or foreign file is an error and nothing is written."""
         self.path = Path(path) if path is not None else default_db_path()
         self._leases: dict[str, str] = {}
         """The attempt tokens of the leases this store holds, by episode."""
