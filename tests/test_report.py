@@ -195,7 +195,7 @@ def test_the_time_range_takes_dates_and_times(db: Path) -> None:
 
 
 def test_compare_sides_narrow_the_shared_filters_and_may_not_overlap(db: Path) -> None:
-    narrowed = _json(
+    narrowed = run_cli(
         "report",
         "--db",
         str(db),
@@ -205,8 +205,8 @@ def test_compare_sides_narrow_the_shared_filters_and_may_not_overlap(db: Path) -
         "--compare",
         "scripted:model-a",
         "scripted:model-b",
-    )
-    assert narrowed["pairs"] == 0  # B is outside --model: nothing of it is compared
+    )  # B is outside --model: it selects nothing, which is an error, never an empty result
+    assert narrowed.returncode == 2 and "B 'scripted:model-b' selects no episode" in narrowed.stderr
     overlap = run_cli("report", "--db", str(db), "--compare", "scripted:*", "scripted:model-b")
     assert overlap.returncode == 2 and "same episodes" in overlap.stderr
 

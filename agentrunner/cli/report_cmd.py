@@ -17,10 +17,18 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.errors import UsageError
-from agentrunner.formatting import cost
 from agentrunner.report.build import GROUP_KEYS, Facts, ReportFilter, collect, compare, report
 from agentrunner.report.html import write as write_html
-from agentrunner.report.text import METRIC_COLUMNS, cells, key, num, rate, recorded
+from agentrunner.report.text import (
+    METRIC_COLUMNS,
+    cells,
+    episodes,
+    key,
+    num,
+    rate,
+    recorded,
+    spend,
+)
 from agentrunner.store import TraceStore
 
 STATUSES = ("completed", "cancelled", "failed", "interrupted", "running")
@@ -41,7 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--compare A B (each a model spec, wildcards allowed, or a batch id, prefix or "
         "name) pairs the two by (task, seed) instead: the pass-rate difference with McNemar's "
         "exact test, reward and cost differences with 95% intervals, and the tasks each "
-        "solves that the other does not. Only root episodes count unless --include-forks. "
+        "solves that the other does not; a side that selects no episode is an error (exit "
+        "2). An ended episode with no reward (an imported session, a run with no test) is "
+        "unjudged: counted apart ('unjudged N'), never in a pass rate or reward mean; token "
+        "sums and costs are of what is known and say how many are unknown. Only root "
+        "episodes count unless --include-forks. "
         "--html FILE also writes the report as one self-contained HTML page (tables and "
         "charts: pass rate per task and model, reward vs cost, turns, cost over time; it "
         "needs plotly: pip install 'agentrunner[report]').",
@@ -102,6 +114,12 @@ def run_report(args: argparse.Namespace) -> int:
     if args.compare:
         shared = collect(store, where, **options)  # the filters hold for both sides
         a, b = (_side(store, spec, shared) for spec in args.compare)
+        for side, spec, chosen in (("A", args.compare[0], a), ("B", args.compare[1], b)):
+            if not chosen:
+                raise UsageError(
+                    f"--compare {side} {spec!r} selects no episode among the {len(shared)} the "
+                    "filters keep; give a model spec (wildcards allowed) or a batch id or name"
+                )
         both = {e.summary.episode_id for e in a} & {e.summary.episode_id for e in b}
         if both:
             raise UsageError(
@@ -154,6 +172,17 @@ def _print_report(made: dict[str, Any]) -> None:
     overall = made["overall"]
     stops = ", ".join(f"{k} {v}" for k, v in overall["stop_reasons"].items())
     out.print(f"stop reasons: {recorded(stops or '-')}")
+    if overall["unjudged"]:
+        out.print(
+            f"unjudged {overall['unjudged']}: ended with no reward (imported, or run with no"
+            " test) or no verdict; left out of pass rates, reward means and pass@k"
+        )
+    if overall["unknown_usage_calls"] or overall["cost_unknown"]:
+        out.print(
+            f"unknown usage: {overall['unknown_usage_calls']} model call(s) without token"
+            f" counts, {overall['cost_unknown']} episode(s) without a cost; sums are of what"
+            " is known"
+        )
     if made["reward_not_reproduced"]:
         ids = ", ".join(made["reward_not_reproduced"])
         out.print(f"[bold red]![/] reward not reproduced by `agentrunner verify`: {ids}")
@@ -167,18 +196,24 @@ def _print_report(made: dict[str, Any]) -> None:
             tasks.add_row(
                 key(task["task_id"]),
                 key(row["model"]),
-                str(row["episodes"]),
+                episodes(row),
                 rate(row),
                 f"{num(row['reward_mean'])} ± {num(row['reward_se'])}",
-                cost(row["cost_usd"]),
+                spend(row),
             )
     out.print(tasks)
 
 
 def _print_compare(result: dict[str, Any]) -> None:
     out = stdout_console()
+    unjudged = result["unjudged_a"] + result["unjudged_b"]
+    if unjudged:
+        out.print(
+            f"unjudged (no reward, never paired): A {result['unjudged_a']},"
+            f" B {result['unjudged_b']}"
+        )
     if not result["pairs"]:
-        out.print(f"no (task, seed) pair was run by both {result['a']} and {result['b']}")
+        out.print(f"no judged (task, seed) pair was run by both {result['a']} and {result['b']}")
         return
     test = result["mcnemar"]
     out.print(

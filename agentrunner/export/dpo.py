@@ -7,7 +7,8 @@ refusal and tool calls with their arguments parsed; tool-call ids and reasoning 
 a fan-out continuation that replays a sampled action without its reasoning counts as that
 action, and no row option changes which pairs there are). Each distinct action is valued by
 the mean reward of its branches; every two actions whose values differ give one row, the
-better one chosen::
+better one chosen. A branch with no reward (unjudged: a run with no test) takes no part: a
+pair needs two judged rewards::
 
     {"prompt": [...the exact input at the fork point...],
      "chosen": [assistant message], "rejected": [assistant message],
@@ -56,24 +57,26 @@ def action_key(message: Message) -> str:
 @dataclass
 class _Action:
     branches: list[Branch] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
     lead: Branch | None = None  # the branch whose message the row shows
     has_reasoning: bool = False
 
-    def add(self, branch: Branch, message: Message) -> None:
+    def add(self, branch: Branch, message: Message, reward: float) -> None:
         self.branches.append(branch)
+        self.rewards.append(reward)
         if self.lead is None or (message.reasoning and not self.has_reasoning):
             self.lead, self.has_reasoning = branch, bool(message.reasoning)
 
     @property
     def value(self) -> float:
-        return statistics.fmean(b.episode.total_reward for b in self.branches)
+        return statistics.fmean(self.rewards)
 
     def source(self) -> dict[str, Any]:
         assert self.lead is not None
         return {
             **self.lead.decision.source(),
             "episodes": [b.episode.episode_id for b in self.branches],
-            "rewards": [b.episode.total_reward for b in self.branches],
+            "rewards": list(self.rewards),
         }
 
 
@@ -105,11 +108,16 @@ def _completion(store: TraceStore, action: _Action, options: ExportOptions) -> l
 def dpo_rows(
     store: TraceStore, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
+    unjudged = 0
     for point in fork_points(store, selected.by_id()):
         actions: dict[str, _Action] = {}
         for branch in point.branches:
+            reward = selected.reward(branch.episode)
+            if reward is None:
+                unjudged += 1
+                continue
             message = store.message(branch.decision.message_hash)
-            actions.setdefault(action_key(message), _Action()).add(branch, message)
+            actions.setdefault(action_key(message), _Action()).add(branch, message, reward)
         ranked = sorted(actions.values(), key=lambda a: -a.value)
         pairs = [
             (i, j)
@@ -136,3 +144,5 @@ def dpo_rows(
                 "chosen_source": better.source(),
                 "rejected_source": worse.source(),
             }
+    if unjudged:
+        selected.notes.append(f"dpo: {unjudged} unjudged branch(es) (no reward) left out of pairs")

@@ -24,7 +24,8 @@ name, so none may be one of the names ``GRPOTrainer._calculate_rewards`` passes 
 the tools given to the trainer, not with this column. The recorded completions and rewards
 serve offline group-relative training, analysis and reward functions that compare against
 them. A completion is the conversation after the prompt, so it holds the agent's turns and
-the tool results between them.
+the tool results between them. An unjudged episode (no reward: an imported session, a run with
+no test) is left out of its group, which needs a reward per completion; a note counts them.
 """
 
 from __future__ import annotations
@@ -50,9 +51,13 @@ def _group(
     prompt: list[Message],
     episodes: Sequence[EpisodeSummary],
     options: ExportOptions,
+    selected: Selected,
 ) -> tuple[list[list[dict[str, Any]]], list[float], list[dict[str, Any]]]:
     completions, rewards, sources = [], [], []
     for episode in episodes:
+        reward = selected.reward(episode)
+        if reward is None:
+            continue
         decision = last_decision(store, episode.episode_id)
         if decision is None:
             continue
@@ -60,7 +65,7 @@ def _group(
         if not rest:
             continue
         completions.append(chat(rest, options))
-        rewards.append(episode.total_reward)
+        rewards.append(reward)
         sources.append(decision.source())
     return completions, rewards, sources
 
@@ -71,7 +76,7 @@ def grpo_rows(
     for point in fork_points(store, selected.by_id()):
         prompt = store.message_chain(point.prompt_tip)
         episodes = [b.episode for b in point.branches]
-        completions, rewards, sources = _group(store, prompt, episodes, options)
+        completions, rewards, sources = _group(store, prompt, episodes, options, selected)
         if len(completions) < 2:
             continue
         first = point.branches[0]
@@ -85,7 +90,7 @@ def grpo_rows(
         }
     for task_id, tip, episodes in task_groups(store, selected.episodes):
         prompt = store.message_chain(tip)
-        completions, rewards, sources = _group(store, prompt, episodes, options)
+        completions, rewards, sources = _group(store, prompt, episodes, options, selected)
         if len(completions) < 2:
             continue
         yield {
@@ -101,3 +106,6 @@ def grpo_rows(
             },
             "sources": sources,
         }
+    unjudged = selected.unjudged()
+    if unjudged:
+        selected.notes.append(f"grpo: {unjudged} unjudged episode(s) (no reward) left out")

@@ -5,6 +5,8 @@
 episode's first model input (system prompt and task); ``completion`` is everything after it
 up to the last assistant message (the agent's turns and the tool results between them);
 ``label`` is ``reward >= kto_threshold``. ``source.seq`` is the last assistant message's seq.
+An unjudged episode (no reward: an imported session, a run with no test) has no label, so it
+gives no row; a note counts them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from agentrunner.store import TraceStore
 def kto_rows(
     store: TraceStore, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
+    unjudged = 0
     for episode in selected.episodes:
+        reward = selected.reward(episode)
+        if reward is None:
+            unjudged += 1
+            continue
         first = first_request(store, episode.episode_id)
         decision = last_decision(store, episode.episode_id)
         if first is None or decision is None:
@@ -34,8 +41,8 @@ def kto_rows(
         yield {
             "prompt": chat(prompt, options),
             "completion": chat(completion, options),
-            "label": episode.total_reward >= options.kto_threshold,
-            "reward": episode.total_reward,
+            "label": reward >= options.kto_threshold,
+            "reward": reward,
             "tools": tool_schemas(store.tools(tools_hash)),
             "source": {
                 **decision.source(),
@@ -44,3 +51,7 @@ def kto_rows(
                 "model": episode.model.get("spec"),
             },
         }
+    if unjudged:
+        selected.notes.append(
+            f"kto: {unjudged} unjudged episode(s) (no reward, so no label) skipped"
+        )

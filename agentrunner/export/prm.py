@@ -28,7 +28,9 @@ A decision point made while running is exported once the engine decided it, with
 and the adopted candidate it recorded (each candidate valued over its completed
 continuations; those that failed for good are not counted); one still running, or
 interrupted midway, gives no rows until it is decided. A fan-out's candidates are valued over
-its finished continuations, as ``fanout`` ranks them, and nothing is adopted.
+its finished continuations, as ``fanout`` ranks them, and nothing is adopted. A value needs
+rewards: a decision point with an unjudged continuation (no reward: a run with no test) gives
+no rows, and a note counts such points.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from agentrunner.export.select import Selected
 from agentrunner.export.sources import first_decision_after
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import GroupMember, fork_groups
+from agentrunner.store.reports import rewarded
 
 REASONING_KEY = "reasoning_content"
 """Where the action's reasoning goes when no ``--reasoning KEY`` is given."""
@@ -179,6 +182,22 @@ def prm_rows(
     by_parent: dict[str, list[dict[str, Any]]] = {}
     for group in fork_groups(store):
         by_parent.setdefault(group["parent_episode_id"], []).append(group)
+    judged, unjudged = rewarded(store), 0
     for episode in selected.episodes:
         for group in by_parent.get(episode.episode_id, []):
+            members: list[GroupMember] = group["members"]
+            if any(_unjudged(store, m, judged) for m in members):
+                unjudged += 1  # a continuation ended without a reward: no value to give
+                continue
             yield from _group_rows(store, group, options)
+    if unjudged:
+        selected.notes.append(
+            f"prm: {unjudged} decision point(s) with an unjudged continuation (no reward) skipped"
+        )
+
+
+def _unjudged(store: TraceStore, member: GroupMember, judged: set[str]) -> bool:
+    """A continuation that finished with no reward."""
+    if member.sample == PROPOSAL or member.episode_id in judged:
+        return False
+    return store.episode(member.episode_id).status in FINISHED

@@ -4,6 +4,11 @@ Filters apply in this order: episode ids (when given: only those), status (defau
 completed), fan-out proposal forks (left out unless named by id: they ran one turn to propose
 a candidate), task, model, split, verifier, minimum reward, and last the reward percentile,
 computed over the episodes the other filters kept.
+
+An episode with no reward (an imported session, a run with no test) is *unjudged*: its reward
+is None here (:meth:`Selected.reward`), never 0. The reward filters leave it out, and each
+format says what it does with it (KTO gives it no label, DPO, GRPO and PRM compare only
+judged rewards, SFT writes a null reward).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store.reports import rewarded
 from agentrunner.verifiers import latest_verifications
 
 STATUSES = (Status.COMPLETED, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED, Status.RUNNING)
@@ -53,9 +59,27 @@ class Selected:
 
     episodes: list[EpisodeSummary]
     notes: list[str] = field(default_factory=list)
+    judged: set[str] | None = None
+    """The ids whose reward is known (None: every episode's)."""
 
     def by_id(self) -> dict[str, EpisodeSummary]:
         return {e.episode_id: e for e in self.episodes}
+
+    def reward(self, episode: EpisodeSummary) -> float | None:
+        """The episode's reward, None when it has none (unjudged, never 0)."""
+        return known_reward(episode, self.judged)
+
+    def unjudged(self) -> int:
+        return sum(self.reward(e) is None for e in self.episodes)
+
+
+def known_reward(episode: EpisodeSummary, judged: set[str] | None) -> float | None:
+    """``episode``'s reward, or None when it has none: its summary says None, or ``judged``
+    (the ids of :func:`~agentrunner.store.reports.rewarded`) does not hold it."""
+    reward: float | None = episode.total_reward
+    if reward is None or (judged is not None and episode.episode_id not in judged):
+        return None
+    return float(reward)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -122,6 +146,12 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
         episodes = [e for e, s in zip(episodes, splits, strict=True) if s == selection.split]
     if selection.verifier or selection.verified_only:
         episodes = _by_verification(store, selection, episodes)
+    judged = rewarded(store)
+    if selection.min_reward is not None or selection.reward_percentile is not None:
+        unknown = sum(known_reward(e, judged) is None for e in episodes)
+        episodes = [e for e in episodes if known_reward(e, judged) is not None]
+        if unknown:
+            notes.append(f"{unknown} unjudged episode(s) (no reward) left out by the reward filter")
     if selection.min_reward is not None:
         floor = selection.min_reward
         episodes = [e for e in episodes if e.total_reward >= floor]
@@ -129,7 +159,7 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
         cut = percentile([e.total_reward for e in episodes], selection.reward_percentile)
         episodes = [e for e in episodes if e.total_reward >= cut]
         notes.append(f"reward percentile {selection.reward_percentile:g}: reward >= {cut:g}")
-    return Selected(episodes, notes)
+    return Selected(episodes, notes, judged)
 
 
 def _by_verification(

@@ -6,6 +6,8 @@ assistant message: for an episode whose last assistant message is a model respon
 exactly ``reconstruct_request(ep, last_turn).messages`` plus the response, i.e. what the
 model saw at its last decision and what it answered (tool results after it are left out, so
 the conversation ends with the assistant). ``source.seq`` is that response's seq.
+``reward`` is null for an unjudged episode (no reward: an imported session, a run with no
+test), never 0; ``--min-reward`` and ``--reward-percentile`` leave such episodes out.
 """
 
 from __future__ import annotations
@@ -22,15 +24,18 @@ from agentrunner.store import TraceStore
 def sft_rows(
     store: TraceStore, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
+    unjudged = 0
     for episode in selected.episodes:
         decision = last_decision(store, episode.episode_id)
         if decision is None:
             continue
         messages = store.message_chain(decision.message_hash)
+        reward = selected.reward(episode)
+        unjudged += reward is None
         yield {
             "messages": chat(messages, options),
             "tools": tool_schemas(tools_at(store, episode.episode_id, decision.seq)),
-            "reward": episode.total_reward,
+            "reward": reward,
             "source": {
                 **decision.source(),
                 "task_id": episode.task_id,
@@ -38,3 +43,5 @@ def sft_rows(
                 "model": episode.model.get("spec"),
             },
         }
+    if unjudged:
+        selected.notes.append(f"sft: {unjudged} row(s) of unjudged episodes have reward null")

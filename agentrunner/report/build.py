@@ -2,8 +2,13 @@
 and two sets compared pair by pair.
 
 An episode *passes* when its reward reaches ``threshold`` (default 1.0) or, with
-``verifier``, when that verifier's latest result passed. Only root episodes count (forks and
-fan-out continuations would count a task several times) unless ``include_forks``.
+``verifier``, when that verifier's latest result passed. An ended episode with no reward (an
+imported session, a run with no test) or, with ``verifier``, no result of it is *unjudged*:
+counted apart, and left out of pass rates, reward means and their intervals (unknown is not
+0). Unknown usage likewise: token sums and costs are of what is known, and the report says
+how many model calls had unknown token counts and how many episodes an unknown cost. Only
+root episodes count (forks and fan-out continuations would count a task several times)
+unless ``include_forks``.
 Numbers come from the episodes' summaries (status, reward, own tokens and cost, turns) and
 one indexed pass over the log's tool calls, responses and errors: no streamed chunk is read.
 """
@@ -18,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentrunner.errors import UsageError
-from agentrunner.export.select import Selection, task_splits
+from agentrunner.export.select import Selection, known_reward, task_splits
 from agentrunner.report.stats import (
     mcnemar,
     mean_se,
@@ -30,7 +35,7 @@ from agentrunner.report.stats import (
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.store.groups import memberships
 from agentrunner.store.records import EpisodeFilter
-from agentrunner.store.reports import LogFacts
+from agentrunner.store.reports import LogFacts, rewarded
 from agentrunner.store.verifications import REWARD_VERIFIER, StoredVerification
 
 GROUP_KEYS = ("model", "task", "split", "batch")
@@ -64,6 +69,8 @@ class Facts:
     split: str | None = None
     disputed: bool = False
     """Its latest reward check (``verify``) did not reproduce its recorded reward."""
+    reward: float | None = None
+    """Its reward; None when it has none (unjudged, never 0)."""
 
     @property
     def model(self) -> str:
@@ -116,12 +123,16 @@ def collect(
     disputed = {v.episode_id for v in latest if v.verifier == REWARD_VERIFIER and not v.passed}
     if verifier is not None and not verdicts:
         raise UsageError(f"no episode has a result of verifier {verifier!r}; see `verify`")
-    logs = store.log_facts()
+    logs, judged = store.log_facts(), rewarded(store)
     out = []
     for s, split in zip(chosen, splits, strict=True):
-        passed = verdicts.get(s.episode_id) if verifier else s.total_reward >= threshold
+        reward = known_reward(s, judged)
+        if verifier:
+            passed = verdicts.get(s.episode_id)
+        else:
+            passed = None if reward is None else reward >= threshold
         log, batches = logs.get(s.episode_id, LogFacts()), members.get(s.episode_id, [])
-        out.append(Facts(s, passed, log, batches, split, s.episode_id in disputed))
+        out.append(Facts(s, passed, log, batches, split, s.episode_id in disputed, reward))
     return out
 
 
@@ -183,8 +194,9 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
     n = len(episodes)
     statuses = Counter(str(e.summary.status) for e in episodes)
     judged = [e for e in episodes if _judged(e)]
+    unjudged = sum(e.summary.status in ENDED and e.passed is None for e in episodes)
     passed = sum(bool(e.passed) for e in judged)
-    rewards = [e.summary.total_reward for e in judged]
+    rewards = [e.reward for e in judged if e.reward is not None]
     reward_mean, reward_se = mean_se(rewards)
     interval = wilson(passed, len(judged))
     tokens = dict.fromkeys(("input", "cached", "output", "reasoning"), 0)
@@ -194,8 +206,9 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
         tokens["cached"] += int(t.get("cache_read", 0))
         tokens["output"] += int(t.get("output", 0))
         tokens["reasoning"] += int(t.get("reasoning", 0))
-    costs = [e.summary.cost_usd for e in episodes if e.summary.cost_usd is not None]
-    cost = sum(costs) if costs else None
+    priced = [e for e in episodes if e.summary.cost_usd is not None]
+    cost = sum(float(e.summary.cost_usd or 0.0) for e in priced) if priced else None
+    solved_priced = sum(bool(e.passed) for e in priced if _judged(e))
     turns = [float(e.summary.turns) for e in episodes]
     calls = [float(e.log.tool_calls) for e in episodes]
     latencies = [x for e in episodes for x in e.log.latencies]
@@ -209,6 +222,7 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
         "interrupted": statuses.get("interrupted", 0),
         "running": statuses.get("running", 0),
         "judged": len(judged),
+        "unjudged": unjudged,
         "passed": passed,
         "reward_not_reproduced": sum(e.disputed for e in episodes),
         "pass_rate": passed / len(judged) if judged else None,
@@ -217,8 +231,10 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
         "reward_se": reward_se,
         "pass_at_k": _pass_at_k(judged),
         "tokens": tokens,
+        "unknown_usage_calls": sum(e.log.unknown_usage for e in episodes),
         "cost_usd": cost,
-        "cost_per_solved_usd": cost / passed if cost is not None and passed else None,
+        "cost_unknown": n - len(priced),
+        "cost_per_solved_usd": cost / solved_priced if cost is not None and solved_priced else None,
         "turns": {"median": percentile(turns, 50), "p90": percentile(turns, 90)},
         "tool_calls": {"median": percentile(calls, 50), "p90": percentile(calls, 90)},
         "latency_s": {"p50": percentile(latencies, 50), "p90": percentile(latencies, 90)},
@@ -293,8 +309,8 @@ def _grouped(
 
 
 def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
-    """A against B, paired by (task, seed) where both have an ended (judged) episode (the
-    latest of each side):
+    """A against B, paired by (task, seed) where both have an ended, judged episode (the
+    latest of each side; unjudged ones are counted, never paired):
     pass rates and their difference with McNemar's exact test, mean reward and cost
     differences (B - A) with 95% intervals, and the tasks each solves that the other does
     not (a task is solved when any of its seeds passed)."""
@@ -306,9 +322,10 @@ def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
     n = len(pairs)
     rate_a = sum(bool(left[p].passed) for p in pairs) / n if n else None
     rate_b = sum(bool(right[p].passed) for p in pairs) / n if n else None
+    rewarded_pairs = [p for p in pairs if None not in (left[p].reward, right[p].reward)]
     reward_diff, reward_ci = paired_difference(
-        [left[p].summary.total_reward for p in pairs],
-        [right[p].summary.total_reward for p in pairs],
+        [float(left[p].reward or 0.0) for p in rewarded_pairs],
+        [float(right[p].reward or 0.0) for p in rewarded_pairs],
     )
     priced = [p for p in pairs if None not in (left[p].summary.cost_usd, right[p].summary.cost_usd)]
     cost_diff, cost_ci = paired_difference(
@@ -319,6 +336,8 @@ def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
     solved_b = {p[0] for p in pairs if right[p].passed}
     return {
         "pairs": n,
+        "unjudged_a": sum(e.summary.status in ENDED and e.passed is None for e in a),
+        "unjudged_b": sum(e.summary.status in ENDED and e.passed is None for e in b),
         "pass_rate_a": rate_a,
         "pass_rate_b": rate_b,
         "pass_rate_difference": None if n == 0 else (rate_b or 0.0) - (rate_a or 0.0),

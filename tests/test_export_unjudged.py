@@ -1,0 +1,67 @@
+"""Exports of episodes with no reward: unknown is not zero.
+
+The store: a real Claude Code session and a real Codex rollout imported from the shared
+fixtures (no reward: unjudged) and one episode the scripted demo model runs to reward 1.
+KTO gives an unjudged episode no label (no row, and a note); SFT writes its reward as null;
+the reward filters never keep it as a pass nor as a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_process import run_cli
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "foreign-traces"
+CLAUDE = TRACES / "claude-code" / "short.jsonl"
+CODEX = TRACES / "codex" / "rollout-2026-05-11T13-28-45-019e1695-0522-7c83-8b39-0dd379793f80.jsonl"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (CLAUDE.is_file() and CODEX.is_file()):
+        pytest.skip(f"the shared foreign-trace fixtures are absent ({TRACES})")
+    path = tmp_path_factory.mktemp("unjudged-export") / "traces.db"
+    for trace in (CLAUDE, CODEX):
+        done = run_cli("import", "--db", str(path), str(trace))
+        assert done.returncode == 0, done.stderr
+    ran = run_cli("run", "--db", str(path), "--model", "scripted:demo", "--task", "demo-mean")
+    assert ran.returncode == 0, ran.stderr
+    return path
+
+
+def _export(db: Path, out: Path, *args: str) -> tuple[list[dict[str, Any]], str]:
+    result = run_cli("export", "--db", str(db), "-o", str(out), *args)
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    return rows, result.stderr
+
+
+def test_kto_gives_unjudged_episodes_no_label_and_says_how_many(db: Path, tmp_path: Path) -> None:
+    rows, said = _export(db, tmp_path / "kto.jsonl", "--format", "kto")
+    assert [(r["source"]["model"], r["label"], r["reward"]) for r in rows] == [
+        ("scripted:demo", True, 1.0)
+    ]
+    assert "kto: 2 unjudged episode(s)" in said
+
+
+def test_sft_writes_an_unjudged_episodes_reward_as_null(db: Path, tmp_path: Path) -> None:
+    rows, said = _export(db, tmp_path / "sft.jsonl", "--format", "sft")
+    rewards = {r["source"]["model"]: r["reward"] for r in rows}
+    assert rewards == {"claude-code:claude-opus-4-6": None, "codex": None, "scripted:demo": 1.0}
+    assert "sft: 2 row(s) of unjudged episodes have reward null" in said
+
+
+def test_a_reward_filter_keeps_no_unjudged_episode_as_a_failure(db: Path, tmp_path: Path) -> None:
+    rows, said = _export(db, tmp_path / "sft.jsonl", "--format", "sft", "--min-reward", "0")
+    assert [r["source"]["model"] for r in rows] == ["scripted:demo"]
+    assert "2 unjudged episode(s) (no reward) left out by the reward filter" in said
+
+
+def test_a_reward_percentile_is_computed_over_judged_rewards_only(db: Path, tmp_path: Path) -> None:
+    rows, said = _export(db, tmp_path / "sft.jsonl", "--format", "sft", "--reward-percentile", "50")
+    assert [r["reward"] for r in rows] == [1.0]
+    assert "reward >= 1" in said
