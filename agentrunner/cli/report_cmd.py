@@ -54,9 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "unjudged: counted apart ('unjudged N'), never in a pass rate or reward mean; token "
         "sums and costs are of what is known and say how many are unknown. Only root "
         "episodes count unless --include-forks. "
-        "--html FILE also writes the report as one self-contained HTML page (tables and "
-        "charts: pass rate per task and model, reward vs cost, turns, cost over time; it "
-        "needs plotly: pip install 'agentrunner[report]').",
+        "--html FILE also writes the report as one self-contained HTML page with no script "
+        "(tables; inline SVG charts of pass rate per task and model, reward vs cost, turns, "
+        "cost over time; and per task its episodes, failures first, with the `agentrunner "
+        "show EP` that opens each).",
     )
     p.add_argument(
         "--by",
@@ -139,7 +140,7 @@ def run_report(args: argparse.Namespace) -> int:
     made["threshold"] = args.threshold
     made["verifier"] = args.verifier
     if args.html:
-        write_html(args.html, made, facts, source=store.where)
+        write_html(args.html, made, facts, source=_store_name(store.where))
     if args.json:
         print_json(made)
     else:
@@ -147,6 +148,14 @@ def run_report(args: argparse.Namespace) -> int:
     if args.html:
         stderr_console().print(f"wrote {args.html}", markup=False, soft_wrap=True)
     return 0
+
+
+def _store_name(where: str) -> str:
+    """The store as the HTML page names it: its file name, or a Postgres database's name;
+    never the path (the page is made to be shared)."""
+    if "://" in where:
+        return f"the Postgres database {where.rsplit('/', 1)[-1].split('?')[0] or '-'}"
+    return Path(where).name
 
 
 def _side(store: TraceStore, spec: str, facts: list[Facts]) -> list[Facts]:

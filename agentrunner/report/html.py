@@ -1,32 +1,31 @@
-"""``report --html``: a report as one self-contained HTML file, its tables and its charts.
+"""``report --html``: a report as one self-contained HTML page: its tables, its charts and
+the episodes of each task with the command that opens each.
 
-The charts are plotly figures with plotly.js inlined once in the page, so the file opens with
-no network. Every text that comes from the store (task ids, model specs, error messages) is
-escaped, in the tables and in the charts' labels too: plotly reads labels as a small HTML
-subset, and shows the escaped text as it was.
+The charts are inline SVG (:mod:`agentrunner.report.svg`): the page has no script, loads
+nothing and opens with no network. Every text that comes from the store (task ids, model
+specs, error messages, episode ids) is escaped. The page names the store by its file name
+only, never by its path.
 """
 
 from __future__ import annotations
 
 import html
-import importlib
-import itertools
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agentrunner.errors import UsageError
-from agentrunner.report.build import Facts
-
-INSTALL_HINT = "HTML reports need plotly: pip install 'agentrunner[report]'"
-PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d", "#eeca3b")
-CONFIG = {"displaylogo": False, "responsive": True}
+from agentrunner.report import svg
+from agentrunner.report.build import ENDED, Facts
+from agentrunner.report.text import episodes as episodes_cell
+from agentrunner.report.text import spend
+from agentrunner.report.text import tokens as tokens_cell
 
 STYLE = """
 body { font: 13px/1.45 system-ui, sans-serif; color: #1f2933; margin: 20px; }
 h1 { font-size: 22px; margin: 0 0 4px; }
 h2 { font-size: 17px; margin: 28px 0 8px; }
+h3 { font-size: 14px; margin: 16px 0 4px; }
 p.meta { color: #52606d; margin: 0 0 16px; }
 .wide { overflow-x: auto; }
 table { border-collapse: collapse; font: 12px system-ui, sans-serif; margin-bottom: 8px; }
@@ -35,18 +34,21 @@ th { background: #f0f4f8; vertical-align: bottom; max-width: 9em; }
 td { white-space: nowrap; font-variant-numeric: tabular-nums; }
 td.key, th.key { text-align: left; }
 tr.overall td { font-weight: 600; border-top: 2px solid #9fb3c8; }
+td.failed { color: #b42318; } td.passed { color: #2f7d32; } td.unjudged { color: #7b6d00; }
 .charts { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 16px; }
 @media (max-width: 900px) { .charts { grid-template-columns: minmax(0, 1fr); } }
-.chart { height: 400px; border: 1px solid #d9e2ec; }
+figure { margin: 0; border: 1px solid #d9e2ec; padding: 8px; }
+figcaption { font-weight: 600; margin-bottom: 4px; }
+svg.chart { width: 100%; height: auto; display: block; }
+svg .grid { stroke: #e4e7eb; } svg .axis { stroke: #7b8794; }
+svg .tick { font-size: 10px; fill: #52606d; } svg .label { font-size: 11px; fill: #323f4b; }
+svg .none { font-size: 10px; fill: #9aa5b1; } svg .whisker { stroke: #1f2933; }
+svg .line { fill: none; stroke-width: 2; } svg .point { fill-opacity: 0.75; }
+ul.legend { list-style: none; padding: 0; margin: 4px 0 0; display: flex; flex-wrap: wrap; }
+ul.legend li { margin-right: 14px; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
+code { font-size: 12px; }
 """
-
-
-def _plotly() -> Any:
-    """plotly's graph objects (an optional extra)."""
-    try:
-        return importlib.import_module("plotly.graph_objects")
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
 
 
 def write(path: Path, made: dict[str, Any], facts: Sequence[Facts], *, source: str) -> None:
@@ -60,23 +62,8 @@ def write(path: Path, made: dict[str, Any], facts: Sequence[Facts], *, source: s
 
 def render(made: dict[str, Any], facts: Sequence[Facts], *, source: str) -> str:
     """The page of a report (``made``, from :func:`~agentrunner.report.build.report`) and
-    its episodes (``facts``, for the per-episode charts); ``source`` names the store."""
-    go = _plotly()
-    from plotly.offline import get_plotlyjs
-
-    colours = _colours(f.model for f in facts)
-    figures = [
-        ("pass-rate", _pass_rates(go, made, colours)),
-        ("reward-cost", _reward_cost(go, facts, colours)),
-        ("turns", _turns(go, facts, colours)),
-        ("cost-time", _cost_over_time(go, facts, colours)),
-    ]
-    charts = "".join(
-        '<div class="chart">'
-        + fig.to_html(include_plotlyjs=False, full_html=False, div_id=name, config=CONFIG)
-        + "</div>"
-        for name, fig in figures
-    )
+    its episodes (``facts``, for the per-episode charts and lists); ``source`` names the
+    store (its file name: the page never shows where it lives)."""
     rule = (
         f"the verifier {made['verifier']}'s latest result passed"
         if made.get("verifier")
@@ -85,16 +72,16 @@ def render(made: dict[str, Any], facts: Sequence[Facts], *, source: str) -> str:
     overall = made["overall"]
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>agentrunner report</title>"
-        f"<style>{STYLE}</style>"
-        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>agentrunner report</title><style>{STYLE}</style></head><body>"
         "<h1>agentrunner report</h1>"
         f'<p class="meta">{overall["episodes"]} episodes from {_e(source)}; an episode passes'
         f" when {_e(rule)}; intervals are 95% (Wilson for pass rates).</p>"
-        f"{_not_reproduced(made)}"
+        f"{_unjudged(overall)}{_not_reproduced(made)}"
         f"<h2>By {_e(', '.join(made['by']))}</h2>{_groups_table(made)}"
-        f'<h2>Charts</h2><div class="charts">{charts}</div>'
+        f"<h2>Charts</h2>{_charts(made, facts)}"
         f"<h2>Per task</h2>{_tasks_table(made)}"
+        f"<h2>Episodes per task</h2>{_episodes(facts)}"
         f"<h2>pass@k (unbiased, averaged over tasks)</h2>{_pass_at_k_table(made)}"
         f"<h2>How episodes ended</h2>{_endings(overall)}"
         "</body></html>\n"
@@ -127,15 +114,14 @@ def _pair(values: dict[str, float | None], a: str, b: str, digits: int = 1) -> s
 
 def _metric_cells(m: dict[str, Any]) -> list[str]:
     """A group's numbers as the tables show them (the order of :data:`_HEADERS`)."""
-    t = m["tokens"]
     return [
-        str(m["episodes"]),
+        episodes_cell(m),
         f"{m['completed']} / {m['cancelled']} / {m['failed']}",
         str(m["passed"]),
         f"{_pct(m['pass_rate'])} {_interval(m['pass_rate_ci95'])}",
         f"{_num(m['reward_mean'])} ± {_num(m['reward_se'])}",
-        f"{t['input']:,} / {t['cached']:,} / {t['output']:,} / {t['reasoning']:,}",
-        _usd(m["cost_usd"]),
+        tokens_cell(m).replace("/", " / "),
+        spend(m),
         _usd(m["cost_per_solved_usd"]),
         _pair(m["turns"], "median", "p90"),
         _pair(m["tool_calls"], "median", "p90"),
@@ -229,131 +215,89 @@ def _endings(m: dict[str, Any]) -> str:
     )
 
 
-def _colours(models: Iterable[str]) -> dict[str, str]:
-    names = sorted(set(models))
-    return dict(zip(names, itertools.cycle(PALETTE), strict=False))
+def _unjudged(m: dict[str, Any]) -> str:
+    """What the numbers leave out: unjudged episodes, unknown usage (nothing when none)."""
+    out = []
+    if m["unjudged"]:
+        out.append(
+            f"unjudged {m['unjudged']}: ended with no reward (imported, or run with no test)"
+            " or no verdict; left out of pass rates, reward means and pass@k."
+        )
+    if m["unknown_usage_calls"] or m["cost_unknown"]:
+        out.append(
+            f"Unknown usage: {m['unknown_usage_calls']} model call(s) without token counts,"
+            f" {m['cost_unknown']} episode(s) without a cost; sums are of what is known."
+        )
+    return "".join(f'<p class="meta">{_e(line)}</p>' for line in out)
 
 
-def _layout(fig: Any, title: str, x: str, y: str, **extra: Any) -> Any:
-    fig.update_layout(
-        title={"text": title, "x": 0.02, "font": {"size": 15}},
-        xaxis_title=x,
-        yaxis_title=y,
-        template="plotly_white",
-        margin={"l": 60, "r": 20, "t": 50, "b": 60},
-        legend={"orientation": "h", "y": -0.2},
-        **extra,
+def _charts(made: dict[str, Any], facts: Sequence[Facts]) -> str:
+    palette = svg.colours(f.model for f in facts)
+    drawn = [
+        ("Pass rate per task and model (95% interval)", svg.pass_rates(made, palette), False),
+        ("Reward against cost per episode", svg.reward_cost(facts, palette), False),
+        ("Turns per episode", svg.turns(facts, palette), False),
+        ("Cumulative cost over time", svg.cost_over_time(facts, palette), True),
+    ]
+    figures = "".join(
+        f"<figure><figcaption>{_e(title)}</figcaption>{chart}{_legend(palette, total)}</figure>"
+        for title, chart, total in drawn
+        if chart is not None
     )
-    return fig
+    left_out = [title for title, chart, _ in drawn if chart is None]
+    note = (
+        f'<p class="meta">Not drawn (nothing priced cost anything, or no episode to show):'
+        f" {_e(', '.join(left_out))}.</p>"
+        if left_out
+        else ""
+    )
+    return f'<div class="charts">{figures}</div>{note}'
 
 
-def _by_model(facts: Iterable[Facts]) -> dict[str, list[Facts]]:
-    out: dict[str, list[Facts]] = {}
+def _legend(palette: dict[str, str], total: bool) -> str:
+    items = [*palette.items(), *([("all models (dashed)", svg.ALL)] if total else [])]
+    return (
+        '<ul class="legend">'
+        + "".join(
+            f'<li><span class="swatch" style="background:{colour}"></span>{_e(name)}</li>'
+            for name, colour in items
+        )
+        + "</ul>"
+    )
+
+
+def outcome(f: Facts) -> str:
+    """How an episode is counted: failed, passed, unjudged or not ended."""
+    if f.summary.status not in ENDED:
+        return "not ended"
+    if f.passed is None:
+        return "unjudged"
+    return "passed" if f.passed else "failed"
+
+
+ORDER = {"failed": 0, "unjudged": 1, "not ended": 2, "passed": 3}
+
+
+def _episodes(facts: Iterable[Facts]) -> str:
+    """Per task, its episodes (failures first, then unjudged, not ended, passed) with the
+    command that opens each."""
+    by_task: dict[str, list[Facts]] = {}
     for f in facts:
-        out.setdefault(f.model, []).append(f)
-    return dict(sorted(out.items()))
-
-
-def _pass_rates(go: Any, made: dict[str, Any], colours: dict[str, str]) -> Any:
-    """Pass rate per task, a bar per model, with its Wilson interval as error bars."""
-    rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for task in made["tasks"]:
-        for row in task["rows"]:
-            rows.setdefault(str(row["model"]), []).append((task["task_id"], row))
-    fig = go.Figure()
-    for model, cells in sorted(rows.items()):
-        rates = [r["pass_rate"] or 0.0 for _, r in cells]
-        cis = [r["pass_rate_ci95"] or [0.0, 0.0] for _, r in cells]
-        fig.add_trace(
-            go.Bar(
-                name=_e(model),
-                x=[_e(task) for task, _ in cells],
-                y=rates,
-                marker_color=colours.get(model, PALETTE[0]),
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [hi - rate for rate, (_, hi) in zip(rates, cis, strict=True)],
-                    "arrayminus": [rate - lo for rate, (lo, _) in zip(rates, cis, strict=True)],
-                },
-                customdata=[[r["passed"], r["episodes"]] for _, r in cells],
-                hovertemplate="%{x}: %{y:.1%} (%{customdata[0]} of %{customdata[1]})",
-            )
-        )
-    return _layout(
-        fig,
-        "Pass rate per task (95% interval)",
-        "task",
-        "pass rate",
-        barmode="group",
-        yaxis={"range": [0, 1.05], "tickformat": ".0%"},
+        by_task.setdefault(f.summary.task_id, []).append(f)
+    out = []
+    head = "".join(
+        f'<th class="key">{h}</th>'
+        for h in ("outcome", "episode", "model", "seed", "reward", "stop", "open it with")
     )
-
-
-def _reward_cost(go: Any, facts: Sequence[Facts], colours: dict[str, str]) -> Any:
-    """Reward against cost, a point per priced episode."""
-    fig = go.Figure()
-    for model, mine in _by_model(facts).items():
-        priced = [f for f in mine if f.summary.cost_usd is not None]
-        fig.add_trace(
-            go.Scatter(
-                name=_e(model),
-                mode="markers",
-                x=[f.summary.cost_usd for f in priced],
-                y=[f.summary.total_reward for f in priced],
-                text=[_e(f"{f.summary.task_id} seed {f.summary.seed}") for f in priced],
-                hovertemplate="%{text}: reward %{y:.3f}, $%{x:.4f}",
-                marker={"color": colours.get(model, PALETTE[0]), "size": 9, "opacity": 0.7},
-            )
+    for task, mine in sorted(by_task.items()):
+        rows = "".join(
+            f'<tr><td class="key {outcome(f)}">{outcome(f)}</td>'
+            f'<td class="key"><code>{_e(f.summary.episode_id)}</code></td>'
+            f'<td class="key">{_e(f.model)}</td><td>{f.summary.seed}</td>'
+            f"<td>{'-' if f.reward is None else _e(f'{f.reward:g}')}</td>"
+            f'<td class="key">{_e(f.summary.stop_reason or f.summary.status)}</td>'
+            f'<td class="key"><code>agentrunner show {_e(f.summary.episode_id)}</code></td></tr>'
+            for f in sorted(mine, key=lambda f: (ORDER[outcome(f)], f.summary.created_at))
         )
-    unpriced = sum(f.summary.cost_usd is None for f in facts)
-    note = f" ({unpriced} without a price left out)" if unpriced else ""
-    return _layout(fig, f"Reward vs cost per episode{note}", "cost (USD)", "reward")
-
-
-def _turns(go: Any, facts: Sequence[Facts], colours: dict[str, str]) -> Any:
-    """How many turns episodes took, a histogram per model."""
-    fig = go.Figure()
-    for model, mine in _by_model(facts).items():
-        fig.add_trace(
-            go.Histogram(
-                name=_e(model),
-                x=[f.summary.turns for f in mine],
-                xbins={"size": 1},
-                marker_color=colours.get(model, PALETTE[0]),
-            )
-        )
-    return _layout(fig, "Turns per episode", "turns", "episodes", barmode="group")
-
-
-def _when(created_at: str) -> str:
-    """An ISO 8601 time in UTC as plotly's date axis reads it."""
-    try:
-        moment = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
-    except ValueError:
-        return created_at
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def _cost_over_time(go: Any, facts: Sequence[Facts], colours: dict[str, str]) -> Any:
-    """Cumulative cost by the episodes' start times, a line per model and one for all."""
-    fig = go.Figure()
-    for model, mine in [*_by_model(facts).items(), ("all models", list(facts))]:
-        priced = sorted(
-            (f for f in mine if f.summary.cost_usd is not None), key=lambda f: f.summary.created_at
-        )
-        if not priced:
-            continue
-        fig.add_trace(
-            go.Scatter(
-                name=_e(model),
-                mode="lines",
-                x=[_when(f.summary.created_at) for f in priced],
-                y=list(itertools.accumulate(float(f.summary.cost_usd or 0.0) for f in priced)),
-                line={"color": colours.get(model, "#52606d"), "width": 2, "shape": "hv"},
-                hovertemplate="%{x}: $%{y:.4f}",
-            )
-        )
-    return _layout(fig, "Cumulative cost over time", "episode started (UTC)", "cost (USD)")
+        out.append(f"<h3>{_e(task)}</h3>{_wide(head, rows)}")
+    return "".join(out)
