@@ -33,8 +33,10 @@ Tool definitions (OpenAI function shape) are ``agent.tool_definitions``.
 What ATIF has no field for is under ``extra["agentrunner"]``, with these keys:
 
 - trajectory: ``episode_id``, ``task_id``, ``seed``, ``created_at``, ``status``,
-  ``stop_reason``, ``total_reward``, ``turns``, ``attempts``, ``parent_episode_id``,
-  ``fork_seq``, ``ancestors`` (parent first), ``fork_group`` (``group_id``, ``candidate``,
+  ``stop_reason``, ``total_reward`` (null: unjudged, no event of its own holds a reward),
+  ``turns``, ``attempts``, ``parent_episode_id``, ``parent_trajectory`` (the parent's
+  ``session_id`` and ``trajectory_id``), ``fork_seq``, ``ancestors`` (parent first),
+  ``fork_group`` (``group_id``, ``candidate``,
   ``sample``, ``proposal``; null outside a fan-out), ``batches`` (batch ids),
   ``verifications`` (newest first: ``verifier``, ``score``, ``passed``, ``details``,
   ``created_at``), and ``resumes`` / ``cancels`` / ``errors``: those events' fields with
@@ -50,6 +52,15 @@ What ATIF has no field for is under ``extra["agentrunner"]``, with these keys:
   wrote) and ``parse_error``;
 - observation result: ``seq``, ``reward``, ``done``, ``truncated``, ``error``, ``step`` (the
   environment step; null when the environment did not run the call) and ``duration_s``.
+
+The ATIF import reads these back (:mod:`agentrunner.imports.atif_fields`): a trajectory
+exported and imported again is the same episode (task, seed, model, results' rewards, its end
+and total reward, edits as edits), and a fork whose parent's export was imported first is
+imported as its fork. A sub-agent (a recorded agent's ``env.spawned_by``, an imported
+session's subagent) is linked from the result of the call that started it by a
+``subagent_trajectory_ref`` in the file form: ``trajectory_path`` ``<episode_id>.json``, the
+file an export into a directory writes beside this one. ``agent.version`` is agentrunner's, or
+an imported session's source's; ``unknown`` when the source named none.
 """
 
 from __future__ import annotations
@@ -279,10 +290,11 @@ def _episode_extra(store: TraceStore, episode: EpisodeSummary, read: Read) -> di
         "created_at": episode.created_at,
         "status": str(episode.status),
         "stop_reason": episode.stop_reason,
-        "total_reward": episode.total_reward,
+        "total_reward": episode.total_reward if read.judged else None,
         "turns": episode.turns,
         "attempts": episode.attempt,
         "parent_episode_id": episode.parent_episode_id,
+        "parent_trajectory": _parent_trajectory(store, episode),
         "fork_seq": episode.fork_seq,
         "ancestors": store.ancestors(episode_id),
         "fork_group": episode.fork_group.to_dict() if episode.fork_group else None,
@@ -293,6 +305,15 @@ def _episode_extra(store: TraceStore, episode: EpisodeSummary, read: Read) -> di
         ],
         **read.log,
     }
+
+
+def _parent_trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, str] | None:
+    """A fork's parent's ``session_id`` and ``trajectory_id`` (what an import of the parent's
+    export is found by, to import this one as its fork)."""
+    if episode.parent_episode_id is None:
+        return None
+    session_id, trajectory_id = session_ids(store, store.episode(episode.parent_episode_id))
+    return {"session_id": session_id, "trajectory_id": trajectory_id}
 
 
 def atif_trajectory(

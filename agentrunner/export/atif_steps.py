@@ -10,11 +10,13 @@ from typing import Any
 
 from agentrunner.events import (
     Cancel,
+    EpisodeEnd,
     Error,
     MessageEvent,
     ModelRequest,
     ModelResponse,
     Resume,
+    ToolResult,
     Usage,
 )
 from agentrunner.history import NOT_CHUNKS, History, ToolUse
@@ -67,6 +69,9 @@ class Read:
     log: dict[str, list[dict[str, Any]]] = field(
         default_factory=lambda: {"resumes": [], "cancels": [], "errors": []}
     )
+    judged: bool = False
+    """The episode's own events hold a reward (an ``episode.end``, a tool result with one);
+    else its reward is unknown (an imported session, a run with no test), never 0."""
 
 
 def _where(row: EventRow) -> dict[str, Any]:
@@ -98,6 +103,10 @@ def read_episode(store: TraceStore, episode_id: str) -> Read:
                 read.entries.append(Answer(row, event.message_hash, [], uses, edit=event))
             case MessageEvent():
                 read.entries.append(Said(row, event))
+            case ToolResult(reward=reward) if reward is not None and row.episode_id == episode_id:
+                read.judged = True
+            case EpisodeEnd() if row.episode_id == episode_id:
+                read.judged = True
             case Resume() | Cancel() | Error():
                 fields = event.model_dump(mode="json", exclude={"kind"})
                 read.log[f"{row.kind}s"].append({**_where(row), "ts": row.ts, **fields})

@@ -43,22 +43,38 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
+from agentrunner.imports.atif_fields import (
+    edit_told,
+    end_told,
+    episode_told,
+    list_of,
+    names_a_call,
+    ours,
+    outcome_told,
+    results_of,
+    str_of,
+    take_text,
+    tool_calls,
+    tool_specs,
+    usage_of,
+)
 from agentrunner.imports.files import session_id, whole_json
 from agentrunner.imports.importer import stamp
 from agentrunner.imports.items import (
     Answer,
     Ask,
     Begin,
+    Edited,
     Emit,
+    Ended,
     Item,
     Observed,
     Piece,
     Said,
     Source,
     Unmapped,
-    text_of,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, ToolSpec
+from agentrunner.types import AgentTurn, AgentUsage
 
 NAME = "atif"
 APPENDS = False
@@ -67,8 +83,6 @@ _VERSION = re.compile(r'"schema_version"\s*:\s*"ATIF-')
 _HEADER = {"schema_version", "session_id", "trajectory_id", "agent", "steps", "notes"}
 _HEADER |= {"final_metrics", "continued_trajectory_ref", "extra", "subagent_trajectories"}
 _AGENT = {"name", "version", "model_name", "tool_definitions", "extra"}
-_CACHE_WRITE = ("cache_creation_input_tokens", "cache_creation_tokens", "cache_write_tokens")
-_REASONING = ("reasoning_tokens", "thinking_tokens")
 
 
 def sniff(path: Path, head: str) -> bool:
@@ -95,7 +109,7 @@ def records(path: Path, *, live: bool) -> list[Any]:
 
 def parser(path: Path) -> _Trajectory:
     doc = _document(path)
-    raw, tid = _str(doc.get("session_id")), _str(doc.get("trajectory_id"))
+    raw, tid = str_of(doc.get("session_id")), str_of(doc.get("trajectory_id"))
     # a trajectory id names one document; a session id alone names a run (see above)
     session = (f"{raw}/{tid}" if raw else tid) if tid else session_id(raw or NAME, path)
     return _Trajectory(doc, path=path, key="", session_id=session)
@@ -126,19 +140,19 @@ class _Trajectory:
         self.parent, self.parent_call = parent, parent_call
         agent = doc.get("agent")
         self.agent: dict[str, Any] = agent if isinstance(agent, dict) else {}
-        self.model = _str(self.agent.get("model_name"))
+        self.model = str_of(self.agent.get("model_name"))
         self.names: dict[str, str] = {}  # tool call id -> tool name, over the steps so far
-        self.steps = _list(doc.get("steps"))
+        self.steps = list_of(doc.get("steps"))
         self.subagents = {
-            _str(sub.get("trajectory_id")) or f"subagent-{i + 1}": sub
-            for i, sub in enumerate(_list(doc.get("subagent_trajectories")))
+            str_of(sub.get("trajectory_id")) or f"subagent-{i + 1}": sub
+            for i, sub in enumerate(list_of(doc.get("subagent_trajectories")))
             if isinstance(sub, dict)
         }
         self.referenced = {
             ref.get("trajectory_id")
             for step in self.steps
-            for result in _results(step)
-            for ref in _list(result.get("subagent_trajectory_ref"))
+            for result in results_of(step)
+            for ref in list_of(result.get("subagent_trajectory_ref"))
             if isinstance(ref, dict)
         }
         self.started: set[str] = set()
@@ -150,7 +164,12 @@ class _Trajectory:
         return out + self._unreferenced() if index == 0 else out
 
     def finish(self) -> list[Emit]:
-        return [] if self.begun else self._begin() + self._unreferenced()
+        out = [] if self.begun else self._begin() + self._unreferenced()
+        told = end_told(self.doc) if not self.key else None  # the file's own trajectory
+        if told is None:
+            return out
+        last = self.steps[-1] if self.steps and isinstance(self.steps[-1], dict) else {}
+        return [*out, (self.key, Ended(*told, ts=str_of(last.get("timestamp"))))]
 
     def whole(self) -> list[Emit]:
         """Every item of an embedded trajectory at once (it has no records of its own)."""
@@ -160,7 +179,7 @@ class _Trajectory:
     def _begin(self) -> list[Emit]:
         self.begun = True
         first = self.steps[0] if self.steps and isinstance(self.steps[0], dict) else {}
-        return [(self.key, Begin(self.source(), _str(first.get("timestamp"))))]
+        return [(self.key, Begin(self.source(), str_of(first.get("timestamp"))))]
 
     def _unreferenced(self) -> list[Emit]:
         """Embedded subagents no result refers to (no call started them): after step 1."""
@@ -187,7 +206,7 @@ class _Trajectory:
 
     def source(self) -> Source:
         doc, agent = self.doc, self.agent
-        tools, lossy = _tools(agent.get("tool_definitions"))
+        tools, lossy = tool_specs(agent.get("tool_definitions"))
         extra: dict[str, Any] = {"schema_version": doc.get("schema_version")}
         for name in ("session_id", "trajectory_id", "notes", "final_metrics", "extra"):
             extra[name] = doc.get(name)
@@ -201,20 +220,21 @@ class _Trajectory:
             format=NAME,
             path=str(self.path),
             session_id=self.session_id,
-            agent=_str(agent.get("name")) or "atif",
-            agent_version=_str(agent.get("version")),
+            agent=str_of(agent.get("name")) or "atif",
+            agent_version=str_of(agent.get("version")),
             model=self.model,
             tools=tools,
             parent_session=self.parent,
             parent_call_id=self.parent_call,
             extra={k: v for k, v in extra.items() if v is not None},
+            episode=episode_told(doc) if not self.key else None,
         )
 
     def step(self, index: int, step: Any) -> list[Emit]:
         if not isinstance(step, dict):
             return [(self.key, Unmapped(step, "an ATIF step that is not a JSON object"))]
         left = dict(step)
-        ts = _str(left.pop("timestamp", None))
+        ts = str_of(left.pop("timestamp", None))
         if ts is not None and stamp(ts) is None:
             left["timestamp"] = ts  # kept: the items cannot carry a time it does not read
         if left.get("step_id") == index + 1:
@@ -223,11 +243,13 @@ class _Trajectory:
         items: list[Item] = []
         others: list[Emit] = []
         if role in ("system", "user"):
-            text = _content(left, "message")
+            text = take_text(left, "message")
             copied = left.pop("is_copied_context", None)
             if not isinstance(copied, bool | None):
                 left["is_copied_context"] = copied
-            items.append(Said(role, text, ts, {"is_copied_context": True} if copied else {}))
+            marks = {"is_copied_context": True} if copied else {}
+            reason = str_of(ours(step).get("reason"))
+            items.append(Said(role, text, ts, marks, reason=reason))
             items += self._results(left, [], role, ts, others)
         elif role == "agent":
             items += self._agent(index, step, left, ts, others)
@@ -248,21 +270,26 @@ class _Trajectory:
         others: list[Emit],
     ) -> list[Item]:
         call = f"step-{index + 1}"
-        model = _str(left.pop("model_name", None))
-        reasoning = _str(left.pop("reasoning_content", None))
-        text = _content(left, "message")
-        calls = _tool_calls(left)
+        model = str_of(left.pop("model_name", None))
+        reasoning = str_of(left.pop("reasoning_content", None))
+        text = take_text(left, "message")
+        calls = tool_calls(left)
         count = left.pop("llm_call_count", None)
         copied = left.pop("is_copied_context", None)
         if not isinstance(copied, bool | None):
             left["is_copied_context"] = copied
+        edit = edit_told(step, text, calls)
+        if edit is not None:  # a fork's edit, not a model's answer
+            self.names |= {c.call_id: c.name for c in calls}
+            items: list[Item] = [Edited(edit, ts)]
+            return items + self._results(left, [c.call_id for c in calls], "user", ts, others)
         copied = copied is True
         called = count != 0 and not copied
         marks: dict[str, Any] = {"llm_call_count": count} if count not in (None, 1) else {}
         if copied:
             marks["is_copied_context"] = True
         free = AgentUsage(cost_usd=0.0, price_source="source")  # no model call of its own
-        usage = _usage(left) if count != 0 else free
+        usage = usage_of(left) if count != 0 else free
         turn = AgentTurn(
             reasoning=reasoning,
             message=text,
@@ -270,7 +297,7 @@ class _Trajectory:
             usage=usage,
             model=model or self.model,
         )
-        items: list[Item] = [Ask(call, model, ts)]
+        items = [Ask(call, model, ts)]
         if called:
             if reasoning:
                 items.append(Piece(call, "reasoning", reasoning, ts=ts))
@@ -298,9 +325,9 @@ class _Trajectory:
             left["observation"] = observation
             return []
         results: list[Any] = observation["results"]
-        named = {_str(r.get("source_call_id")) for r in results if isinstance(r, dict)}
+        named = {str_of(r.get("source_call_id")) for r in results if isinstance(r, dict)}
         waiting = [c for c in calls if c not in named]
-        unnamed = [i for i, r in enumerate(results) if isinstance(r, dict) and not _named(r)]
+        unnamed = [i for i, r in enumerate(results) if isinstance(r, dict) and not names_a_call(r)]
         paired = dict(zip(unnamed, waiting, strict=True)) if len(unnamed) == len(waiting) else {}
         items: list[Item] = []
         kept: list[Any] = []
@@ -309,17 +336,18 @@ class _Trajectory:
                 kept.append({"index": i, "result": result})
                 continue
             rest = dict(result)
-            text = _content(rest, "content")
+            text = take_text(rest, "content")
             source = rest.pop("source_call_id", None)
-            known = _str(source) in self.names  # a call of this step (or, late, of one before)
+            known = str_of(source) in self.names  # a call of this step (or, late, of one before)
             target = source if known else paired.get(i)
             if target is not None:
-                items.append(Observed(target, self.names[target], text, ts=ts))
+                outcome = outcome_told(result)
+                items.append(Observed(target, self.names[target], text, ts=ts, **outcome))
             elif result.get("content") is not None:
                 items.append(Said(role, text, ts))
             if source is not None and source != target:
                 rest["source_call_id"] = source
-            for ref in _list(result.get("subagent_trajectory_ref")):
+            for ref in list_of(result.get("subagent_trajectory_ref")):
                 if isinstance(ref, dict) and ref.get("trajectory_id") in self.subagents:
                     others += self._subagent(ref["trajectory_id"], target)
             if rest:
@@ -328,126 +356,3 @@ class _Trajectory:
         if kept or more:
             left["observation"] = {"results": kept, **more}
         return items
-
-
-def _tool_calls(left: dict[str, Any]) -> tuple[AgentToolCall, ...]:
-    """A step's tool calls; what they carry besides id, name and arguments stays in ``left``."""
-    value = left.pop("tool_calls", None)
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        left["tool_calls"] = value
-        return ()
-    calls: list[AgentToolCall] = []
-    kept: list[Any] = []
-    for raw in value:
-        call_id = raw.get("tool_call_id") if isinstance(raw, dict) else None
-        name = raw.get("function_name") if isinstance(raw, dict) else None
-        if not isinstance(raw, dict) or not isinstance(call_id, str) or not isinstance(name, str):
-            kept.append(raw)
-            continue
-        args = raw.get("arguments", {})
-        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        calls.append(AgentToolCall(call_id=call_id, name=name, arguments=text))
-        rest = {k: v for k, v in raw.items() if k not in ("tool_call_id", "function_name")}
-        if isinstance(args, dict):
-            rest.pop("arguments", None)
-        if rest:
-            kept.append({"tool_call_id": call_id, **rest})
-    if kept:
-        left["tool_calls"] = kept
-    return tuple(calls)
-
-
-def _usage(left: dict[str, Any]) -> AgentUsage:
-    """A model call's usage from the step's ``metrics`` (the fields used are taken out)."""
-    metrics = left.pop("metrics", None)
-    if not isinstance(metrics, dict):
-        if metrics is not None:
-            left["metrics"] = metrics
-        return AgentUsage()
-    rest = dict(metrics)
-    counts = {
-        k: _take_int(rest, k) for k in ("prompt_tokens", "completion_tokens", "cached_tokens")
-    }
-    extra = rest.pop("extra", None)
-    write = reasoning = 0
-    if isinstance(extra, dict):
-        extra = dict(extra)
-        write, reasoning = _take_int(extra, *_CACHE_WRITE), _take_int(extra, *_REASONING)
-    if extra:
-        rest["extra"] = extra
-    cost = rest.pop("cost_usd", None)
-    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
-        rest["cost_usd"], cost = cost, None
-    if rest:
-        left["metrics"] = rest
-    usage = AgentUsage(
-        input_tokens=counts["prompt_tokens"],
-        output_tokens=counts["completion_tokens"],
-        cache_read_tokens=counts["cached_tokens"],
-        cache_write_tokens=write,
-        reasoning_tokens=reasoning,
-        cost_usd=None if cost is None else float(cost),
-        price_source=None if cost is None else "source",
-    )
-    return usage
-
-
-def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], bool]:
-    """Tool definitions in OpenAI's function shape (or flat) as specs, and whether any
-    carried more than a spec holds (then the source's list is kept as it is)."""
-    specs: list[ToolSpec] = []
-    lossy = False
-    for raw in _list(value):
-        fn = raw.get("function", raw) if isinstance(raw, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            lossy = True
-            continue
-        spec = ToolSpec(name=fn["name"], description=_str(fn.get("description")) or "")
-        if isinstance(fn.get("parameters"), dict):
-            spec = spec.model_copy(update={"parameters": fn["parameters"]})
-        specs.append(spec)
-        shown = {k: v for k, v in fn.items() if k in ("name", "description", "parameters")}
-        outer = {k: v for k, v in raw.items() if k != "function"} if fn is not raw else {}
-        lossy |= shown != fn or outer not in ({}, {"type": "function"})
-    return tuple(specs), lossy
-
-
-def _content(left: dict[str, Any], key: str) -> str:
-    """The text of a message or result; content with parts other than text stays in ``left``."""
-    value = left.pop(key, None)
-    plain = all(isinstance(p, dict) and p.get("type") == "text" for p in _list(value))
-    if not (value is None or isinstance(value, str) or (isinstance(value, list) and plain)):
-        left[key] = value
-    return text_of(value)
-
-
-def _results(step: Any) -> list[dict[str, Any]]:
-    observation = step.get("observation") if isinstance(step, dict) else None
-    results = observation.get("results") if isinstance(observation, dict) else None
-    return [r for r in _list(results) if isinstance(r, dict)]
-
-
-def _named(result: dict[str, Any]) -> bool:
-    return isinstance(result.get("source_call_id"), str) and bool(result["source_call_id"])
-
-
-def _take_int(fields: dict[str, Any], *keys: str) -> int:
-    """The first of ``keys`` that holds a count, taken out of ``fields`` (0 if none does)."""
-    for key in keys:
-        value = fields.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            del fields[key]
-            return value
-        if key in fields and value is None:
-            del fields[key]
-    return 0
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

@@ -20,12 +20,14 @@ from agentrunner import __version__
 from agentrunner import events as ev
 from agentrunner.envs import imported
 from agentrunner.errors import UsageError
-from agentrunner.history import NOT_CHUNKS
+from agentrunner.history import NOT_CHUNKS, History
 from agentrunner.imports.items import (
     Answer,
     Ask,
     Begin,
+    Edited,
     Emit,
+    Ended,
     Failure,
     Format,
     Observed,
@@ -216,23 +218,30 @@ class SessionWriter:
         model = {"spec": f"{s.agent}:{s.model}" if s.model else s.agent, "agent": s.agent}
         if s.model:
             model["model"] = s.model
+        told = s.episode  # the episode the source was (an agentrunner export read back)
+        model = dict(told.model) if told is not None else model
         redactor = Redactor(self.secrets)
         env = scrub(mask_secret_fields(env), redactor)[0]
         model = scrub(model, redactor)[0]
         start = ev.EpisodeStart(
-            task_id=s.title or f"{s.agent} {s.session_id}",
-            seed=0,
+            task_id=told.task_id if told else s.title or f"{s.agent} {s.session_id}",
+            seed=told.seed if told else 0,
             env=env,
             model=model,
             config={"imported_by": f"agentrunner {__version__}"},
             version=__version__,
         )
+        fork = _fork_point(self.store, s)
+        if fork is not None:  # its own rows start after the records it shares with its parent
+            start = start.model_copy(update={"src": [fork[3] - 1, FINISH_PART - 1, MAX_SLOT]})
         return self.store.create_episode(
             task_id=start.task_id,
-            seed=0,
+            seed=start.seed,
             env=env,
             model=model,
-            first_event=(0, start),
+            parent_episode_id=fork[0] if fork else None,
+            fork_seq=fork[1] if fork else None,
+            first_event=(fork[2] if fork else 0, start),
             import_key=source_key(s),
             claim=True,
         )
@@ -325,11 +334,18 @@ class SessionWriter:
         match item:
             case Begin():
                 pass
-            case Said(role=role, text=text, marks=marks):
+            case Said(role=role, text=text, marks=marks, reason=told):
                 if self._due():
                     self._mark(marks)
-                    reason = "system" if role == "system" else "prompt"
+                    reason = told or ("system" if role == "system" else "prompt")
                     self.rec.message(Message(role=role, content=text), reason)
+            case Edited(message=message):
+                if self._due():
+                    self.rec.turn += 1
+                    self.rec.message(message, "edit")
+                for made in message.tool_calls:
+                    if self._due():
+                        self._tool_call(made)
             case Ask(call_id=call, model=model):
                 self._call(call, model)
             case Piece(call_id=call, channel=channel, text=text, tool_call_id=tool_call):
@@ -358,8 +374,27 @@ class SessionWriter:
                 if self._due():
                     known = self.names.get(call) or name
                     self.rec.tool_result(
-                        AgentToolCall(call_id=call, name=known), output, error=error
+                        AgentToolCall(call_id=call, name=known),
+                        output,
+                        error=error,
+                        reward=item.reward,
+                        done=item.done,
+                        truncated=item.truncated,
+                        step=item.step,
+                        duration_s=item.duration_s,
                     )
+            case Ended(stop_reason=stop_reason, total_reward=reward):
+                if self._due():
+                    history = History()
+                    for row in self.store.iter_events(self.episode_id, kinds=NOT_CHUNKS):
+                        history.add(row)
+                    end = ev.EpisodeEnd(
+                        stop_reason=stop_reason,
+                        turns=self.rec.turn,
+                        total_reward=reward,
+                        totals=history.totals.as_dict(),
+                    )
+                    self.rec.record(end)
             case Failure(where=where, type=kind, message=message):
                 if self._due():
                     self.rec.failure(where, kind, message)
@@ -382,6 +417,27 @@ class SessionWriter:
             turn.usage, turn.model or self.source.model, hint if isinstance(hint, str) else None
         )
         return turn.model_copy(update={"usage": usage})
+
+
+def _fork_point(store: TraceStore, source: Source) -> tuple[str, int, int, int] | None:
+    """Where a session that forks another imported one branches off it: the parent's
+    episode, the seq of the last event its shared records gave, that event's turn, and how
+    many records they share; None when the parent session is not imported (then the session
+    is imported whole)."""
+    told = source.episode
+    if told is None or told.fork_of is None or told.shared < 1:
+        return None
+    parent = store.imported_episode(f"{source.format}:{told.fork_of}")
+    if parent is None:
+        return None
+    point: tuple[str, int, int, int] | None = None
+    for row in store.iter_events(parent, kinds=NOT_CHUNKS):
+        src = row.payload.get("src")
+        if isinstance(src, list) and len(src) == 3 and src[0] >= told.shared:
+            break
+        if isinstance(src, list) and len(src) == 3 and src[1] < FINISH_PART:
+            point = (parent, row.seq, row.turn, told.shared)
+    return point
 
 
 def _first_time(emits: Sequence[tuple[int, int, Emit]], key: str) -> int | None:

@@ -7,6 +7,7 @@ close to the event kinds they become:
 
 - :class:`Begin`: a session starts (its :class:`Source`); the importer makes its episode;
 - :class:`Said`: a system or user message enters the history (``message``);
+- :class:`Edited`: an assistant message a fork put in the model's place (``message``);
 - :class:`Ask`: a model call starts, its input the history so far (``model.request``);
 - :class:`Piece`: part of its output, in order (``model.chunk``);
 - :class:`Answer`: the call's whole answer and usage (``model.response``, ``usage``, then a
@@ -14,7 +15,8 @@ close to the event kinds they become:
 - :class:`Observed`: a tool's result (``tool.result``);
 - :class:`Failure`: an error the source recorded (``error``);
 - :class:`Unmapped`: a record the importer keeps raw (an ``error`` event of where ``import``
-  whose ``raw`` field holds the record verbatim), never dropped.
+  whose ``raw`` field holds the record verbatim), never dropped;
+- :class:`Ended`: the session ended as the source says (``episode.end``).
 
 A parser is fed the records in order (``feed``) and told when a finished file has no more
 (``finish``): it closes what is open then, such as a model call whose last block was the
@@ -30,7 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from agentrunner.types import AgentTurn, Channel, ToolSpec
+from agentrunner.types import AgentTurn, Channel, Message, ToolSpec
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What a source says of the episode it was (agentrunner's own ATIF export, read back):
+    the task, seed and model spec it ran with, and for a fork the session id (same format) of
+    the session it forks and how many of the file's first records are its parent's."""
+
+    task_id: str
+    seed: int
+    model: dict[str, Any]
+    fork_of: str | None = None
+    shared: int = 0
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,7 @@ class Source:
     parent_call_id: str | None = None
     """For a subagent: its parent's session key and the tool call that started it."""
     extra: dict[str, Any] = field(default_factory=dict)
+    episode: Episode | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,18 @@ class Said:
     marks: dict[str, Any] = field(default_factory=dict)
     """What the source says of this record that the event log has no field for but its
     format gives back on export (ATIF's ``is_copied_context``): kept as ``source_marks``."""
+    reason: str | None = None
+    """The ``message`` event's reason when the source names one (``fork``, ``continue``);
+    else ``system`` or ``prompt``."""
+
+
+@dataclass(frozen=True)
+class Edited:
+    """An assistant message a fork put in the model's place (``message`` of reason ``edit``,
+    then a ``tool.call`` per tool call)."""
+
+    message: Message
+    ts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +130,13 @@ class Observed:
     output: str
     error: str | None = None
     ts: str | None = None
+    reward: float | None = None
+    """What the environment said of the call, when the source records it (an agentrunner
+    export does): its reward (None: none), whether it ended the episode, and so on."""
+    done: bool = False
+    truncated: bool = False
+    step: int | None = None
+    duration_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -119,7 +154,17 @@ class Unmapped:
     ts: str | None = None
 
 
-Item = Begin | Said | Ask | Piece | Answer | Observed | Failure | Unmapped
+@dataclass(frozen=True)
+class Ended:
+    """The session ended as its source says (an agentrunner export's stop reason and total
+    reward): an ``episode.end``."""
+
+    stop_reason: str
+    total_reward: float
+    ts: str | None = None
+
+
+Item = Begin | Said | Edited | Ask | Piece | Answer | Observed | Failure | Unmapped | Ended
 Emit = tuple[str, Item]
 """An item and the key of the session it belongs to ("" for the file's main session)."""
 
