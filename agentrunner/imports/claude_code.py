@@ -12,20 +12,30 @@ Mapped: user text (``isMeta`` caveats included: the model reads them) as user me
 thinking and tool_use blocks as chunks of the call (thinking signatures and redacted thinking
 kept verbatim as opaque parts); usage (Anthropic's: input without cache, cache reads and writes
 apart) from the message's last line; tool results; API error messages (``isApiErrorMessage``)
-as errors. Subagents (``progress`` records of type ``agent_progress``, and older logs'
-``isSidechain`` lines) become their own sessions, linked to the tool call that started them.
-Everything else (hook progress, file-history snapshots, queue operations, system records,
-summaries, lines that are not JSON) is kept raw.
+as errors. Each subagent is a session of its own (``<session id>/agent-<agent id>``), linked
+to its parent session and the tool call that started it, read from one source: its own file
+(``<session id>/subagents/agent-<id>.jsonl``, or ``agent-<id>.jsonl`` beside the main file in
+2.0), else the ``agent_progress`` copies of its records in the main file (older logs'
+``isSidechain`` lines in a main file are one ``sidechain`` session). Everything else of a file
+(hook progress, file-history snapshots, queue operations, system records, summaries, lines that
+are not JSON) is kept raw in the session the file is: a subagent file's in the subagent's.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentrunner.imports.claude_code_files import (
+    UUID,
+    agent_of,
+    main_file,
+    own_file,
+    session_files,
+    spawning_call,
+)
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -63,6 +73,13 @@ def sniff(path: Path, head: str) -> bool:
 
 def records(path: Path, *, live: bool) -> list[Any]:
     return jsonl_records(path, live=live)
+
+
+def companions(path: Path) -> list[Path]:
+    """The files of the session ``path`` is part of, main file first: naming any of them (or
+    their folder, in any order) imports the same episodes, the subagents' linked to the main
+    session's."""
+    return session_files(path)
 
 
 @dataclass
@@ -203,28 +220,47 @@ def _conversational(record: Any) -> bool:
 
 
 class Parser:
+    """Feeds a session file's records to its threads: the main session's, and a subagent's
+    per agent. A subagent's own file (:func:`~.claude_code_files.agent_of`) is that
+    subagent's session, linked to its parent's; in a main file, the ``agent_progress`` copies
+    of a subagent's records are its session only when it has no own file (one source each).
+    The session's id is known from the file's name (a main file named by its id) or else from
+    the first record that names it: the records before that wait for it."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.header = _header(path)
+        self.agent = agent_of(path) if not self.header.get("main") else None
+        self.session: str | None = None
+        self.waiting: list[Any] = []
         self.threads: dict[str, _Thread] = {}
+        self.own: dict[str, bool] = {}  # agent id -> whether its own file is beside
 
     def _begin(self, key: str, ts: str | None, parent_call: str | None = None) -> list[Emit]:
         if key in self.threads:
             return []
         self.threads[key] = _Thread(key)
         h = self.header
-        session = h["session_id"] if not key else f"{h['session_id']}/{key}"
+        mine = str(self.session) if self.agent is None else f"{self.session}/agent-{self.agent}"
+        parent_session_id = self.session if self.agent is not None and not key else None
+        if parent_session_id is not None:
+            main = main_file(self.path, self.session)
+            if main is not None and self.agent is not None:
+                parent_call = spawning_call(main, self.agent, h.get("prompt"))
         source = Source(
             format=NAME,
             path=str(self.path.resolve()),
-            session_id=session,
+            session_id=mine if not key else f"{mine}/{key}",
             agent=AGENT,
             agent_version=h.get("version"),
             model=h.get("model"),
             cwd=h.get("cwd"),
-            title=h.get("title") if not key else f"subagent {key} of {h['session_id']}",
+            title=f"subagent {key or self.agent} of {self.session}"
+            if key or self.agent
+            else h.get("title"),
             parent_session="" if key else None,
             parent_call_id=parent_call,
+            parent_session_id=parent_session_id,
             extra={
                 "price_provider": "anthropic",
                 **({"git_branch": h["git_branch"]} if h.get("git_branch") else {}),
@@ -233,8 +269,27 @@ class Parser:
         return [(key, Begin(source, ts))]
 
     def feed(self, index: int, record: Any) -> list[Emit]:
-        if index == 0:
-            self.header["session_id"] = _session_id(self.path, record)
+        if self.session is None:
+            self.session = self._named(record)
+            if self.session is None:
+                self.waiting.append(record)
+                return []
+            return self._released(record)
+        return self._record(record)
+
+    def _named(self, record: Any) -> str | None:
+        if self.agent is None and UUID.fullmatch(self.path.stem):
+            return self.path.stem
+        if isinstance(record, dict) and isinstance(record.get("sessionId"), str):
+            return str(record["sessionId"]) or None
+        return None
+
+    def _released(self, *more: Any) -> list[Emit]:
+        """The records that waited for the session's id (and ``more``), now it is known."""
+        records, self.waiting = [*self.waiting, *more], []
+        return [emit for record in records for emit in self._record(record)]
+
+    def _record(self, record: Any) -> list[Emit]:
         out = self._begin("", _ts(record))
         if isinstance(record, BadLine):
             return [*out, ("", Unmapped(record.text, f"not JSON: {record.problem}"))]
@@ -248,12 +303,15 @@ class Parser:
             and data.get("type") == "agent_progress"
             and _conversational(data.get("message"))
         ):
-            key = f"agent-{data.get('agentId') or record.get('parentToolUseID')}"
+            agent = data.get("agentId")
+            if agent and self._has_own_file(str(agent)):
+                return out  # a copy of a record of the subagent's own file: imported from it
+            key = f"agent-{agent or record.get('parentToolUseID')}"
             out.extend(self._begin(key, ts, record.get("parentToolUseID")))
             inner = data["message"]
             return [*out, *self._turn(key, inner, _ts(inner) or ts)]
         if _conversational(record):
-            key = "sidechain" if record.get("isSidechain") else ""
+            key = "sidechain" if record.get("isSidechain") and self.agent is None else ""
             if key:
                 out.extend(self._begin(key, ts))
             return [*out, *self._turn(key, record, ts)]
@@ -261,6 +319,13 @@ class Parser:
         if record.get("type") in CONVERSATION:
             why = f"{record['type']} record without a readable message"
         return [*out, ("", Unmapped(record, why, ts))]
+
+    def _has_own_file(self, agent: str) -> bool:
+        if self.agent is not None or self.session is None:
+            return False
+        if agent not in self.own:
+            self.own[agent] = own_file(self.path, self.session, agent) is not None
+        return self.own[agent]
 
     def _turn(self, key: str, record: dict[str, Any], ts: str | None) -> list[Emit]:
         thread = self.threads[key]
@@ -271,7 +336,12 @@ class Parser:
         return [(key, item) for item in items]
 
     def finish(self) -> list[Emit]:
-        return [(key, item) for key, thread in self.threads.items() for item in thread.close()]
+        out: list[Emit] = []
+        if self.session is None and self.waiting:  # no record names the session
+            folder = self.path.parent
+            self.session = folder.parent.name if folder.name == "subagents" else self.path.stem
+            out = self._released()
+        return out + [(k, item) for k, thread in self.threads.items() for item in thread.close()]
 
 
 def parser(path: Path) -> Parser:
@@ -284,24 +354,10 @@ def _ts(record: Any) -> str | None:
     return None
 
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def _session_id(path: Path, first: Any) -> str:
-    """Claude Code names a session's file by its id; a file named otherwise (a copy) is the
-    session its first line names, else its name. Only the first line counts, so that a file
-    read as it grows and read whole agree."""
-    if _UUID.fullmatch(path.stem) is None and isinstance(first, dict):
-        named = first.get("sessionId")
-        if isinstance(named, str) and named:
-            return named
-    return path.stem
-
-
 def _header(path: Path) -> dict[str, Any]:
-    """What the session's records say about it (version, cwd, model, title; its id comes
-    from the name or the first line: :func:`_session_id`)."""
-    header: dict[str, Any] = {"session_id": path.stem}
+    """What the session's records say about it (version, cwd, model, title; ``main``: a
+    record of the main conversation is in it; ``prompt``: its first user text)."""
+    header: dict[str, Any] = {}
     for record in jsonl_records(path, live=True):
         if not isinstance(record, dict):
             continue
@@ -310,7 +366,12 @@ def _header(path: Path) -> dict[str, Any]:
                 header[name] = record[key]
         if record.get("type") == "summary" and "title" not in header:
             header["title"] = record.get("summary")
+        if _conversational(record) and record.get("isSidechain") is False:
+            header["main"] = True
         message = record.get("message")
+        if "prompt" not in header and record.get("type") == "user" and isinstance(message, dict):
+            content = message.get("content")
+            header["prompt"] = content if isinstance(content, str) else text_of(content)
         if (
             "model" not in header
             and isinstance(message, dict)

@@ -10,17 +10,32 @@ from typing import Any
 
 
 def whole_json(path: Path) -> Any:
-    """A file written as one JSON value; a clear ValueError when it is not (yet) complete."""
+    """A file written as one JSON value; a clear ValueError when it is not (yet) complete
+    (its text does not name the file: whoever reports it does)."""
     try:
         return json.loads(path.read_bytes())
     except json.JSONDecodeError as exc:
+        at = "" if exc.msg.endswith(" at") else " at"
         raise ValueError(
-            f"{path}: the file is not complete JSON ({exc.msg} at line {exc.lineno}, column"
+            f"the file is not complete JSON ({exc.msg}{at} line {exc.lineno}, column"
             f" {exc.colno}); such a trace is saved whole, so import it once its writer has"
             " finished saving it"
         ) from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: the file is not UTF-8 JSON ({exc.reason})") from None
+        raise ValueError(f"the file is not UTF-8 JSON ({exc.reason})") from None
+
+
+def one_extends(a: Path, b: Path, block: int = 1 << 20) -> bool:
+    """Whether one of two files is a byte prefix of the other (a snapshot of a file that
+    grew, and a later one)."""
+    left = min(a.stat().st_size, b.stat().st_size)
+    with a.open("rb") as fa, b.open("rb") as fb:
+        while left > 0:
+            size = min(block, left)
+            if fa.read(size) != fb.read(size):
+                return False
+            left -= size
+    return True
 
 
 def file_tail(path: Path, size: int = 4096) -> str:

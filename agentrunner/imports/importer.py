@@ -20,7 +20,9 @@ from agentrunner import __version__
 from agentrunner import events as ev
 from agentrunner.envs import imported
 from agentrunner.errors import UsageError
+from agentrunner.formatting import plural
 from agentrunner.history import NOT_CHUNKS, History
+from agentrunner.imports.files import one_extends
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -52,6 +54,9 @@ record, so that records the file gains later still come after them."""
 
 UNRECORDED = "unrecorded"
 """The stop reason of an imported model call whose source did not record one."""
+
+CONVERSATION = (Said, Ask, Piece, Answer, Observed)
+"""The items that make a file a conversation (a file with none of them is refused)."""
 
 MAX_SLOT = 1 << 30
 """Above any slot an item's events take (see :meth:`SessionWriter.write`)."""
@@ -168,6 +173,8 @@ class SessionWriter:
         self.secrets = known_secrets()
         existing = episode_of(store, source)
         self.created = existing is None
+        if existing is not None:
+            _check_continues(store, existing, source)
         if existing is None:
             existing = self._create(digest, parent_episode)  # created claimed
         elif existing not in held and not store.claim_writer(existing):
@@ -211,6 +218,11 @@ class SessionWriter:
             "title": s.title,
             "parent_call_id": s.parent_call_id,
             "parent_episode": parent_episode,
+            **(
+                {"spawned_by": {"episode_id": parent_episode, "call_id": s.parent_call_id}}
+                if s.parent_session is not None or s.parent_session_id is not None
+                else {}
+            ),
             "tools": [t.model_dump() for t in self.tools],
             "tools_from": self.tools_from,
             **({"extra": s.extra} if s.extra else {}),
@@ -419,6 +431,21 @@ class SessionWriter:
         return turn.model_copy(update={"usage": usage})
 
 
+def _check_continues(store: TraceStore, episode_id: str, source: Source) -> None:
+    """A session already imported from another file continues only from a file that one
+    is a byte prefix of, or that is a prefix of it (snapshots of one growing session): the
+    positions an import continues from are that file's."""
+    before = store.episode(episode_id).env.get("path")
+    if not isinstance(before, str) or before == source.path:
+        return
+    if not Path(before).is_file() or one_extends(Path(before), Path(source.path)):
+        return
+    raise ValueError(
+        f"its session {source.session_id} was imported (episode {episode_id}) from"
+        f" {before}, which this file neither continues nor is the start of"
+    )
+
+
 def _fork_point(store: TraceStore, source: Source) -> tuple[str, int, int, int] | None:
     """Where a session that forks another imported one branches off it: the parent's
     episode, the seq of the last event its shared records gave, that event's turn, and how
@@ -467,6 +494,7 @@ def import_file(
     *,
     live: bool = False,
     held: set[str] | None = None,
+    checked: bool = False,
 ) -> list[SessionReport]:
     """Import (or continue importing) every session of one file; return what was done.
 
@@ -474,9 +502,9 @@ def import_file(
     and a model call still open at the end stays open (its next blocks may come). Each
     session's episode is written under its writer lease; a caller that keeps importing
     (``--follow``) passes ``held``, the episodes whose leases it keeps, else the leases are
-    released on return.
+    released on return. ``checked``: see :attr:`FileImport.checked`.
     """
-    return FileImport(store, path, fmt, held=held).whole(live=live)
+    return FileImport(store, path, fmt, held=held, checked=checked).whole(live=live)
 
 
 class FileImport:
@@ -485,9 +513,20 @@ class FileImport:
     the lines appended since (:meth:`appended`); the positions are those a whole import gives."""
 
     def __init__(
-        self, store: TraceStore, path: Path, fmt: Format, *, held: set[str] | None = None
+        self,
+        store: TraceStore,
+        path: Path,
+        fmt: Format,
+        *,
+        held: set[str] | None = None,
+        checked: bool = False,
     ) -> None:
         self.store, self.path, self.fmt = store, path, fmt
+        self.checked = checked
+        """The format was named, not found from the content: a file must show it is one by
+        holding a conversation (a message, model call or tool result) as the format has
+        them, else it is refused."""
+        self.complete = True  # every item read so far is written (no look was cut short)
         self.own_leases = held is None
         self.leases: set[str] = set() if held is None else held
         self.parser = fmt.parser(path)
@@ -499,19 +538,44 @@ class FileImport:
     def whole(self, *, live: bool) -> list[SessionReport]:
         """Read the whole file and import what the store does not have yet."""
         records = self.fmt.records(self.path, live=live)
-        return self._feed(records, finish=not live, whole=records)
+        return self._feed(records, finish=not live, whole=records, live=live)
 
     def appended(self) -> list[SessionReport]:
         """Import the whole lines appended since the last look (the first look reads all)."""
         first = self.fed == 0
         records, self.offset = jsonl_appended(self.path, self.offset)
-        return self._feed(records, finish=False, whole=records if first else None)
+        return self._feed(records, finish=False, whole=records if first else None, live=True)
+
+    def close_open(self) -> list[SessionReport]:
+        """Close what the records read so far leave open (a model call whose answer is not
+        complete gets what the file holds of it), as a whole import of the file as it is now
+        does: ``--follow`` stopping. An import of the grown file continues from there."""
+        if self.fed == 0 or not self.complete:  # a look cut short: the next import goes on
+            return []
+        closing = [
+            (self.fed - 1, FINISH_PART + part, emit)
+            for part, emit in enumerate(self.parser.finish())
+        ]
+        return self._write(closing, whole=None)
 
     def _feed(
-        self, records: Sequence[Any], *, finish: bool, whole: Sequence[Any] | None
+        self, records: Sequence[Any], *, finish: bool, whole: Sequence[Any] | None, live: bool
     ) -> list[SessionReport]:
+        """Import the items of ``records``; with ``self.checked``, a finished file that
+        holds no conversation is refused, nothing written."""
         emits = positioned(records, self.parser, finish=finish, start=self.fed)
         self.fed += len(records)
+        conversation = any(isinstance(e[1], CONVERSATION) for _, _, e in emits)
+        if self.checked and whole is not None and not live and not conversation:
+            raise ValueError(
+                f"no conversation in it ({plural(len(whole), 'record')}, none a message, model"
+                f" call or tool result as {self.fmt.NAME} writes them): is it another format?"
+            )
+        return self._write(emits, whole=whole)
+
+    def _write(
+        self, emits: Sequence[tuple[int, int, Emit]], *, whole: Sequence[Any] | None
+    ) -> list[SessionReport]:
         if self.own_leases:  # the sessions read in an earlier look: theirs again for this one
             for writer in self.writers.values():
                 if not self.store.claim_writer(writer.episode_id):
@@ -522,6 +586,7 @@ class FileImport:
                 self.leases.add(writer.episode_id)
         for writer in self.writers.values():  # what this look adds
             writer.report = SessionReport(writer.episode_id, writer.source, created=False)
+        self.complete = False
         try:
             for index, part, (key, item) in emits:
                 if isinstance(item, Begin) and key not in self.writers:
@@ -532,6 +597,7 @@ class FileImport:
                 if current is None:
                     raise ValueError(f"{self.fmt.NAME}: an item came before its session began")
                 current.write(index, part, item)
+            self.complete = True
         finally:
             if self.own_leases:
                 for episode_id in self.leases:
@@ -542,14 +608,18 @@ class FileImport:
     def _session(
         self, source: Source, key: str, emits: Sequence[tuple[int, int, Emit]]
     ) -> SessionWriter:
-        above = source.parent_session  # a subagent's parent session, if any
+        above = source.parent_session  # a subagent's parent session in this file, if any
         parent = self.writers.get(above) if above is not None else None
+        parent_episode = parent.episode_id if parent is not None else None
+        if parent_episode is None and source.parent_session_id is not None:  # another file's
+            parent_key = f"{source.format}:{source.parent_session_id}"
+            parent_episode = self.store.imported_episode(parent_key)
         writer = SessionWriter(
             self.store,
             source,
             tools=infer_tools(emits, key),
             digest=self.digest,
-            parent_episode=parent.episode_id if parent is not None else None,
+            parent_episode=parent_episode,
             first_ts=_first_time(emits, key),
             held=self.leases,
         )

@@ -65,6 +65,9 @@ class Source:
     parent_session: str | None = None
     parent_call_id: str | None = None
     """For a subagent: its parent's session key and the tool call that started it."""
+    parent_session_id: str | None = None
+    """For a subagent read from a file of its own: its parent's session id (of the same
+    format), whose episode another file's import makes."""
     extra: dict[str, Any] = field(default_factory=dict)
     episode: Episode | None = None
 
@@ -230,8 +233,15 @@ def _jsonl(data: bytes) -> list[Any]:
         try:
             out.append(json.loads(text))
         except json.JSONDecodeError as exc:
-            out.append(BadLine(text, f"{exc.msg} at char {exc.pos}"))
+            out.append(BadLine(text, json_problem(exc)))
     return out
+
+
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """Where a text stops being JSON, in words ("Unterminated string starting at char 5",
+    not "... starting at at char 5")."""
+    at = "" if exc.msg.endswith(" at") else " at"
+    return f"{exc.msg}{at} char {exc.pos}"
 
 
 def iter_lines(head: str) -> Iterator[dict[str, Any]]:

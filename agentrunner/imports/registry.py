@@ -7,7 +7,7 @@ continuing where an earlier import of the same session stopped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -69,6 +69,23 @@ def session_files(paths: Iterable[Path]) -> Iterator[Path]:
             raise UsageError(f"{path}: no such file or folder", param="path")
 
 
+def in_order(
+    paths: Iterable[Path], fmt: str, find: Callable[[Path], str | None] = detect
+) -> Iterator[tuple[Path, str | None]]:
+    """The files of ``paths`` (:func:`session_files`) with their format, each session's in
+    the order they import: a file of a format whose sessions span files (a Claude Code
+    session and its subagents' files: ``companions``) brings its session's other files, the
+    main file first, whatever order they were found or named in. Each file comes once."""
+    done: set[Path] = set()
+    for path in session_files(paths):
+        name = fmt if fmt != "auto" else find(path)
+        related = getattr(FORMATS[name], "companions", None) if name is not None else None
+        for member in related(path) if related is not None else [path]:
+            if member.resolve() not in done:
+                done.add(member.resolve())
+                yield member, name
+
+
 def import_paths(
     store: TraceStore,
     paths: Iterable[Path],
@@ -83,10 +100,10 @@ def import_paths(
     if fmt != "auto" and fmt not in FORMATS:
         known = ", ".join(["auto", *FORMATS])
         raise UsageError(f"unknown format {fmt!r}; known: {known}", param="format")
+    paths = list(paths)
     named = {p for p in paths if not p.is_dir()}
     reports: list[FileReport] = []
-    for path in session_files(paths):
-        name = fmt if fmt != "auto" else detect(path)
+    for path, name in in_order(paths, fmt):
         if name is None:
             if path in named:
                 raise UsageError(
@@ -97,7 +114,9 @@ def import_paths(
             reports.append(FileReport(path, None, skipped="no known format"))
             continue
         try:
-            sessions = import_file(store, path, _format(FORMATS[name]), live=live, held=held)
+            module = _format(FORMATS[name])
+            checked = fmt != "auto"  # named by the user: the content must bear it out
+            sessions = import_file(store, path, module, live=live, held=held, checked=checked)
         except (ValueError, OSError) as exc:  # not readable as its format (or not yet, live)
             if path in named and not live:
                 raise UsageError(f"{path}: cannot import as {name}: {exc}", param="path") from None
@@ -117,12 +136,20 @@ class Follower:
         self.fmt = fmt
         self.held: set[str] = set()
         self.files: dict[Path, FileImport] = {}
+        self.whole: dict[Path, str] = {}  # files read whole (not appending): their format
         self.seen: dict[Path, tuple[int, int]] = {}
+        self.names: dict[Path, str | None] = {}
+
+    def _detect(self, path: Path) -> str | None:
+        """A file's format, found once it is known (looked for again while it is not)."""
+        if self.names.get(path) is None:
+            self.names[path] = detect(path)
+        return self.names[path]
 
     def look(self, paths: Iterable[Path]) -> list[FileReport]:
         """Import what the files under ``paths`` gained since the last look."""
         reports = []
-        for path in session_files(paths):
+        for path, name in in_order(paths, self.fmt, self._detect):
             try:
                 stat = path.stat()
             except OSError:  # gone meanwhile
@@ -131,12 +158,11 @@ class Follower:
             if self.seen.get(path) == mark:
                 continue
             self.seen[path] = mark
-            name = self.fmt if self.fmt != "auto" else detect(path)
             if name is None:
                 continue  # not (yet) a trace: looked at again when it changes
             try:
                 sessions = self._import(path, _format(FORMATS[name]), stat.st_size)
-            except (ValueError, OSError) as exc:  # a whole-JSON file being rewritten
+            except (ValueError, OSError) as exc:  # being (re)written, or no conversation yet
                 reports.append(FileReport(path, name, skipped=f"cannot import yet: {exc}"))
                 continue
             reports.append(FileReport(path, name, sessions))
@@ -144,11 +170,29 @@ class Follower:
 
     def _import(self, path: Path, fmt: Format, size: int) -> list[SessionReport]:
         if not fmt.APPENDS:
+            self.whole[path] = fmt.NAME
             return import_file(self.store, path, fmt, live=True, held=self.held)
         known = self.files.get(path)
         if known is None or size < known.offset:  # new, or rewritten shorter: start again
             known = self.files[path] = FileImport(self.store, path, fmt, held=self.held)
         return known.appended()
+
+    def finish(self) -> list[FileReport]:
+        """Close what the followed files leave open, as importing them as they are now does
+        (when following stops): the last model call of a session gets what its file holds of
+        its answer and usage instead of staying open; importing the grown files later
+        continues from there."""
+        reports = []
+        for path, known in self.files.items():
+            reports.append(FileReport(path, known.fmt.NAME, known.close_open()))
+        for path, name in self.whole.items():
+            try:
+                sessions = import_file(self.store, path, _format(FORMATS[name]), held=self.held)
+            except (ValueError, OSError) as exc:
+                reports.append(FileReport(path, name, skipped=f"left as it was: {exc}"))
+                continue
+            reports.append(FileReport(path, name, sessions))
+        return reports
 
     def heartbeat(self) -> None:
         for episode_id in self.held:
