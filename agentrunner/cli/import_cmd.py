@@ -100,7 +100,9 @@ def _print(reports: list[FileReport], *, json_out: bool) -> None:
 
 def _follow(store: TraceStore, args: argparse.Namespace) -> int:
     """Import, then look for new records every ``--poll`` seconds; the episodes being
-    followed are held (their status is ``running``) until Ctrl-C or SIGTERM."""
+    followed are held (their status is ``running``) until Ctrl-C or SIGTERM. On Ctrl-C, what
+    the files leave open is closed as a one-shot import closes it (a last model call gets
+    the answer and usage its file holds)."""
     console = stderr_console()
     follower = Follower(store, fmt=args.format)
     beat = 0.0
@@ -114,6 +116,8 @@ def _follow(store: TraceStore, args: argparse.Namespace) -> int:
                 beat = time.monotonic()
             time.sleep(args.poll)
     except KeyboardInterrupt:
+        for report in follower.finish():  # the calls still open get what their files hold
+            _show_growth(console, report, json_out=args.json)
         console.print("stopped following")
         return 0
     finally:

@@ -26,6 +26,7 @@ from agentrunner.store.verifications import DISPUTED_MARK, DISPUTED_NOTE, reward
 from agentrunner.verifiers import VerificationResult, latest_verifications, verifications
 
 STATUS_STYLE: dict[str, str] = {
+    Status.PENDING: "cyan",
     Status.RUNNING: "bold blue",
     Status.COMPLETED: "green",
     Status.CANCELLED: "yellow",
@@ -57,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(a fork's own spend, without what it inherits), verifier results (passed/verified, "
         "latest per verifier; see `agentrunner verify`) and start time. Status is derived from "
         "the log and the writer's liveness: a running episode whose process died shows as "
-        "interrupted. A cut listing says so on stderr. --batches lists batch runs instead.",
+        "interrupted, a fork made without --run as pending until it runs. A cut listing says "
+        "so on stderr. --batches lists batch runs instead.",
     )
     ls_p.add_argument(
         "--limit",
@@ -416,6 +418,7 @@ def show(args: argparse.Namespace) -> int:
     )
     for row in store.iter_events(episode_id):
         renderer(row.seq, row.turn, row.typed())
+    renderer.flush()
     return 0
 
 
@@ -465,6 +468,7 @@ def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int
             after = row.seq
         if len(batch) == 500:
             continue
+        renderer.flush()
         summary = store.episode(episode_id)
         if summary.status != Status.RUNNING and summary.last_seq <= after:
             break

@@ -25,6 +25,8 @@ from agentrunner.safe_text import Part, line, literal
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
+KEPT_RAW = ("import", "unmapped")
+"""(where, type) of the error event of a record an import kept raw."""
 MAX_OBS_LINES = 12
 MAX_PROMPT_LINES = 20
 MESSAGE_LABELS = {
@@ -82,6 +84,26 @@ class EventRenderer:
         self._open_channel: str | None = None
         self._decisions: list[Decision] | None = None if decisions is None else list(decisions)
         self._unfinished = {d.seq: d for d in self._decisions or [] if d.adopted_seq is None}
+        self._kept_raw: dict[str, int] = {}  # why -> how many, of a run of records kept raw
+
+    def flush(self) -> None:
+        """Print what is held back: a run of records an import kept raw, as one line (call
+        it when no more events come, or before waiting for more)."""
+        held, self._kept_raw = self._kept_raw, {}
+        total = sum(held.values())
+        if total == 1:
+            [(why, _)] = held.items()
+            self.console.print(line(("error", "bold red"), f" in import: unmapped: {why}"))
+        elif total:
+            whys = sorted(held.items(), key=lambda kv: -kv[1])
+            said = "; ".join(f"{n:,} × {why}" for why, n in whys[:3])
+            more = f"; {plural(len(whys) - 3, 'other reason')}" if len(whys) > 3 else ""
+            self.console.print(
+                line(
+                    ("kept raw", "bold red"),
+                    f" by the import: {total:,} records ({said}{more})",
+                )
+            )
 
     def bind_episode(self, episode_id: str) -> None:
         """Told by the recorder which episode it records (before its first event)."""
@@ -93,6 +115,12 @@ class EventRenderer:
             self._open_channel = None
 
     def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
+        if isinstance(payload, ev.Error) and (payload.where, payload.type) == KEPT_RAW:
+            self._close_stream()
+            self._kept_raw[payload.message] = self._kept_raw.get(payload.message, 0) + 1
+            return  # one line for the run of them (flush)
+        if self._kept_raw:
+            self.flush()
         match payload:
             case ev.EpisodeStart():
                 self._episode_start(turn, payload)
