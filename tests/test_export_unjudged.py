@@ -65,3 +65,20 @@ def test_a_reward_percentile_is_computed_over_judged_rewards_only(db: Path, tmp_
     rows, said = _export(db, tmp_path / "sft.jsonl", "--format", "sft", "--reward-percentile", "50")
     assert [r["reward"] for r in rows] == [1.0]
     assert "reward >= 1" in said
+
+
+def test_on_postgres_too_kto_skips_and_report_counts_unjudged_episodes(
+    pg_url: str, tmp_path: Path
+) -> None:
+    if not CLAUDE.is_file():
+        pytest.skip(f"the shared foreign-trace fixtures are absent ({TRACES})")
+    assert run_cli("import", "--db", pg_url, str(CLAUDE)).returncode == 0
+    ran = run_cli("run", "--db", pg_url, "--model", "scripted:demo", "--task", "demo-mean")
+    assert ran.returncode == 0, ran.stderr
+    rows = run_cli("export", "--db", pg_url, "--format", "kto", "-o", str(tmp_path / "k.jsonl"))
+    assert rows.returncode == 0 and "kto: 1 unjudged episode(s)" in rows.stderr
+    assert len((tmp_path / "k.jsonl").read_text().splitlines()) == 1
+    made = run_cli("report", "--db", pg_url, "--json")
+    assert made.returncode == 0, made.stderr
+    overall = json.loads(made.stdout.splitlines()[-1])["overall"]
+    assert (overall["judged"], overall["unjudged"], overall["pass_rate"]) == (1, 1, 1.0)
