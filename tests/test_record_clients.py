@@ -15,7 +15,9 @@ from record_support import last_json
 
 def _dry_run(tmp_path: Path, *command: str, env: dict[str, str] | None = None) -> Any:
     environ = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "CODEX_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "CODEX_", "GOOGLE_"))
     }
     done = subprocess.run(
         [sys.executable, "-m", "agentrunner.cli.main", "record", "--dry-run", "--json",
@@ -79,7 +81,19 @@ def test_any_other_program_gets_the_sdk_variables_and_keeps_its_base_urls_as_ups
     assert plan["upstreams"] == {
         "anthropic": "https://api.anthropic.com",
         "openai": "https://llm.example/v1",
+        "gemini": "https://generativelanguage.googleapis.com",
     }
+
+
+def test_gemini_cli_records_to_the_upstream_its_env_file_names_and_is_redirected_by_variable(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".gemini").mkdir()
+    (tmp_path / ".gemini" / ".env").write_text('GOOGLE_GEMINI_BASE_URL="https://gw.example"\n')
+    plan = _dry_run(tmp_path, "gemini", "-p", "hi")
+    assert plan["client"] == "gemini-cli" and plan["command"] == ["gemini", "-p", "hi"]
+    assert plan["upstreams"]["gemini"] == "https://gw.example"
+    assert (tmp_path / ".gemini" / ".env").read_text() == 'GOOGLE_GEMINI_BASE_URL="https://gw.example"\n'
 
 
 def test_list_clients_names_every_adapter() -> None:
@@ -87,4 +101,5 @@ def test_list_clients_names_every_adapter() -> None:
         [sys.executable, "-m", "agentrunner.cli.main", "record", "--list-clients", "--json"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert [c["client"] for c in last_json(done.stdout)] == ["claude-code", "codex", "sdk"]
+    names = [c["client"] for c in last_json(done.stdout)]
+    assert names == ["claude-code", "codex", "gemini-cli", "sdk"]

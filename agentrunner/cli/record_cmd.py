@@ -123,12 +123,25 @@ def _upstream_options(p: argparse.ArgumentParser) -> None:
         " else OpenAI's API)",
     )
     p.add_argument(
+        "--upstream-gemini",
+        metavar="URL",
+        help="where Gemini API calls go (default: $GOOGLE_GEMINI_BASE_URL, else Google's API)",
+    )
+    p.add_argument(
         "--upstream-timeout",
         type=float,
         default=600.0,
         metavar="S",
         help="seconds an upstream may stay silent before its call is recorded as failed (600)",
     )
+
+
+def _upstream_choices(args: argparse.Namespace) -> dict[str, str | None]:
+    return {
+        "anthropic": args.upstream_anthropic,
+        "openai": args.upstream_openai,
+        "gemini": args.upstream_gemini,
+    }
 
 
 def _location(args: argparse.Namespace) -> str:
@@ -139,7 +152,7 @@ def run_record(args: argparse.Namespace) -> int:
     command = list(args.agent)
     if command[:1] == ["--"]:
         command = command[1:]
-    options = {"anthropic": args.upstream_anthropic, "openai": args.upstream_openai}
+    options = _upstream_choices(args)
     if args.list_clients:
         return _list_clients(args)
     if args.dry_run:
@@ -201,9 +214,7 @@ def run_proxy(args: argparse.Namespace) -> int:
             " a recording holds private code and keys pass through the proxy"
         )
     found = client("sdk").redirect([], os.environ, "", Path.cwd()).upstreams
-    chosen = upstreams(
-        found, {"anthropic": args.upstream_anthropic, "openai": args.upstream_openai}
-    )
+    chosen = upstreams(found, _upstream_choices(args))
     origin = Origin(upstreams={family: public_url(url) for family, url in chosen.items()})
     journal = Journal(_location(args), origin)
     journal.start()

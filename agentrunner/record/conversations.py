@@ -3,7 +3,8 @@
 A request continues the conversation whose last request's messages it extends (its chain
 of messages holds that request's last one), within the same client session when the client
 names one. Messages are compared as the client means them: marks whose placement moves from
-call to call (``cache_control``) are left out of the comparison, never out of the record.
+call to call (``cache_control``), and call ids a client invents each run (Gemini's), are left
+out of the comparison, never out of the record.
 A conversation that begins with the prompt an open ``Agent``/``Task``
 tool call of another conversation passed is that call's sub-agent.
 """
@@ -21,15 +22,26 @@ from agentrunner.types import Message
 
 SPAWNING_TOOLS = frozenset({"Agent", "Task", "task", "spawn_agent"})
 VOLATILE_KEYS = frozenset({"cache_control"})
+INVENTED_IDS = frozenset({"functionCall", "functionResponse"})
+"""Gemini parts whose ``id`` a client may invent per run (Gemini CLI stamps the time in it)."""
 
 
 def normal(value: Any) -> Any:
-    """A message's native form without the marks whose placement moves between calls."""
+    """A message's native form without the marks whose placement moves between calls, and
+    without the call ids a client invents for itself each run."""
     if isinstance(value, dict):
-        return {k: normal(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+        return {
+            k: _without_id(normal(v)) if k in INVENTED_IDS else normal(v)
+            for k, v in value.items()
+            if k not in VOLATILE_KEYS
+        }
     if isinstance(value, list):
         return [normal(v) for v in value]
     return value
+
+
+def _without_id(value: Any) -> Any:
+    return {k: v for k, v in value.items() if k != "id"} if isinstance(value, dict) else value
 
 
 def compared(message: Message) -> bool:

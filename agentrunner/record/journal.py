@@ -186,11 +186,13 @@ class Journal:
         session: str | None,
         agent: str | None,
         into: Conversation | None = None,
+        path: str = "",
     ) -> Call:
         """Append what a request adds (tool results, messages) and its ``model.request``, in
-        the conversation it continues (``into``: a fork made for it)."""
+        the conversation it continues (``into``: a fork made for it); ``path`` is the
+        request's path and query (where Gemini names the model)."""
         wire = dialect(api)
-        split = wire.split(json.loads(body))
+        split = wire.split(json.loads(body), path)
         book = self.episodes
         messages = [book.scrub(m, deep=bool(wire.tool_outputs(m))) for m in split.messages]
         redactor = book.redactor
@@ -352,7 +354,10 @@ class Journal:
             except json.JSONDecodeError as exc:
                 rec.failure("generate", "malformed answer", f"the answer is not JSON: {exc}")
                 return
-            self._fold(call, call.api.whole(answer) if isinstance(answer, dict) else [])
+            if isinstance(answer, list):  # a stream sent as one JSON array of its chunks
+                self._fold(call, [event for event in answer if isinstance(event, dict)])
+            else:
+                self._fold(call, call.api.whole(answer) if isinstance(answer, dict) else [])
         turn = call.fold.turn(call.builder)
         usage = priced(turn.usage, turn.model or call.model, provider_id=call.api.provider)
         turn = rec.response(

@@ -31,6 +31,7 @@ from agentrunner.store import TraceStore
 DEFAULT_UPSTREAMS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
+    "gemini": "https://generativelanguage.googleapis.com",
 }
 
 
@@ -95,7 +96,7 @@ def record(
     source = fork.episode_id if fork is not None else replay_of
     if source is not None:
         with TraceStore(location, create=False) as store:
-            replay = Replay(store, store.resolve(source))
+            replay = Replay(store, store.resolve(source), client_for(command).volatile)
             if fork is not None:
                 fork = replace(fork, episode_id=replay.root)
                 if not any(

@@ -5,9 +5,10 @@ its ``model.request``; once that append is committed the request goes upstream u
 every piece of the answer goes back to the client as it arrives, exactly the upstream's bytes,
 and then to the journal (never waited for). Anything else (``GET /``, model lists, token
 counts) is forwarded unrecorded. Credentials are forwarded and only ever told to the journal
-as secrets to keep out of the store. Routes: ``/anthropic/...`` and ``/openai/...`` go to the
-upstream of that API family (clients are pointed at these prefixes); any other path goes to
-the Anthropic upstream when it is an Anthropic path (``/v1/messages``), else is refused.
+as secrets to keep out of the store. Routes: ``/anthropic/...``, ``/openai/...`` and
+``/gemini/...`` go to the upstream of that API family (clients are pointed at these
+prefixes); any other path goes to the Anthropic upstream when it is an Anthropic path
+(``/v1/messages``), else is refused.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import aiohttp
 from aiohttp import web
 
 from agentrunner.record.conversations import Conversation
-from agentrunner.record.dialects import api_of, dialect
+from agentrunner.record.dialects import api_of, dialect, gemini
 from agentrunner.record.journal import Call, Journal
 from agentrunner.record.replay import Answer, Divergence, Replay, pieces
 from agentrunner.redaction import public_url
 
-FAMILIES = ("anthropic", "openai")
+FAMILIES = ("anthropic", "openai", "gemini")
+ROUTES = "use /anthropic/..., /openai/... or /gemini/..."
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -157,12 +159,24 @@ class Proxy:
             return await self._serve_recorded(request, self.replay)
         route = self.route(request.path)
         if route is None:
-            return _error(404, f"no route for {request.path}: use /anthropic/... or /openai/...")
+            return _error(
+                404, f"no route for {request.path}: use /anthropic/..., /openai/... or /gemini/..."
+            )
         body = await request.read()
         if self._model is not None and api_of(request.method, route[1]) is not None:
-            body = json.dumps({**json.loads(body), "model": self._model}).encode()
+            route, body = self._retargeted(route, body, self._model)
         call = await self._begin(request, route[1], body)
         return await self._forward(request, route, body, call)
+
+    @staticmethod
+    def _retargeted(
+        route: tuple[str, str], body: bytes, model: str
+    ) -> tuple[tuple[str, str], bytes]:
+        """The request asking ``model``: in its path for Gemini, in its body for the others."""
+        base, rest = route
+        if gemini.model_of(rest) is not None:
+            return (base, gemini.retarget(rest, model)), body
+        return route, json.dumps({**json.loads(body), "model": model}).encode()
 
     async def _forward(
         self, request: web.Request, route: tuple[str, str], body: bytes, call: Call | None
@@ -204,7 +218,8 @@ class Proxy:
             self.journal.submit(partial(self.journal.episodes.learn_secret, "query key", key))
         session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
         agent = request.headers.get("user-agent")
-        job = partial(self.journal.begin, api, body, session, agent, into)
+        where = rest + (f"?{request.query_string}" if request.query_string else "")
+        job = partial(self.journal.begin, api, body, session, agent, into, where)
         try:
             return await asyncio.wrap_future(self.journal.submit(job))
         except Exception:  # not a body the dialect reads (reported): forwarded all the same
@@ -294,12 +309,14 @@ class Proxy:
         if plan is not None and plan.message is not None:
             edited = dialect(api).with_user_message(json.loads(body), plan.message)
             body = json.dumps(edited).encode()
-        if plan is not None and plan.model is not None:
-            self._model = plan.model
-            body = json.dumps({**json.loads(body), "model": plan.model}).encode()
         route = self.route(request.path)
         if route is None:
-            return _error(404, f"no route for {request.path}: use /anthropic/... or /openai/...")
+            return _error(
+                404, f"no route for {request.path}: use /anthropic/..., /openai/... or /gemini/..."
+            )
+        if plan is not None and plan.model is not None:
+            self._model = plan.model
+            route, body = self._retargeted(route, body, plan.model)
         call = await self._begin(request, route[1], body, into=conversation)
         return await self._forward(request, route, body, call)
 

@@ -2,8 +2,10 @@
 
 Requests are matched by their conversation: the messages they carry (tool results
 included), in order, with what legitimately changes between two runs of the same agent left
-out: system prompts sent as a body field (they name dates, folders, session ids) and
-``cache_control`` marks, whose placement moves. Identical conversations (a retry) are served
+out: system prompts sent as a body field (they name dates, folders, session ids),
+``cache_control`` marks, whose placement moves, and what the client's adapter names as
+changing from run to run in its text (``volatile``: Gemini CLI's process ids in every shell
+result). Identical conversations (a retry) are served
 in the order they were recorded. A request that matches nothing is a divergence: the report
 names the recorded episode and turn it is closest to and the first message that differs.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +61,7 @@ class Divergence:
 class Replay:
     """The answers of a recorded episode and of the sub-agents it spawned."""
 
-    def __init__(self, store: TraceStore, episode_id: str) -> None:
+    def __init__(self, store: TraceStore, episode_id: str, volatile: Volatile = ()) -> None:
         root = store.episode(episode_id)
         if root.env.get("kind") not in (recorded.KIND, "replay"):
             raise UsageError(
@@ -66,10 +69,11 @@ class Replay:
                 " agents can be replayed this way (`agentrunner replay` re-runs native episodes)"
             )
         self.root = root.episode_id
+        self.volatile = volatile
         self.episodes = _family(store, self.root)
         self.answers: list[Answer] = []
         for episode in self.episodes:
-            self.answers.extend(_answers(store, episode))
+            self.answers.extend(_answers(store, episode, volatile))
         if not self.answers:
             raise UsageError(f"episode {self.root} has no recorded answer to serve")
         self._queues: dict[str, deque[Answer]] = {}
@@ -78,7 +82,7 @@ class Replay:
 
     def find(self, api: str, body: bytes) -> Answer | Divergence:
         """The recorded answer to serve for a request, or where it diverged."""
-        messages = conversation(api, json.loads(body))
+        messages = conversation(api, json.loads(body), self.volatile)
         waiting = self._queues.get(_key(messages))
         if waiting:
             return waiting.popleft() if len(waiting) > 1 else waiting[0]
@@ -100,10 +104,29 @@ class Replay:
         return Divergence(best.episode_id, best.turn, index, _brief(was), _brief(now))
 
 
-def conversation(api: str, body: dict[str, Any]) -> tuple[Any, ...]:
+Volatile = tuple[tuple[str, str], ...]
+"""(pattern, replacement) pairs: text a client writes differently on every run."""
+
+
+def conversation(api: str, body: dict[str, Any], volatile: Volatile = ()) -> tuple[Any, ...]:
     """A request's messages as replay compares them (system fields and volatile marks out)."""
     split = dialect(api).split(body)
-    return tuple(normal(m.raw) for m in split.messages if compared(m))
+    return tuple(_steady(normal(m.raw), volatile) for m in split.messages if compared(m))
+
+
+def _steady(value: Any, volatile: Volatile) -> Any:
+    """``value`` with each string's run-to-run parts replaced."""
+    if not volatile:
+        return value
+    if isinstance(value, str):
+        for pattern, replacement in volatile:
+            value = re.sub(pattern, replacement, value)
+        return value
+    if isinstance(value, dict):
+        return {k: _steady(v, volatile) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_steady(v, volatile) for v in value]
+    return value
 
 
 def _family(store: TraceStore, root: str) -> list[str]:
@@ -121,7 +144,7 @@ def _family(store: TraceStore, root: str) -> list[str]:
     return found
 
 
-def _answers(store: TraceStore, episode_id: str) -> list[Answer]:
+def _answers(store: TraceStore, episode_id: str, volatile: Volatile) -> list[Answer]:
     """The calls of an episode that got an answer the proxy kept (one per turn)."""
     out: list[Answer] = []
     for row in store.iter_events(episode_id, kinds=["model.response", "error"]):
@@ -135,7 +158,7 @@ def _answers(store: TraceStore, episode_id: str) -> list[Answer]:
                 episode_id=episode_id,
                 turn=row.turn,
                 messages=conversation(
-                    request.payload["api"], request_body(store, episode_id, row.turn)
+                    request.payload["api"], request_body(store, episode_id, row.turn), volatile
                 ),
                 status=int(answer.get("status") or 200),
                 content_type=answer.get("content_type"),

@@ -17,6 +17,7 @@ from typing import Protocol, cast
 CLIENTS = {
     "claude-code": "agentrunner.record.clients.claude_code",
     "codex": "agentrunner.record.clients.codex",
+    "gemini-cli": "agentrunner.record.clients.gemini_cli",
     "sdk": "agentrunner.record.clients.sdk",
 }
 """Adapter name -> module; ``sdk`` (the OpenAI and Anthropic SDKs' and litellm's variables)
@@ -40,6 +41,9 @@ class Client(Protocol):
     name: str
     programs: frozenset[str]
     summary: str
+    volatile: tuple[tuple[str, str], ...]
+    """(regex, replacement) pairs for text the client writes differently on every run (a
+    replay compares requests without them)."""
 
     def redirect(
         self, command: list[str], environ: Mapping[str, str], proxy: str, cwd: Path

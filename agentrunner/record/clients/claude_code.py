@@ -14,6 +14,7 @@ from agentrunner.record.clients import Redirect, sdk
 name = "claude-code"
 programs = frozenset({"claude"})
 summary = 'Claude Code: --settings \'{"env": {"ANTHROPIC_BASE_URL": ...}}\' and the environment'
+volatile: tuple[tuple[str, str], ...] = ()
 
 
 def settings_files(environ: Mapping[str, str], cwd: Path) -> list[Path]:

@@ -19,6 +19,7 @@ name = "codex"
 programs = frozenset({"codex"})
 summary = "Codex CLI: -c model_providers.NAME.base_url=... (or -c openai_base_url=...)"
 BUILT_IN = "openai"
+volatile: tuple[tuple[str, str], ...] = ()
 
 
 def _config(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -12,11 +12,14 @@ DIALECTS = {
     "anthropic-messages": "agentrunner.record.dialects.anthropic",
     "openai-chat": "agentrunner.record.dialects.openai_chat",
     "openai-responses": "agentrunner.record.dialects.openai_responses",
+    "gemini": "agentrunner.record.dialects.gemini",
 }
 _BY_PATH = (
     ("/messages", "anthropic-messages"),
     ("/chat/completions", "openai-chat"),
     ("/responses", "openai-responses"),
+    (":generateContent", "gemini"),
+    (":streamGenerateContent", "gemini"),
 )
 
 

@@ -28,7 +28,7 @@ api = "anthropic-messages"
 provider = "anthropic"
 
 
-def split(body: dict[str, Any]) -> Split:
+def split(body: dict[str, Any], path: str = "") -> Split:
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list):
         raise ValueError("the body has no messages list")

@@ -39,14 +39,17 @@ class ToolOutput:
 
 
 class Dialect(Protocol):
-    """One wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses)."""
+    """One wire API (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses, Gemini)."""
 
     api: str
     """The API's name as recorded (``anthropic-messages``, ``openai-chat``, ...)."""
     provider: str
     """The provider the price table knows (``anthropic``, ``openai``)."""
 
-    def split(self, body: dict[str, Any]) -> Split: ...
+    def split(self, body: dict[str, Any], path: str = "") -> Split:
+        """The body taken apart; ``path`` (with its query) where the API puts the model
+        or the streaming choice in it (Gemini)."""
+        ...
 
     def rebuild(
         self, messages: list[Message], tools: list[ToolSpec], params: dict[str, Any]

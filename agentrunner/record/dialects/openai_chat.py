@@ -27,7 +27,7 @@ api = "openai-chat"
 provider = "openai"
 
 
-def split(body: dict[str, Any]) -> Split:
+def split(body: dict[str, Any], path: str = "") -> Split:
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list):
         raise ValueError("the body has no messages list")

@@ -32,7 +32,7 @@ _CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
-def split(body: dict[str, Any]) -> Split:
+def split(body: dict[str, Any], path: str = "") -> Split:
     messages: list[Message] = []
     if "instructions" in body:
         value = body["instructions"]
