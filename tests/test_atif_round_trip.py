@@ -89,7 +89,7 @@ def test_each_copy_has_its_originals_reward_task_seed_model_and_status(
             was.seed,
         )
         # a fork never run (pending) comes back started, as interrupted: resumable either way
-        status = Status.INTERRUPTED if was.status == Status.PENDING else was.status
+        status = Status.INTERRUPTED if was.status == "pending" else was.status
         assert (now.model, now.status, now.stop_reason) == (was.model, status, was.stop_reason), (
             kind
         )
