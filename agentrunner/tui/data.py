@@ -19,6 +19,7 @@ from agentrunner.tui.rows import RowInfo, summarize, typed
 
 PAGE = 256  # events per cached page of the trace list
 POLL_BATCH = 2000  # live events read per poll
+ENDING_KINDS = frozenset({"cancel", "error", "episode.end"})  # a poll reads the summary too
 _STEP = 64  # events of one kind read at a time when looking for the nearest one
 
 
@@ -128,9 +129,13 @@ def poll(
     *,
     with_summary: bool,
 ) -> PollResult:
-    """Events appended after ``after_seq`` (one batch), and the summary when asked for."""
+    """Events appended after ``after_seq`` (one batch), and the summary when asked for or
+    when the batch holds an event that may end the run (a cancel, an error, the end): its
+    status shows on the same tick the event does."""
     events = store.events(episode_id, after_seq=after_seq, limit=POLL_BATCH, segments=segments)
-    return PollResult(to_rows(store, events), store.episode(episode_id) if with_summary else None)
+    ending = any(row.kind in ENDING_KINDS for row in events)
+    summary = store.episode(episode_id) if with_summary or ending else None
+    return PollResult(to_rows(store, events), summary)
 
 
 EDITED_TURN = "message/edit"
@@ -189,9 +194,30 @@ def next_of_kinds(
     return min(found) if forward else max(found)
 
 
+@dataclass(frozen=True)
+class Match:
+    """Where a find landed: ``seq`` (None: no match anywhere), and whether the search went
+    past the end (or the start) of the trace and came round to find it."""
+
+    seq: int | None
+    wrapped: bool = False
+
+
 def find(
-    store: TraceStore, segments: Sequence[Segment], term: str, seq: int, forward: bool
-) -> int | None:
+    store: TraceStore,
+    segments: Sequence[Segment],
+    term: str,
+    seq: int,
+    forward: bool,
+    last_seq: int,
+) -> Match:
     """The nearest match of ``term`` after (or before) ``seq`` (case-insensitive for
-    ASCII): an event, or the first chunk of a stream whose assembled text contains it."""
-    return store.find(segments, term, seq, forward=forward)
+    ASCII): an event, or the first chunk of a stream whose assembled text contains it. With
+    none there, the search wraps round from the start (or the end) of the trace, up to and
+    including ``seq`` itself (so the only match, under the cursor, is found again)."""
+    found = store.find(segments, term, seq, forward=forward)
+    if found is not None:
+        return Match(found)
+    start = 0 if forward else last_seq + 1
+    again = store.find(segments, term, start, forward=forward)
+    return Match(again, wrapped=again is not None)

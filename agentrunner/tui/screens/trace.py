@@ -27,6 +27,7 @@ from agentrunner.tui.data import (
     ADOPTED_TURN,
     EDITED_TURN,
     POLL_BATCH,
+    Match,
     PollResult,
     TraceData,
     find,
@@ -153,6 +154,9 @@ class TraceScreen(TraceActions):
         self._summary_at = time.monotonic()
         self._fresh_events = False
         self.summary = value
+        if self.cancelling and value.status != Status.RUNNING:
+            self.cancelling = False
+            self.note = f"run {value.status}"
         self.read_decisions(value)
         if first and value.status == Status.RUNNING and self.event_list.cursor == 0:
             self.event_list.move(self.event_list.row_count - 1)  # follow a running episode
@@ -201,7 +205,7 @@ class TraceScreen(TraceActions):
         self._polling = True
         age = time.monotonic() - self._summary_at
         busy = self._fresh_events or self.summary.status == Status.RUNNING
-        due = age >= SUMMARY_IDLE_S or (busy and age >= SUMMARY_EVERY_S)
+        due = age >= SUMMARY_IDLE_S or (busy and age >= SUMMARY_EVERY_S) or self.cancelling
         self.read(
             partial(poll, with_summary=due),
             self.episode_id,
@@ -312,10 +316,11 @@ class TraceScreen(TraceActions):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter: the next match (the bar stays open for the next Enter; Esc closes it)."""
         event.stop()
-        self.last_term = event.value.strip()
-        self.event_list.term = self.last_term
-        if self.last_term:
-            self.action_find_again(True)
+        term = event.value.strip()
+        new_search = term != self.last_term
+        self.last_term = self.event_list.term = term
+        if term:
+            self._find(True, from_cursor=new_search)
         else:
             self._close_find()
 
@@ -324,9 +329,16 @@ class TraceScreen(TraceActions):
         self.event_list.focus()
 
     def action_find_again(self, forward: bool) -> None:
+        self._find(forward, from_cursor=False)
+
+    def _find(self, forward: bool, *, from_cursor: bool) -> None:
+        """The next (previous) match past the cursor's row, wrapping round at the end (the
+        start); ``from_cursor``: a match on the cursor's row counts (a new search)."""
         if not self.last_term or self.episode_id is None:
             return
-        lo, hi = self._cursor_span()
+        cursor = lo, hi = self._cursor_span()
+        if from_cursor:
+            lo, hi = hi + 1, lo - 1  # search from just inside the cursor's row
         term = self.last_term
         self.note = f"searching “{term}”…"
         self._update_position()
@@ -336,10 +348,20 @@ class TraceScreen(TraceActions):
             term,
             hi if forward else lo,
             forward,
-            then=lambda seq: self._goto_seq(seq, f"match for “{term}”"),
+            self.event_list.index.last_seq,
+            then=lambda match: self._found(match, term, cursor),
             group="find",
             exclusive=True,
         )
+
+    def _found(self, match: Match, term: str, cursor: tuple[int, int]) -> None:
+        """Go to the match; the note says when the search wrapped round (and when it came
+        back to the cursor's own row: the only match)."""
+        only = match.wrapped and match.seq is not None and cursor[0] <= match.seq <= cursor[1]
+        self._goto_seq(match.seq, f"{'only ' if only else ''}match for “{term}”")
+        if match.wrapped:
+            self.note += " (wrapped)"
+            self._update_position()
 
     # ------------------------------------------------------------------ view modes
 
