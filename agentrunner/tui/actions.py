@@ -27,20 +27,27 @@ def _request_cancel(store: TraceStore, episode_id: str) -> str:
     return episode_id
 
 
-def cancel(screen: ReaderScreen, episode: EpisodeSummary) -> None:
-    """Ask (with confirmation) the running episode's writer to cancel; it polls within 1 s."""
+def cancel(
+    screen: ReaderScreen,
+    episode: EpisodeSummary,
+    *,
+    requested: Callable[[], None] | None = None,
+) -> None:
+    """Ask (with confirmation) the running episode's writer to cancel; it polls within 1 s
+    (a tool step that is running finishes first); ``requested`` once the request is in."""
     short_id = screen.ids
     if episode.status != Status.RUNNING:
         screen.notify(f"{short_id(episode.episode_id)} is {episode.status}, not running")
         return
 
+    def done(episode_id: str) -> None:
+        screen.notify(f"cancel requested for {short_id(episode_id)}")
+        if requested is not None:
+            requested()
+
     def confirmed(yes: bool | None) -> None:
         if yes:
-            screen.read(
-                _request_cancel,
-                episode.episode_id,
-                then=lambda ep: screen.notify(f"cancel requested for {short_id(ep)}"),
-            )
+            screen.read(_request_cancel, episode.episode_id, then=done)
 
     question = f"Cancel running episode {short_id(episode.episode_id)} ({episode.task_id})?"
     screen.app.push_screen(ConfirmScreen(question), confirmed)

@@ -4,6 +4,8 @@ points, diff, resume and cancel (the base of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.reactive import reactive
 
 from agentrunner.store import EpisodeSummary, Segment
@@ -26,9 +28,13 @@ class TraceActions(ReaderScreen):
     segments: list[Segment]
     replay: Replay | None
     follow: bool
+    note: str
+    _update_position: Callable[[], None]  # redraws the header's position line (and note)
     points: list[DecisionPoint]
     """The decision points of the episode's history (they mark rows of the list)."""
     _points_read_at: tuple[int, str] | None = None  # (turns, status) when last read
+    cancelling = False
+    """A cancel was requested here and the episode still reads as running."""
 
     @property
     def event_list(self) -> EventList:
@@ -134,4 +140,10 @@ class TraceActions(ReaderScreen):
 
     def action_cancel(self) -> None:
         if self.summary is not None:
-            actions.cancel(self, self.summary)
+            actions.cancel(self, self.summary, requested=self._cancel_requested)
+
+    def _cancel_requested(self) -> None:
+        """Say so at once; the status is read on every poll until the writer has stopped."""
+        self.cancelling = True
+        self.note = "cancel requested: the run stops at its next step"
+        self._update_position()
