@@ -6,8 +6,14 @@ A script is JSON: ``{"name": ..., "episodes": [{"match": "text in the task promp
 the episode whose ``match`` occurs in the first user message, and the turn numbered by how
 many assistant messages the conversation already has. Tool-call ids are derived from that
 number, so equal conversations give equal turns. Past the end of its script the model calls
-``submit()``. A turn may instead list ``"alternatives"`` (turns): a decision point's sample
-``i`` plays alternative ``i`` (modulo their number), any other call the first.
+``submit()``; a prompt that no episode's ``match`` occurs in gets a one-line warning on
+stderr, then that ``submit()`` at once. A turn may instead list ``"alternatives"`` (turns): a
+decision point's sample ``i`` plays alternative ``i`` (modulo their number), any other call
+the first.
+
+A bundled script is named (``scripted:demo``); any other is a ``.json`` path, and its content
+is recorded with the episode (``spec()["options"]["script"]``), so ``resume`` and ``fork``
+play the same script from any folder, even once the file has changed or gone.
 
 Turns stream like a real provider: reasoning, then text, then each tool call's arguments, in
 small chunks with a short pause (``pace`` seconds per chunk; ``AGENTRUNNER_SCRIPTED_PACE``
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -51,8 +58,13 @@ def _chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
     return out
 
 
+def _is_file(name: str) -> bool:
+    """A script given as a path (``fix.json``), not a bundled one by name (``demo``)."""
+    return name.endswith(".json")
+
+
 def _load_script(name: str) -> dict[str, Any]:
-    path = Path(name) if name.endswith(".json") else SCRIPTS / f"{name}.json"
+    path = Path(name) if _is_file(name) else SCRIPTS / f"{name}.json"
     try:
         script: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -62,8 +74,12 @@ def _load_script(name: str) -> dict[str, Any]:
         ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"cannot read script {path}: {exc}") from None
-    if not isinstance(script.get("episodes"), list):
-        raise UsageError(f"script {path} has no 'episodes' list")
+    return _checked(script, str(path))
+
+
+def _checked(script: Any, where: str) -> dict[str, Any]:
+    if not isinstance(script, dict) or not isinstance(script.get("episodes"), list):
+        raise UsageError(f"script {where} has no 'episodes' list")
     return script
 
 
@@ -72,16 +88,27 @@ class ScriptedModel:
 
     provider = "scripted"
 
-    def __init__(self, name: str, *, pace: float | None = None) -> None:
+    def __init__(
+        self, name: str, *, pace: float | None = None, script: dict[str, Any] | None = None
+    ) -> None:
+        """``script``: the script's content as recorded (then ``name`` is not read again)."""
         self.model = name
-        self.script = _load_script(name)
+        self.script = _load_script(name) if script is None else _checked(script, name)
+        self._warned: set[str] = set()
         if pace is None:
             pace = float(os.environ.get("AGENTRUNNER_SCRIPTED_PACE", DEFAULT_PACE_S))
         self.pace = max(0.0, pace)
         self.params: dict[str, Any] = {}
 
     def spec(self) -> dict[str, Any]:
-        return {"spec": f"scripted:{self.model}", "provider": "scripted", "model": self.model}
+        spec: dict[str, Any] = {
+            "spec": f"scripted:{self.model}",
+            "provider": "scripted",
+            "model": self.model,
+        }
+        if _is_file(self.model):  # a path is relative to a folder: keep what it held
+            spec["options"] = {"script": self.script}
+        return spec
 
     def _turns_for(self, context: AgentContext) -> list[dict[str, Any]]:
         prompt = next((m.content for m in context.messages if m.role == "user"), "")
@@ -89,7 +116,20 @@ class ScriptedModel:
             if episode.get("match", "") in prompt:
                 turns: list[dict[str, Any]] = episode["turns"]
                 return turns
+        if prompt not in self._warned:
+            self._warned.add(prompt)
+            sys.stderr.write(
+                f"warning: the task prompt contains no 'match' text of script {self.model}"
+                " (its episodes: " + ", ".join(self._matches()) + "); the scripted model "
+                "submits at once\n"
+            )
         return []
+
+    def _matches(self) -> list[str]:
+        """The first few episodes' ``match`` texts, quoted (what the warning names)."""
+        episodes = self.script["episodes"]
+        shown = [json.dumps(e.get("match", ""), ensure_ascii=False) for e in episodes[:3]]
+        return shown + (["…"] if len(episodes) > 3 else [])
 
     def _sleep(self, context: AgentContext, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -108,14 +148,7 @@ class ScriptedModel:
     def __call__(self, context: AgentContext) -> AgentTurn:
         index = sum(1 for m in context.messages if m.role == "assistant")
         turns = self._turns_for(context)
-        step = (
-            turns[index]
-            if index < len(turns)
-            else {
-                "text": "I have nothing left to try; submitting.",
-                "tool_calls": [{"name": "submit", "arguments": {}}],
-            }
-        )
+        step = turns[index] if index < len(turns) else _FINAL_TURN
         options = step.get("alternatives")
         if isinstance(options, list) and options:  # sample i of a decision point plays i
             step = options[(context.sample or 0) % len(options)]

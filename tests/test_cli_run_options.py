@@ -380,13 +380,15 @@ def test_fanout_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> N
 
 def _cancelled_episode_whose_script_is_gone(db: Path, tmp_path: Path) -> str:
     path = script(tmp_path, [], name="gone")
+    model = get_model(f"scripted:{path}")
+    model.model = "gone"  # recorded as a bundled script's name (a file's content is recorded)
     env = WorkspaceEnv()
     try:
         with TraceStore(db) as store:
             rollout = run_agent_episode(
                 env=env,
                 task_id="demo-mean",
-                model_fn=get_model(f"scripted:{path}"),
+                model_fn=model,
                 store=store,
                 cancel_check=lambda: True,
             )
