@@ -83,6 +83,8 @@ REASONED_EDIT = Message(
 def rule_violations(doc: dict[str, Any]) -> list[str]:
     """What breaks the rules Harbor's TrajectoryValidator checks beyond the schema."""
     problems: list[str] = []
+    if not doc["agent"].get("version"):  # harbor-atif2otel's validator refuses an empty one
+        problems.append("agent.version is empty")
     steps = doc["steps"]
     ids = [s["step_id"] for s in steps]
     if ids != list(range(1, len(steps) + 1)):
@@ -289,6 +291,7 @@ MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         "with llm_call_count 0",
     ),
     "timestamp": (lambda d: d["steps"][0].update(timestamp="yesterday"), "not ISO 8601"),
+    "empty version": (lambda d: d["agent"].update(version=""), "agent.version is empty"),
 }
 
 
