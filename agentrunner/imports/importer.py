@@ -39,6 +39,7 @@ from agentrunner.imports.items import (
     Source,
     Unmapped,
     jsonl_appended,
+    unfinished,
 )
 from agentrunner.imports.pricing import with_cost
 from agentrunner.recorder import Recorder
@@ -538,6 +539,8 @@ class FileImport:
     def whole(self, *, live: bool) -> list[SessionReport]:
         """Read the whole file and import what the store does not have yet."""
         records = self.fmt.records(self.path, live=live)
+        if self.fmt.APPENDS and unfinished(self.path):  # its writer is writing its last line
+            live = True
         return self._feed(records, finish=not live, whole=records, live=live)
 
     def appended(self) -> list[SessionReport]:

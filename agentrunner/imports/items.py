@@ -214,6 +214,15 @@ def jsonl_records(path: Path, *, live: bool) -> list[Any]:
     return _jsonl(whole) + [r for r in rest if not isinstance(r, BadLine)]
 
 
+def unfinished(path: Path) -> bool:
+    """Whether a JSONL file ends in a line its writer is in the middle of (no newline yet,
+    and not JSON): an import leaves that line, and what it would close, for later."""
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return False
+    return any(isinstance(r, BadLine) for r in _jsonl(data[data.rfind(b"\n") + 1 :]))
+
+
 def jsonl_appended(path: Path, offset: int) -> tuple[list[Any], int]:
     """The records of the whole lines written after byte ``offset``, and the offset after
     them (a last line without its newline waits: the writer may be in the middle of it)."""
