@@ -5,6 +5,7 @@ once, at the boundary where they happen; nothing else catches broadly.
 
     AgentRunnerError
     ├── UsageError            bad input from the user (unknown task, bad flag value)
+    │   └── ApplyRefused          a change cannot go into that checkout (exit code 3)
     ├── StoreError            the trace store cannot be used
     │   ├── StoreCorruptError     not a SQLite file, or integrity check failed
     │   ├── StoreSchemaError      written by a newer agentrunner
@@ -42,6 +43,13 @@ class UsageError(AgentRunnerError):
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class ApplyRefused(UsageError):
+    """A change was refused by the checkout it was to go into (moved, not a checkout,
+    conflicting local changes); nothing was written there."""
+
+    exit_code = 3
 
 
 class StoreError(AgentRunnerError):

@@ -161,7 +161,7 @@ def test_apply_refuses_an_edit_to_a_file_holding_the_key_and_says_why(
     db, episode = run_repo(tmp_path, key, ["echo EXTRA=1 >> .env"])
     repo = tmp_path / "repo"
     proc = run_cli("apply", episode, "--to", str(repo), "--db", str(db))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
     assert ".env, which held a known secret" in proc.stderr
     assert (repo / ".env").read_text() == f"OPENAI_API_KEY={key}\nDEBUG=1\n"
 

@@ -146,7 +146,7 @@ def test_apply_refuses_a_repository_that_has_moved(repo: Path, db: Path, tmp_pat
     git(repo, "add", "NEWS")
     git(repo, "commit", "-q", "-m", "later")
     proc = cli("apply", episode, "--db", str(db))
-    assert proc.returncode == 2 and "the target has moved" in proc.stderr
+    assert proc.returncode == 3 and "the target has moved" in proc.stderr
     assert BUGGY in (repo / "pygments" / "util.py").read_text()
 
 
@@ -155,7 +155,7 @@ def test_apply_refuses_conflicting_local_changes(repo: Path, db: Path, tmp_path:
     util = repo / "pygments" / "util.py"
     util.write_text(util.read_text() + "# mine\n")
     proc = cli("apply", episode, "--db", str(db))
-    assert proc.returncode == 2 and "conflicting local changes" in proc.stderr
+    assert proc.returncode == 3 and "conflicting local changes" in proc.stderr
     assert "pygments/util.py" in proc.stderr
     assert util.read_text().endswith("# mine\n")
 

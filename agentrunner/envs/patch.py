@@ -34,7 +34,7 @@ from typing import IO
 
 from agentrunner.envs.manifest import Entry, FileEntry, LinkEntry
 from agentrunner.envs.patch_git import checked, first_line, git, inert_config, spawn_git
-from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.errors import ApplyRefused, EnvironmentFailure, UsageError
 from agentrunner.store.hashing import file_sha256
 
 BlobReader = Callable[[str], bytes]
@@ -97,6 +97,14 @@ def render_diff(
     return _render(change, read_blob, stat=stat).decode("utf-8", "surrogateescape")
 
 
+def changed_paths(
+    old: Mapping[str, Entry], new: Mapping[str, Entry], exclude: PathFilter | None = None
+) -> list[str]:
+    """The paths whose git view (mode and content, or link target) differs, sorted: what
+    :func:`render_diff` with the same ``exclude`` writes a patch for."""
+    return _change(old, new, exclude).paths
+
+
 def apply_to(
     target: Path,
     old: Mapping[str, Entry],
@@ -110,12 +118,12 @@ def apply_to(
     """Apply the change from ``old`` to ``new`` to the working tree at ``target``.
 
     ``target`` is the top folder of a git checkout whose HEAD is ``base_commit``, or any
-    folder when ``base_commit`` is None. Refuses (UsageError, target untouched) when the
+    folder when ``base_commit`` is None. Refuses (ApplyRefused, target untouched) when the
     target is missing or has moved, when a path the change touches has local edits, or when
     ``git apply --check`` fails. With ``check_only`` nothing is written.
     """
     if not target.is_dir():
-        raise UsageError(f"target {target} does not exist or is not a folder; pass a checkout")
+        raise ApplyRefused(f"target {target} does not exist or is not a folder; pass a checkout")
     if base_commit is not None:
         _require_base(target, base_commit)
     change = _change(old, new, exclude)
@@ -270,14 +278,14 @@ def _require_base(target: Path, base_commit: str) -> None:
         raise UsageError(f"base commit {base_commit!r} is not a commit id (hex digits)")
     top = git(["rev-parse", "--show-toplevel"], cwd=target)
     if top.returncode != 0 or not os.path.samefile(os.fsdecode(top.stdout.strip()), target):
-        raise UsageError(
+        raise ApplyRefused(
             f"target {target} is not the top folder of a git checkout; pass the checkout's"
             " top folder, or no base commit to patch a plain folder"
         )
     head = git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], cwd=target).stdout.strip()
     if not head.decode().startswith(base_commit.lower()):
         base = base_commit.lower()[:_SHORT]
-        raise UsageError(
+        raise ApplyRefused(
             f"the target has moved: its HEAD is {head.decode()[:_SHORT] or 'unborn'}, the change"
             f" was made on {base}; check out {base} first, or run"
             " `agentrunner diff <episode> | git apply -3` in the target"
@@ -289,7 +297,7 @@ def _refuse_conflicts(target: Path, change: _Change) -> None:
     if found:
         named = ", ".join(_shown(p) for p in found[:_MAX_NAMED])
         more = f" and {len(found) - _MAX_NAMED} more" if len(found) > _MAX_NAMED else ""
-        raise UsageError(
+        raise ApplyRefused(
             f"conflicting local changes in {len(found)} path(s) the change touches: {named}{more};"
             " commit, stash or discard them first, or apply to a clean checkout"
         )
@@ -338,7 +346,7 @@ def _local_key(path: Path) -> _Key | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise UsageError(f"cannot read {path} in the target: {exc.strerror}") from exc
+        raise ApplyRefused(f"cannot read {path} in the target: {exc.strerror}") from exc
     return _FOLDER if stat.S_ISDIR(st.st_mode) else _OTHER
 
 
@@ -346,14 +354,14 @@ def _is_folder(path: Path) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError as exc:
-        raise UsageError(f"cannot read {path} in the target: {exc.strerror}") from exc
+        raise ApplyRefused(f"cannot read {path} in the target: {exc.strerror}") from exc
 
 
 def _listdir(folder: Path) -> list[str]:
     try:
         return os.listdir(folder)
     except OSError as exc:
-        raise UsageError(f"cannot read {folder} in the target: {exc.strerror}") from exc
+        raise ApplyRefused(f"cannot read {folder} in the target: {exc.strerror}") from exc
 
 
 def _git_apply(target: Path, patch: bytes, config: Mapping[str, str], *, check: bool) -> None:
@@ -363,7 +371,7 @@ def _git_apply(target: Path, patch: bytes, config: Mapping[str, str], *, check: 
         return
     why = first_line(result.stderr)
     if check:
-        raise UsageError(
+        raise ApplyRefused(
             f"the change does not apply to {target}: {why}; apply it to a clean checkout"
             " of the episode's base commit instead"
         )
