@@ -1,17 +1,25 @@
 """An episode's change to its workspace: from the base it started on to the snapshot after a
 turn (or after one step), as manifests, as a patch ``git apply`` accepts, or applied to a
-checkout. Everything is read from the trace store alone (the snapshots live there)."""
+checkout. Everything is read from the trace store alone (the snapshots live there), except
+the ignore rules of the repository and the user, when they are on this machine.
+
+The change is what ``git status`` would show in the workspace: files git ignores there that
+the base did not hold (tool caches), ``__pycache__``, the agent's private ``.git`` and paths
+an ``exclude`` pattern matches are left out (:mod:`agentrunner.envs.ignores`); the snapshots
+keep them all."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrunner.envs import ignores
 from agentrunner.envs.manifest import FileEntry, Manifest
-from agentrunner.envs.patch import ApplyResult, apply_to, render_diff
+from agentrunner.envs.patch import ApplyResult, PathFilter, apply_to, changed_paths, render_diff
 from agentrunner.envs.snapshotter import load_manifest
-from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.errors import ApplyRefused, EnvironmentFailure, UsageError
 from agentrunner.events import EpisodeStart, ToolResult
 from agentrunner.store import EventRow, TraceStore
 
@@ -33,11 +41,50 @@ class WorkspaceChange:
     turn: int | None
     old: Manifest
     new: Manifest
+    tracked: frozenset[str]
+    """The base snapshot's paths: git tracks them, so no ignore rule leaves them out."""
 
-    def patch(self, store: TraceStore, *, stat: bool = False) -> str:
-        return render_diff(self.old, self.new, store.read_blob, stat=stat, exclude=hide_git)
+    def left_out(self, store: TraceStore, exclude: Sequence[str] = ()) -> frozenset[str]:
+        """Paths that differ but are not part of the change: what ``git status`` would not
+        show in the workspace, and what an ``exclude`` pattern (gitignore syntax) matches."""
+        return ignores.left_out(
+            changed_paths(self.old, self.new, hide_git),
+            tracked=self.tracked,
+            new=self.new,
+            read_blob=store.read_blob,
+            repo=self.base.get("repo"),
+            patterns=exclude,
+        )
 
-    def apply(self, store: TraceStore, target: Path, *, check_only: bool = False) -> ApplyResult:
+    def paths(self, left_out: Set[str] = frozenset()) -> list[str]:
+        """The paths the change touches, sorted (without those in ``left_out``)."""
+        return changed_paths(self.old, self.new, _skipping(left_out))
+
+    def patch(
+        self,
+        store: TraceStore,
+        *,
+        stat: bool = False,
+        exclude: Sequence[str] = (),
+        left_out: Set[str] | None = None,
+    ) -> str:
+        """The change as a patch (``git diff --stat`` with ``stat``); ``left_out`` is what
+        :meth:`left_out` gives for ``exclude``, when the caller has it already."""
+        skip = self.left_out(store, exclude) if left_out is None else left_out
+        return render_diff(self.old, self.new, store.read_blob, stat=stat, exclude=_skipping(skip))
+
+    def apply(
+        self,
+        store: TraceStore,
+        target: Path,
+        *,
+        check_only: bool = False,
+        exclude: Sequence[str] = (),
+        left_out: Set[str] | None = None,
+    ) -> ApplyResult:
+        """Apply the change to the checkout at ``target``; refused (:class:`ApplyRefused`,
+        nothing written) as :func:`agentrunner.envs.patch.apply_to` says."""
+        skip = self.left_out(store, exclude) if left_out is None else left_out
         try:
             return apply_to(
                 target,
@@ -45,14 +92,14 @@ class WorkspaceChange:
                 self.new,
                 store.read_blob,
                 base_commit=self.base.get("commit"),
-                exclude=hide_git,
+                exclude=_skipping(skip),
                 check_only=check_only,
             )
-        except UsageError as exc:  # a refusal that names a redacted file: say why
+        except ApplyRefused as exc:  # a refusal that names a redacted file: say why
             redacted = [p for p in self.redacted_paths(store) if p in str(exc)]
             if not redacted:
                 raise
-            raise UsageError(
+            raise ApplyRefused(
                 f"the change edits {', '.join(redacted[:3])}, which held a known secret: the"
                 " store keeps such a file redacted ([redacted:NAME]), so its change applies only"
                 " by hand (`agentrunner diff` shows it); the target is unchanged"
@@ -80,6 +127,10 @@ class WorkspaceChange:
         }
 
 
+def _skipping(left_out: Set[str]) -> PathFilter:
+    return lambda path: hide_git(path) or path in left_out
+
+
 def recorded_base(store: TraceStore, episode_id: str) -> dict[str, Any]:
     """The base snapshot (and repository) an episode's workspace started from."""
     rows = store.events(episode_id, kinds=["episode.start"], limit=1)
@@ -105,6 +156,7 @@ def episode_change(
     episode_id = store.resolve(episode_id)
     base = recorded_base(store, episode_id)
     after = str(base["snapshot"])
+    old = _manifest(store, after)
     last_turn = 0
     for row in store.iter_events(episode_id, kinds=["tool.result"]):
         if turn is not None and row.turn > turn:
@@ -119,8 +171,9 @@ def episode_change(
         before=str(base["snapshot"]),
         after=after,
         turn=turn if turn is not None else (last_turn or None),
-        old=_manifest(store, str(base["snapshot"])),
-        new=_manifest(store, after),
+        old=old,
+        new=old if after == base["snapshot"] else _manifest(store, after),
+        tracked=frozenset(old),
     )
 
 
@@ -142,16 +195,18 @@ def step_change(store: TraceStore, episode_id: str, seq: int) -> WorkspaceChange
         if row.seq == seq:
             if not snapshot:
                 return None
-            if before is None:
-                before = str(recorded_base(store, episode_id)["snapshot"])
+            base = recorded_base(store, episode_id)
+            start = str(base["snapshot"])
+            old = _manifest(store, before or start)
             return WorkspaceChange(
                 episode_id=episode_id,
-                base=recorded_base(store, episode_id),
-                before=before,
+                base=base,
+                before=before or start,
                 after=str(snapshot),
                 turn=row.turn,
-                old=_manifest(store, before),
+                old=old,
                 new=_manifest(store, str(snapshot)),
+                tracked=frozenset(old if before in (None, start) else _manifest(store, start)),
             )
         if snapshot:
             before = str(snapshot)

@@ -6,6 +6,9 @@ No system or global config, no global attributes, no colour, external diff or te
 (``filter.<name>.clean/smudge/process``) and points hooks nowhere, as the repository copy
 does: ``git apply`` would otherwise run those programs on the files it reads and writes.
 Built-in conversions (``text``, ``eol``, ``ident``) still apply.
+
+The one exception is :func:`user_config_path`, which reads one setting of the user's own
+config (system, global and a repository's) the way git in that repository would.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ _ISOLATED = (
 )
 _FILTER_OFF = {"clean": "", "smudge": "", "process": "", "required": "false"}
 _TARGET_CONFIG = {"core.hooksPath": os.devnull, "core.fsmonitor": "false"}
+_USER_CONFIG_VARIABLES = frozenset(
+    {"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"}
+)
 
 
 def inert_config(target: Path) -> dict[str, str]:
@@ -42,6 +48,34 @@ def inert_config(target: Path) -> dict[str, str]:
     drivers = {key[len("filter.") : key.rindex(".")] for key in names if key.count(".") >= 2}
     off = {f"filter.{d}.{k}": v for d in sorted(drivers) for k, v in _FILTER_OFF.items()}
     return {**_TARGET_CONFIG, **off}
+
+
+def user_config_path(key: str, *, cwd: Path | None) -> str | None:
+    """The user's setting ``key``, a path (``~`` expanded, relative to ``cwd``), as git in the
+    repository at ``cwd`` (or outside any, for None) reads it: system, global (the caller's
+    ``GIT_CONFIG_GLOBAL`` and ``GIT_CONFIG_SYSTEM`` too) and the repository's own config.
+    None when it is not set. Reading config runs no program."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GIT_") or k in _USER_CONFIG_VARIABLES
+    }
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    try:
+        found = subprocess.run(
+            ["git", "config", "--path", "--get", key],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot run git: {exc}") from exc
+    value = os.fsdecode(found.stdout.rstrip(b"\n"))
+    if found.returncode != 0 or not value:
+        return None
+    return os.path.join(cwd, value) if cwd is not None else value
 
 
 def git(
