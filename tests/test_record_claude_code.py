@@ -93,6 +93,23 @@ def test_each_rebuilt_claude_code_request_equals_the_body_the_upstream_received(
     assert rebuilt == [json.loads(r.raw) for r in recorded["posts"]]
 
 
+def test_request_diff_names_exactly_the_messages_claude_code_added_between_two_calls(
+    recorded: dict[str, Any],
+) -> None:
+    (episode,) = recorded["episodes"]
+    first, second = (json.loads(r.raw)["messages"] for r in recorded["posts"])
+    shown = _agentrunner(
+        "show", episode, "--request-diff", "2", "--json", "--db", str(recorded["db"]),
+        cwd=recorded["repo"], env={"HOME": str(recorded["home"])},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    found = last_json(shown.stdout)
+    changes = found["messages"]["changes"]
+    assert [c["kind"] for c in changes] == ["added"] * (len(second) - len(first))
+    assert [c["after"]["raw"] for c in changes] == second[len(first) :]
+    assert found["system"] is None and found["tools"]["added"] == []
+
+
 def test_show_and_export_read_a_recorded_claude_code_session(recorded: dict[str, Any]) -> None:
     (episode,) = recorded["episodes"]
     env = {"HOME": str(recorded["home"])}

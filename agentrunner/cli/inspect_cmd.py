@@ -16,6 +16,7 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.cli.render import EventRenderer
+from agentrunner.cli.request_diff_view import show_request_diff
 from agentrunner.decisions import Decision, read_decisions, spend
 from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.events import Status
@@ -102,6 +103,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     show_p.add_argument(
         "--follow", action="store_true", help="tail a running episode until it ends"
+    )
+    show_p.add_argument(
+        "--request-diff",
+        metavar="K|A,B",
+        help="what changed in the request of model call K against call K-1 (or call B against"
+        " call A; each a turn number or a call id): model, parameters, system prompt, tools,"
+        " messages added, removed or changed",
     )
 
 
@@ -377,6 +385,8 @@ def show(args: argparse.Namespace) -> int:
     episode_id = summary.episode_id
     if args.follow:
         return _follow(store, episode_id, args)
+    if args.request_diff:
+        return show_request_diff(store, episode_id, args)
     results = verifications(store, episode_id)
     made = read_decisions(store, episode_id)
     if args.json:
