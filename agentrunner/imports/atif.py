@@ -16,8 +16,8 @@ records are the steps, one each; the parser reads the header itself. A step beco
   enters the history as a message of the step's role (``user`` on agent steps).
 
 An agent step with ``llm_call_count: 0`` (a scripted action, no model) or ``is_copied_context``
-(context copied from an earlier trajectory) still needs a model call: the importer has no
-other way to put an assistant message into the history. It gets one with no chunks; a step of
+(context copied from an earlier trajectory) still needs a model call (an edit agentrunner's
+export marks, below, is the one exception). It gets one with no chunks; a step of
 no model call has zero usage (cost 0), a copied one the metrics it carries. Both, and an
 ``llm_call_count`` above 1 (aggregated metrics), are kept as the answer's marks
 (``source_marks`` on its ``model.response``; ``is_copied_context`` of a system or user step on
@@ -29,6 +29,17 @@ Nothing is dropped: a step's fields that have no event of their own (``extra``,
 non-text content parts, token ids, logprobs, other metrics) follow its items as one
 :class:`Unmapped`. Embedded subagent trajectories become sessions of their own whose parent
 is the tool call whose result refers to them (unreferenced ones follow the first step).
+
+What agentrunner's own ATIF export writes under ``extra["agentrunner"]`` is read back
+(:mod:`agentrunner.imports.atif_fields`), so that an export imported again is the same episode:
+its task, seed and model spec; each result's reward, ``done``, ``truncated``, ``step``,
+``duration_s`` and ``error``; its end (stop reason and total reward, an ``episode.end``; none
+when the reward is null, unjudged); a step of reason ``edit`` as the edit it was (an assistant
+``message`` of reason ``edit``, no model call) and a user step's reason (``fork``,
+``continue``); arguments that did not parse as the model wrote them. A fork (its steps up to
+the fork point ``is_copied_context``) whose parent's export was imported before is imported as
+a fork of that episode, only its own steps written; otherwise whole. A file from another tool
+carries none of this: its results have no reward and its episode none (unknown, never 0).
 
 Session ids: ATIF's ``session_id`` names a run, not a document (continuations and subagents
 share it; Harbor's golden files all say ``NORMALIZED_SESSION_ID``), so the session key is
