@@ -260,3 +260,23 @@ def test_an_imported_sub_agent_is_linked_from_its_parents_export(tmp_path: Path)
     (ref,) = result["subagent_trajectory_ref"]
     assert ref["trajectory_path"] == f"{child.episode_id}.json"
     assert schema_errors(doc) == [] and rule_violations(doc) == []
+
+
+def test_each_copy_exports_the_same_trajectory_as_its_original(made: Made, copied: Copy) -> None:
+    for kind, episode_id in made.ids.items():
+        first = atif_trajectory(made.store, episode_id)
+        again = atif_trajectory(copied.store, copied.of[episode_id])
+        assert first is not None and again is not None
+        assert test_export_atif._atif_content(again) == test_export_atif._atif_content(first), kind
+
+
+def test_copies_of_copies_give_the_same_training_rows(
+    made: Made, copied: Copy, tmp_path: Path
+) -> None:
+    every = select_episodes(copied.store, Selection(statuses=(), include_proposals=True))
+    write_atif(copied.store, every.episodes, tmp_path / "out", directory=True)
+    with TraceStore(tmp_path / "third.db") as store:
+        import_paths(store, [tmp_path / "out"])
+        assert store.forks() and len(store.forks()) == len(made.store.forks())
+        assert _rows(store, "kto") == _rows(made.store, "kto")
+        assert _rows(store, "dpo") == _rows(made.store, "dpo")
