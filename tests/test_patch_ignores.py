@@ -12,6 +12,7 @@ test's temp folder, never the user's own configuration.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -25,8 +26,10 @@ import pytest
 from cli_process import run_cli
 
 from agentrunner import TraceStore
-from agentrunner.changes import episode_change
+from agentrunner.changes import episode_change, step_change
+from agentrunner.envs.ignores import left_out
 from agentrunner.envs.jail import bwrap_problem
+from agentrunner.envs.manifest import Entry, FileEntry
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -360,3 +363,40 @@ def test_a_task_episodes_change_leaves_out_its_gitignored_files_and_pytest_cache
     patch = task_episode.cli("diff", task_episode.episode)
     assert patch.returncode == 0, patch.stderr
     assert patched_paths(patch.stdout, tmp_path) == [".calc.py.swp", "NEWS.md", "calc.py"]
+
+
+# -- the rules themselves, on manifests -------------------------------------------------------
+
+
+def manifest(files: dict[str, bytes], blobs: dict[str, bytes]) -> dict[str, Entry]:
+    out: dict[str, Entry] = {}
+    for path, data in files.items():
+        sha = hashlib.sha256(data).hexdigest()
+        blobs[sha] = data
+        out[path] = FileEntry(0o644, sha, len(data))
+    return out
+
+
+def test_a_new_file_named_like_pathspec_magic_is_judged_by_its_name() -> None:
+    blobs: dict[str, bytes] = {}
+    new = manifest({".gitignore": b"b.x\n", ":(top)b.x": b"", ":!c": b"", "b.x": b""}, blobs)
+    out = left_out(new, tracked={".gitignore"}, new=new, read_blob=blobs.__getitem__, repo=None)
+    assert out == {"b.x"}
+
+
+def test_a_repository_no_longer_on_this_machine_still_has_its_snapshots_gitignore(
+    tmp_path: Path,
+) -> None:
+    blobs: dict[str, bytes] = {}
+    new = manifest({".gitignore": b"*.log\n", "a.log": b"", "a.py": b""}, blobs)
+    gone = str(tmp_path / "moved-away")
+    out = left_out(new, tracked={".gitignore"}, new=new, read_blob=blobs.__getitem__, repo=gone)
+    assert out == {"a.log"}
+
+
+def test_the_step_that_only_ran_pytest_changed_nothing(recorded: Recorded) -> None:
+    with TraceStore(recorded.db) as store:
+        (first, *_) = store.events(recorded.episode, kinds=["tool.result"])
+        step = step_change(store, recorded.episode, first.seq)
+        assert step is not None and step.paths() != []  # the snapshot holds the cache
+        assert step.patch(store) == ""
