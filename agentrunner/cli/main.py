@@ -23,6 +23,7 @@ from agentrunner.cli import (
     batch_cmd,
     copy_cmd,
     export_cmd,
+    gc_cmd,
     import_cmd,
     inspect_cmd,
     lifecycle_cmd,
@@ -61,6 +62,7 @@ COMMAND_MODULES = (
     import_cmd,
     record_cmd,
     copy_cmd,
+    gc_cmd,
     tasks_cmd,
     tui_cmd,
 )

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from agentrunner.environment import SnapshotBackend
 from agentrunner.errors import StoreCorruptError
+from agentrunner.store.gc import Part, Report
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -219,6 +220,13 @@ class StoreBackend(SnapshotBackend, Protocol):
     def latest_verifications(self, *, details: bool = False) -> list[StoredVerification]: ...
 
     def log_facts(self) -> dict[str, LogFacts]: ...
+
+    # -- space
+    def space(self) -> tuple[dict[str, Part], int]: ...
+
+    def collect_garbage(
+        self, *, dry_run: bool = False, wait: bool = False, progress: Callable[[str], None] = ...
+    ) -> Report: ...
 
     # -- batches
     def list_batches(

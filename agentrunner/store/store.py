@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from agentrunner import interrupts
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
 from agentrunner.store import blobs, control, eventlog, lookups, reports, search, verifications
+from agentrunner.store import gc as _gc
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.connection import Synchronous, immediate, open_connections
 from agentrunner.store.dialect import SQLITE, Conn, Dialect, Pool
@@ -423,6 +424,36 @@ class TraceStore:
             raise StoreError(f"{self.where}: workspace snapshot: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.where}: workspace snapshot: {exc}") from None
+
+    # ---------------------------------------------------------------- space (store/gc.py)
+
+    def space(self) -> tuple[dict[str, _gc.Part], int]:
+        """Rows and bytes by part (events, messages, tools, blobs, snapshots, other), and
+        the store's whole size in bytes."""
+        return self._gc_translated(lambda: _gc.space(self))
+
+    def collect_garbage(
+        self,
+        *,
+        dry_run: bool = False,
+        wait: bool = False,
+        progress: Callable[[str], None] = lambda _: None,
+    ) -> _gc.Report:
+        """Delete the content (blobs, snapshots, messages, tools) no episode names and
+        reclaim the space; ``dry_run``: only measure. Refused with
+        :class:`~agentrunner.store.gc.StoreInUseError` while other processes have the store
+        open (``wait``: retried each second); see :mod:`agentrunner.store.gc`."""
+        return self._gc_translated(
+            lambda: _gc.collect(self, dry_run=dry_run, wait=wait, progress=progress)
+        )
+
+    def _gc_translated(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"{self.where}: gc: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(f"{self.where}: gc: {exc}") from None
 
     # ---------------------------------------------------------------- verifications
 
