@@ -491,7 +491,7 @@ def test_unfinished_episodes_are_left_out_by_default(
     store: TraceStore, two_tasks: dict[str, str]
 ) -> None:
     (fork,) = fork_episode(store, two_tasks["demo-mean"], turn=2)
-    assert store.episode(fork).status == "interrupted"
+    assert store.episode(fork).status == "pending"
     assert len(_rows(store, "sft")) == 2
     assert len(_rows(store, "sft", statuses=())) == 3
 
@@ -571,7 +571,7 @@ def test_parquet_without_pyarrow_says_how_to_install_it(
     code = main(
         ["export", "--db", str(db_path), "--format", "sft", "--parquet", "-o", str(tmp_path / "x")]
     )
-    assert code == 2 and "pip install pyarrow" in capsys.readouterr().err
+    assert code == 2 and "pip install 'agentrunner[parquet]'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 

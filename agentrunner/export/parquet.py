@@ -34,8 +34,8 @@ def require_pyarrow() -> None:
         import pyarrow.parquet  # noqa: F401
     except ImportError:
         raise UsageError(
-            "Parquet output needs pyarrow, which is not installed: pip install pyarrow "
-            "(or export JSON Lines without --parquet)"
+            "Parquet output needs pyarrow, which is not installed: "
+            "pip install 'agentrunner[parquet]' (or export JSON Lines without --parquet)"
         ) from None
 
 
