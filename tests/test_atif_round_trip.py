@@ -188,11 +188,9 @@ def _message(content: list[dict[str, object]], stop: str) -> dict[str, object]:
     }  # fmt: skip
 
 
-@needs_schema
-def test_a_recorded_agent_links_its_sub_agent_in_the_result_of_the_call_that_started_it(
-    tmp_path: Path,
-) -> None:
-    db = tmp_path / "t.db"
+def _recorded_sub_agent(db: Path) -> tuple[str, str]:
+    """A recorded agent whose ``Agent`` call (``toolu_agent``) started a sub-agent: the
+    parent's and the sub-agent's episode ids."""
     task = {"description": "look", "prompt": "Look in utils.py for the bug."}
     spawn = {"type": "tool_use", "id": "toolu_agent", "name": "Agent", "input": task}
     replies = [
@@ -204,15 +202,47 @@ def test_a_recorded_agent_links_its_sub_agent_in_the_result_of_the_call_that_sta
         done = record("anthropic_subagent", db=db, anthropic=upstream.url)
     assert done.returncode == 0, done.stderr
     parent, child = last_json(done.stdout)["episodes"]
-    with TraceStore(db) as store:
+    return parent, child
+
+
+def _sub_agent_ref(doc: dict[str, Any]) -> dict[str, Any]:
+    (result,) = [r for r in _results(doc) if r.get("source_call_id") == "toolu_agent"]
+    (ref,) = result["subagent_trajectory_ref"]
+    return dict(ref)
+
+
+@needs_schema
+def test_a_recorded_agent_links_its_sub_agent_in_the_result_of_the_call_that_started_it(
+    tmp_path: Path,
+) -> None:
+    parent, child = _recorded_sub_agent(tmp_path / "t.db")
+    with TraceStore(tmp_path / "t.db") as store:
         doc = atif_trajectory(store, parent)
         child_doc = atif_trajectory(store, child)
     assert doc is not None and child_doc is not None
-    (result,) = [r for r in _results(doc) if r.get("source_call_id") == "toolu_agent"]
-    (ref,) = result["subagent_trajectory_ref"]
+    ref = _sub_agent_ref(doc)
     assert ref["trajectory_path"] == f"{child}.json"
     assert ref["session_id"] == child_doc["session_id"]
     assert schema_errors(doc) == [] and rule_violations(doc) == []
+
+
+def test_a_sub_agent_exported_and_imported_again_is_linked_to_its_parents_copy(
+    tmp_path: Path,
+) -> None:
+    parent, child = _recorded_sub_agent(tmp_path / "t.db")
+    with TraceStore(tmp_path / "t.db") as store:
+        write_atif(
+            store, [store.episode(parent), store.episode(child)], tmp_path / "out", directory=True
+        )
+    with TraceStore(tmp_path / "copy.db") as store:
+        (one, two) = import_paths(store, [tmp_path / "out"])
+        copies = {
+            s.source.session_id.split("/")[0]: s.episode_id for s in one.sessions + two.sessions
+        }
+        doc = atif_trajectory(store, copies[parent])
+        assert store.episode(copies[child]).env["parent_episode"] == copies[parent]
+    assert doc is not None
+    assert _sub_agent_ref(doc)["trajectory_path"] == f"{copies[child]}.json"
 
 
 @needs_schema

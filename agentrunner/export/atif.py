@@ -35,7 +35,9 @@ What ATIF has no field for is under ``extra["agentrunner"]``, with these keys:
 - trajectory: ``episode_id``, ``task_id``, ``seed``, ``created_at``, ``status``,
   ``stop_reason``, ``total_reward`` (null: unjudged, no event of its own holds a reward),
   ``turns``, ``attempts``, ``parent_episode_id``, ``parent_trajectory`` (the parent's
-  ``session_id`` and ``trajectory_id``), ``fork_seq``, ``ancestors`` (parent first),
+  ``session_id`` and ``trajectory_id``), ``spawned_by`` (a sub-agent's: the ``episode_id``
+  and ``call_id`` that started it, that episode's ``session_id`` and ``trajectory_id``),
+  ``fork_seq``, ``ancestors`` (parent first),
   ``fork_group`` (``group_id``, ``candidate``,
   ``sample``, ``proposal``; null outside a fan-out), ``batches`` (batch ids),
   ``verifications`` (newest first: ``verifier``, ``score``, ``passed``, ``details``,
@@ -65,13 +67,14 @@ an imported session's source's; ``unknown`` when the source named none.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from agentrunner import __version__
-from agentrunner.errors import UsageError
+from agentrunner.errors import EpisodeNotFoundError, UsageError
 from agentrunner.events import EpisodeStart
 from agentrunner.export.atif_steps import (
     NS,
@@ -177,19 +180,44 @@ def sub_agents(store: TraceStore) -> dict[str, list[tuple[str | None, EpisodeSum
     sub-agent are not sub-agents of their own."""
     out: dict[str, list[tuple[str | None, EpisodeSummary]]] = {}
     for episode in reversed(store.list_episodes()):
-        env = episode.env
-        spawned = env.get("spawned_by")
-        if episode.parent_episode_id is not None:
-            continue
-        if isinstance(spawned, dict):
-            parent, call = spawned.get("episode_id"), spawned.get("call_id")
-        elif env.get("kind") == "import":
-            parent, call = env.get("parent_episode"), env.get("parent_call_id")
-        else:
-            continue
-        if isinstance(parent, str):
-            out.setdefault(parent, []).append((call if isinstance(call, str) else None, episode))
+        spawner = _spawner(episode)
+        if spawner is not None:
+            out.setdefault(spawner[0], []).append((spawner[1], episode))
     return out
+
+
+def _spawner(episode: EpisodeSummary) -> tuple[str, str | None] | None:
+    """The episode that started this sub-agent and the call that did (see :func:`sub_agents`);
+    None for any other episode."""
+    env = episode.env
+    spawned = env.get("spawned_by")
+    if episode.parent_episode_id is not None:
+        return None
+    if isinstance(spawned, dict):
+        parent, call = spawned.get("episode_id"), spawned.get("call_id")
+    elif env.get("kind") == "import":
+        parent, call = env.get("parent_episode"), env.get("parent_call_id")
+    else:
+        return None
+    return (parent, call if isinstance(call, str) else None) if isinstance(parent, str) else None
+
+
+def _spawned_by(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | None:
+    """A sub-agent's spawner: its ``episode_id``, the ``call_id`` that started it, and its
+    trajectory's ``session_id`` and ``trajectory_id`` (what an import of its export is found
+    by, to link this one to it again)."""
+    spawner = _spawner(episode)
+    if spawner is None:
+        return None
+    ids: tuple[str | None, str | None] = (None, None)
+    with contextlib.suppress(EpisodeNotFoundError):
+        ids = session_ids(store, store.episode(spawner[0]))
+    return {
+        "episode_id": spawner[0],
+        "call_id": spawner[1],
+        "session_id": ids[0],
+        "trajectory_id": ids[1],
+    }
 
 
 def _links(
@@ -295,6 +323,7 @@ def _episode_extra(store: TraceStore, episode: EpisodeSummary, read: Read) -> di
         "attempts": episode.attempt,
         "parent_episode_id": episode.parent_episode_id,
         "parent_trajectory": _parent_trajectory(store, episode),
+        "spawned_by": _spawned_by(store, episode),
         "fork_seq": episode.fork_seq,
         "ancestors": store.ancestors(episode_id),
         "fork_group": episode.fork_group.to_dict() if episode.fork_group else None,

@@ -63,6 +63,7 @@ from agentrunner.imports.atif_fields import (
     ours,
     outcome_told,
     results_of,
+    spawning_call,
     str_of,
     take_text,
     tool_calls,
@@ -236,7 +237,7 @@ class _Trajectory:
             model=self.model,
             tools=tools,
             parent_session=self.parent,
-            parent_call_id=self.parent_call,
+            parent_call_id=self.parent_call if self.key else spawning_call(doc),
             extra={k: v for k, v in extra.items() if v is not None},
             episode=episode_told(doc) if not self.key else None,
         )

@@ -162,18 +162,31 @@ def episode_told(doc: dict[str, Any]) -> Episode | None:
     if not isinstance(task, str) or not isinstance(seed, int) or not isinstance(model, dict):
         return None
     parent, link = own.get("parent_episode_id"), own.get("parent_trajectory")
+    spawner = _session_of(own.get("spawned_by"))
     if not isinstance(parent, str):
-        return Episode(task, seed, model)
-    ids = [link.get(k) for k in ("session_id", "trajectory_id")] if isinstance(link, dict) else []
-    fork_of = (
-        "/".join(str(i) for i in ids) if ids and all(isinstance(i, str) for i in ids) else None
-    )
+        return Episode(task, seed, model, spawned_by=spawner)
     shared = 0
     for step in list_of(doc.get("steps")):
         if not isinstance(step, dict) or step.get("is_copied_context") is not True:
             break
         shared += 1
-    return Episode(task, seed, model, fork_of or f"{parent}/{parent}", shared)
+    fork_of = _session_of(link) or f"{parent}/{parent}"
+    return Episode(task, seed, model, fork_of, shared, spawned_by=spawner)
+
+
+def spawning_call(doc: dict[str, Any]) -> str | None:
+    """The call that started the sub-agent an agentrunner export is (None for any other)."""
+    spawned = ours(doc).get("spawned_by")
+    call = spawned.get("call_id") if isinstance(spawned, dict) else None
+    return call if isinstance(call, str) else None
+
+
+def _session_of(value: Any) -> str | None:
+    """The ATIF session key (``session_id/trajectory_id``) an export's link names."""
+    if not isinstance(value, dict):
+        return None
+    ids = [value.get("session_id"), value.get("trajectory_id")]
+    return "/".join(str(i) for i in ids) if all(isinstance(i, str) for i in ids) else None
 
 
 def end_told(doc: dict[str, Any]) -> tuple[str, float] | None:

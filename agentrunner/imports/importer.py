@@ -207,6 +207,9 @@ class SessionWriter:
         says about itself is recorded like any other text: recordable, known secrets out, and
         values under secret-looking keys masked)."""
         s = self.source
+        told = s.episode  # the episode the source was (an agentrunner export read back)
+        if parent_episode is None and told is not None and told.spawned_by is not None:
+            parent_episode = self.store.imported_episode(f"{s.format}:{told.spawned_by}")
         env: dict[str, Any] = {
             "kind": imported.KIND,
             "format": s.format,
@@ -231,7 +234,6 @@ class SessionWriter:
         model = {"spec": f"{s.agent}:{s.model}" if s.model else s.agent, "agent": s.agent}
         if s.model:
             model["model"] = s.model
-        told = s.episode  # the episode the source was (an agentrunner export read back)
         model = dict(told.model) if told is not None else model
         redactor = Redactor(self.secrets)
         env = scrub(mask_secret_fields(env), redactor)[0]

@@ -38,14 +38,16 @@ from agentrunner.types import AgentTurn, Channel, Message, ToolSpec
 @dataclass(frozen=True)
 class Episode:
     """What a source says of the episode it was (agentrunner's own ATIF export, read back):
-    the task, seed and model spec it ran with, and for a fork the session id (same format) of
-    the session it forks and how many of the file's first records are its parent's."""
+    the task, seed and model spec it ran with; for a fork the session id (same format) of
+    the session it forks and how many of the file's first records are its parent's; for a
+    sub-agent the session id of the session that started it (the call: ``parent_call_id``)."""
 
     task_id: str
     seed: int
     model: dict[str, Any]
     fork_of: str | None = None
     shared: int = 0
+    spawned_by: str | None = None
 
 
 @dataclass(frozen=True)
