@@ -32,6 +32,7 @@ EVENT_KINDS = (
 class Status(StrEnum):
     """An episode's status, derived from its log and its writer's lease (never stored)."""
 
+    PENDING = "pending"  # created, never started: a fork made without --run, a batch member
     RUNNING = "running"
     COMPLETED = "completed"
     CANCELLED = "cancelled"

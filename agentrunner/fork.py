@@ -5,8 +5,8 @@ parent's events up to ``fork_seq`` by reference and numbers its own from ``fork_
 The fork point of turn K is just before that turn's first ``model.request``, so the fork's
 history is exactly what the model saw at turn K. The fork then either re-samples turn K
 (maybe with another model, maybe after an injected user message) or replaces it with an
-edited assistant message / tool call(s), which its first run executes. A new fork has no
-writer: it shows as ``interrupted`` until it is run (``--run`` or ``agentrunner resume``).
+edited assistant message / tool call(s), which its first run executes. A new fork has not
+started: it shows as ``pending`` until it is run (``--run`` or ``agentrunner resume``).
 """
 
 from __future__ import annotations

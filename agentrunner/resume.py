@@ -37,7 +37,7 @@ from agentrunner.store.groups import batch_config_for, fork_groups
 from agentrunner.types import AgentTurn, Message
 from providers import model_from_spec
 
-RESUMABLE = (Status.CANCELLED, Status.INTERRUPTED, Status.FAILED)
+RESUMABLE = (Status.PENDING, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED)
 
 
 def can_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:

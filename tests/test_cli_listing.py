@@ -330,8 +330,8 @@ def test_ls_status_filter_counts_only_matching_episodes_when_cut(
     store: TraceStore, db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = _run(store, tmp_path)
-    fork_episode(store, root, turn=2, n=3)  # not run yet: interrupted
-    _, _, err = _cli(capsys, "ls", "--db", str(db_path), "--status", "interrupted", "--limit", "2")
+    fork_episode(store, root, turn=2, n=3)  # not run yet: pending
+    _, _, err = _cli(capsys, "ls", "--db", str(db_path), "--status", "pending", "--limit", "2")
     assert "showing 2 of 3 episodes" in err
 
 

@@ -269,9 +269,9 @@ def test_lineage_tree_lists_parent_children_and_grandchildren(
     assert store.ancestors(grandchild) == [child, reference]
 
 
-def test_new_fork_is_interrupted_until_it_runs(store: TraceStore, reference: str) -> None:
+def test_new_fork_is_pending_until_it_runs(store: TraceStore, reference: str) -> None:
     (fork,) = fork_episode(store, reference, turn=2)
-    assert store.episode(fork).status == "interrupted"
+    assert store.episode(fork).status == "pending"
 
 
 def test_fork_at_a_turn_that_does_not_exist_is_refused(store: TraceStore, reference: str) -> None:

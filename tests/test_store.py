@@ -160,6 +160,7 @@ def test_unknown_episode_is_a_clear_error(store: TraceStore) -> None:
 
 def test_episode_without_end_and_dead_writer_is_interrupted(store: TraceStore) -> None:
     ep = _episode(store)
+    store.writer(ep).append(0, _chunk(1))  # started: without an event of its own, pending
     child = subprocess.run(
         [
             sys.executable,

@@ -41,10 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "resume",
         resume,
-        help="continue an interrupted, cancelled or failed episode",
+        help="continue an interrupted, cancelled or failed episode, or run a pending fork",
         description="Continue an episode that was cancelled (Ctrl-C, a cancel request), "
         "interrupted (its process died) or failed on a retryable error, as a new attempt of "
-        "the same episode. The history is rebuilt from the store; the environment from its "
+        "the same episode, or run a pending fork for the first time. The history is rebuilt "
+        "from the store; the environment from its "
         "last snapshot or by replaying the recorded actions (a replay whose observations "
         "differ stops with a divergence report unless --accept-divergence). Dangling calls are "
         "re-issued and the resume event says what was done.",
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "events up to just before that turn (nothing is copied; EP is never changed). The fork "
         "re-samples turn K (with --model, another model; with --message, after an injected "
         "user message) or replaces turn K's output with --action. Without --run the fork waits "
-        "(status interrupted) until `agentrunner resume FORK`.",
+        "(status pending) until `agentrunner resume FORK` (or `resume --all`) runs it.",
     )
     f.add_argument("episode", metavar="EP", help="episode id or unique prefix")
     f.add_argument(

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import eventlog
-from agentrunner.store.dialect import pg_json
+from agentrunner.store.dialect import POSTGRES, pg_json
+from agentrunner.store.status import status_sql
 
 if TYPE_CHECKING:
     from agentrunner.store.postgres import PgConnection
@@ -230,9 +231,35 @@ P002_DECISION_OUTCOMES = (
     " outcome TEXT NOT NULL CHECK (outcome::json IS NOT NULL), created_at TEXT NOT NULL)",
 )
 
+P003_ONE_STATUS_RULE = (
+    "DROP VIEW episode_summary",
+    f"""
+    CREATE VIEW episode_summary AS
+    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
+        {pg_json("e.model")} ->> 'spec' AS model, e.created_at,
+        last.id & {_MASK} AS last_seq, last.turn AS turns, {status_sql(POSTGRES)} AS status,
+        CASE WHEN last.kind = {_END} THEN {pg_json("last.payload")} ->> 'stop_reason' END
+            AS stop_reason,
+        CASE WHEN last.kind = {_END}
+            THEN ({pg_json("last.payload")} ->> 'total_reward')::float8 END
+            AS total_reward,
+        {_usage_sum("input_tokens")} AS input_tokens,
+        {_usage_sum("output_tokens")} AS output_tokens,
+        {_usage_sum("cost_usd", total=False)} AS cost_usd,
+        c.writer_pid, c.heartbeat_at
+    FROM episodes e
+    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
+    LEFT JOIN control c ON c.episode_id = e.id
+    """,
+)
+"""``episode_summary.status`` follows the rule ``agentrunner ls`` follows
+(:mod:`agentrunner.store.status`), made from the rule of this release (a later change of the
+rule is a new migration)."""
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("p001_initial", P001_INITIAL),
     ("p002_decision_outcomes", P002_DECISION_OUTCOMES),
+    ("p003_one_status_rule", P003_ONE_STATUS_RULE),
 )
 """Named, append-only: a released migration is never edited; changes are new ones."""
 KNOWN = [name for name, _ in MIGRATIONS]

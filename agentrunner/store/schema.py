@@ -14,6 +14,8 @@ from sqlite_utils.migrations import Migrations
 
 from agentrunner.events import EVENT_KINDS
 from agentrunner.store import eventlog
+from agentrunner.store.dialect import SQLITE
+from agentrunner.store.status import status_sql
 
 MIGRATION_SET = "agentrunner"
 migrations = Migrations(MIGRATION_SET)
@@ -346,3 +348,38 @@ def m009_decision_outcomes(db: Database) -> None:
         "CREATE TABLE decision_outcomes (group_id TEXT PRIMARY KEY REFERENCES fork_groups(id),"
         " outcome TEXT NOT NULL CHECK (json_valid(outcome)), created_at TEXT NOT NULL)"
     )
+
+
+_SUMMARY_WITH_ONE_STATUS_RULE = f"""
+    CREATE VIEW episode_summary AS
+    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
+        json_extract(e.model, '$.spec') AS model, e.created_at,
+        last.id & {eventlog.SEQ_MASK} AS last_seq,
+        last.turn AS turns,
+        {status_sql(SQLITE)} AS status,
+        CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.stop_reason') END
+            AS stop_reason,
+        CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.total_reward') END
+            AS total_reward,
+        (SELECT total(json_extract(l.payload, '$.input_tokens')) FROM event_log l
+            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS input_tokens,
+        (SELECT total(json_extract(l.payload, '$.output_tokens')) FROM event_log l
+            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS output_tokens,
+        (SELECT sum(json_extract(l.payload, '$.cost_usd')) FROM event_log l
+            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS cost_usd,
+        c.writer_pid, c.heartbeat_at
+    FROM episodes e
+    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
+    LEFT JOIN control c ON c.episode_id = e.id
+    """
+
+
+@_migration
+def m010_one_status_rule(db: Database) -> None:
+    """``episode_summary.status`` follows the rule ``agentrunner ls`` follows
+    (:mod:`agentrunner.store.status`): ``pending``, ``running`` or ``interrupted`` by the
+    writer's lease, an imported session ``completed``, instead of 'running or interrupted'
+    for every episode without an end. The view is made from the rule of this release; a
+    later change of the rule is a new migration."""
+    db.execute("DROP VIEW episode_summary")
+    db.execute(_SUMMARY_WITH_ONE_STATUS_RULE)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from agentrunner.errors import StoreCorruptError, UsageError
-from agentrunner.events import EpisodeEnd, Status, status_for
+from agentrunner.events import EpisodeEnd, Status
 from agentrunner.store import control
 from agentrunner.store.eventlog import (
     KIND_CODE,
@@ -30,6 +30,7 @@ from agentrunner.store.records import (
     ForkGroupRole,
     Segment,
 )
+from agentrunner.store.status import IMPORT_KIND, derive, started
 
 if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore
@@ -99,7 +100,7 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
     end: EpisodeEnd | None = None
     env_spec = json.loads(env)
-    imported = parent is None and env_spec.get("kind") == "import"
+    imported = parent is None and env_spec.get("kind") == IMPORT_KIND
     if last_kind == "episode.end":
         end = EpisodeEnd.model_validate_json(
             store._conn.execute(
@@ -107,13 +108,12 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
                 (row_id(store.episode_key(episode_id), last_seq),),
             ).fetchone()[0]
         )
-        status = status_for(end.stop_reason)
-    elif lease.alive():
-        status = Status.RUNNING
-    elif imported:
-        status = Status.COMPLETED  # an imported session: nothing of it is left to run
-    else:
-        status = Status.INTERRUPTED
+    status = derive(
+        stop_reason=end.stop_reason if end is not None else None,
+        writer_live=end is None and lease.alive(),
+        imported=imported,
+        has_started=started(fork_seq, last_seq, last_kind),
+    )
     stopped = "imported" if imported and status == Status.COMPLETED else None
     inherited = _Spend()
     if parent is not None:  # a fork: its own spend and what its history inherits, apart

@@ -41,7 +41,7 @@ async def test_b_shows_the_lineage_tree_with_status_reward_and_cost(
         labels = _labels(app)
     assert labels[0].startswith(DONE[:8] + " ") and "completed · reward 1 · $0.0000" in labels[0]
     assert labels[1].startswith(FORK[:8] + " ") and "fork at turn 3 (seq 37)" in labels[1]
-    assert labels[2].startswith(IDLE[:8] + " ") and "interrupted" in labels[2]
+    assert labels[2].startswith(IDLE[:8] + " ") and "pending" in labels[2]
 
 
 async def test_enter_on_a_branch_opens_its_trace(make_app: Callable[..., AgentRunnerApp]) -> None:

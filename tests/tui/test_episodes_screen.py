@@ -35,7 +35,7 @@ async def test_lists_every_episode_with_status_word_and_lineage(
     assert [rows[ep[:8]][1] for ep in (DONE, FORK, IDLE, CANCELLED, FAILED)] == [
         "completed",
         "completed",
-        "interrupted",
+        "pending",
         "cancelled",
         "failed",
     ]

@@ -48,7 +48,7 @@ async def test_the_episodes_screen_lists_a_postgres_store_as_its_sqlite_original
     assert rows == {
         DONE[:8]: "completed",
         FORK[:8]: "completed",
-        IDLE[:8]: "interrupted",
+        IDLE[:8]: "pending",
         CANCELLED[:8]: "cancelled",
         FAILED[:8]: "failed",
     }
