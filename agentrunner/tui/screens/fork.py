@@ -12,6 +12,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, TextArea
 
@@ -25,6 +26,16 @@ MODES: tuple[tuple[Mode, str], ...] = (
     ("inject", "inject this user message before turn {k}, then re-sample it"),
     ("resample", "re-sample turn {k} as it was (maybe with another model)"),
 )
+
+
+class ModeButton(RadioButton):
+    """A mode's radio button whose mark says whether it is chosen (● chosen, ○ not), so
+    the choice reads without colour."""
+
+    @property
+    def _button(self) -> Content:
+        self.BUTTON_INNER = "●" if self.value else "○"
+        return super()._button
 
 
 class ForkScreen(ModalScreen[ForkRequest | None]):
@@ -49,8 +60,8 @@ class ForkScreen(ModalScreen[ForkRequest | None]):
                 id="fork-title",
             )
             with RadioSet(id="fork-mode"):
-                for i, (_mode, text) in enumerate(MODES):
-                    yield RadioButton(text.format(k=p.turn), value=i == 0)
+                for i, (mode, text) in enumerate(MODES):
+                    yield ModeButton(f"{mode}: {text.format(k=p.turn)}", value=i == 0)
             yield TextArea(p.edit, id="fork-text", soft_wrap=True, tab_behavior="indent")
             with Horizontal(id="fork-model-row"):
                 yield Label("model ", id="fork-model-label")
@@ -61,14 +72,20 @@ class ForkScreen(ModalScreen[ForkRequest | None]):
                 yield Button("Cancel (esc)", id="fork-no")
 
     def on_mount(self) -> None:
-        self.query_one("#fork-text", TextArea).focus()
+        """Focus starts on the modes (the first choice to make: ↑/↓ then Enter picks one,
+        Tab goes on to the text), never inside the JSON, where a stray key would edit it."""
+        self.query_one("#fork-mode", RadioSet).focus()
 
     def on_radio_set_changed(self, event: RadioSet.Changed) -> None:
+        """A mode picked: its text (what it keeps for the mode), and the focus where the
+        user types next (the text; the model for a re-sample, which has none)."""
         area = self.query_one("#fork-text", TextArea)
         self._texts[self.mode] = area.text
         self.mode = MODES[event.radio_set.pressed_index][0]
         area.load_text(self._texts[self.mode])
         area.disabled = self.mode == "resample"
+        if self.is_mounted and self.focused is event.radio_set:
+            (self.query_one("#fork-model", Input) if area.disabled else area).focus()
 
     def set_mode(self, mode: Mode) -> None:
         """Select a mode (as clicking its radio button would)."""
