@@ -219,3 +219,39 @@ def test_a_gateway_in_the_users_settings_is_the_upstream_and_the_file_is_left_al
     with TraceStore(tmp_path / "t.db") as store:
         assert len(store.events(episode, kinds=["model.request"])) == 2
         assert store.episode(episode).env["upstreams"]["anthropic"] == gateway.url
+
+
+def test_a_sub_agent_claude_code_starts_is_a_child_episode_shown_as_a_tree(
+    tmp_path: Path,
+) -> None:
+    client("claude")
+    repo = scratch_repo(tmp_path / "repo", {"notes.txt": "first notes\n"})
+    task = {"description": "read the notes", "prompt": "Read notes.txt and say what it holds.",
+            "subagent_type": "general-purpose"}  # fmt: skip
+    script = [
+        Reply(events=anthropic_tool("toolu_agent_1", "Agent", task)),
+        Reply(events=anthropic_text("It holds: first notes.", message_id="msg_sub")),
+        Reply(events=anthropic_text("The notes say: first notes.", message_id="msg_end")),
+    ]
+    db = tmp_path / "t.db"
+    with SSEReplayServer(*script) as upstream:
+        done = _claude(db, repo, tmp_path / "home", "--upstream-anthropic", upstream.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parent, child = last_json(done.stdout)["episodes"]
+    with TraceStore(db) as store:
+        assert store.episode(child).env["spawned_by"] == {
+            "episode_id": parent,
+            "call_id": "toolu_agent_1",
+        }
+        assert len(store.events(child, kinds=["model.request"])) == 1
+        assert len(store.events(parent, kinds=["model.request"])) == 2
+    env = {"HOME": str(tmp_path / "home")}
+    shown = _agentrunner("show", parent, "--json", "--db", str(db), cwd=repo, env=env)
+    assert last_json(shown.stdout)["subagents"] == [
+        {"episode_id": child, "call_id": "toolu_agent_1", "subagents": []}
+    ]
+    printed = _agentrunner("show", parent, "--db", str(db), cwd=repo, env=env)
+    tree = printed.stdout.split("sub-agents", 1)[1].splitlines()[1]
+    assert child[:8] in tree and "started by call toolu_agent_1" in tree
+    printed_child = _agentrunner("show", child, "--db", str(db), cwd=repo, env=env)
+    assert f"spawned   by {parent} (call toolu_agent_1)" in printed_child.stdout

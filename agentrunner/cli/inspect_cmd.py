@@ -17,6 +17,7 @@ from agentrunner.cli.common import (
 )
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.request_diff_view import show_request_diff
+from agentrunner.cli.subagents_view import spawner, tree_json, tree_lines
 from agentrunner.decisions import Decision, read_decisions, spend
 from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.events import Status
@@ -375,6 +376,18 @@ def _print_summary(e: EpisodeSummary) -> None:
         out.print(line)
 
 
+def _print_subagents(store: TraceStore, episode_id: str) -> None:
+    out = stdout_console()
+    started = spawner(store, episode_id)
+    if started is not None:
+        parent, call = started
+        by = f" (call {one_line_visible(call)})" if call else ""
+        out.print(plain(f"  spawned   by {parent}{by}"))
+    tree = tree_lines(store, episode_id)
+    if tree is not None:
+        out.print(tree)
+
+
 def _spend(tokens: dict[str, int], cost: float | None) -> str:
     return f"{tokens.get('input', 0)} in · {tokens.get('output', 0)} out · cost {fmt.cost(cost)}"
 
@@ -395,11 +408,13 @@ def show(args: argparse.Namespace) -> int:
         value["reward_reproduced"] = reward_reproduced(results)
         value["decisions"] = [_decision_json(d) for d in made]
         value["branching"] = spend(store, episode_id)
+        value["subagents"] = tree_json(store, episode_id)
         if args.events:
             value["events"] = [row.to_dict() for row in store.iter_events(episode_id)]
         print_json(value)
         return 0
     _print_summary(summary)
+    _print_subagents(store, episode_id)
     if reward_reproduced(results) is False:
         stdout_console().print(f"  [bold red]{DISPUTED_MARK}[/] {DISPUTED_NOTE}")
     _print_verifications(results)

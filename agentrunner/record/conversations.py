@@ -109,14 +109,21 @@ class Conversations:
             self._by_tip[(conversation.session, places[-1])] = conversation
 
     def spawner(self, session: str | None, messages: list[Message]) -> tuple[str, str] | None:
-        """(episode, tool call) of the open sub-agent call whose prompt starts ``messages``."""
+        """(episode, tool call) of the open sub-agent call whose prompt the first user message
+        of ``messages`` carries (whole, or after context the client put before it: Claude
+        Code sends a reminder block first); the longest such prompt when several fit."""
         first = next((m.content for m in messages if m.role == "user" and m.content), None)
         if first is None:
             return None
+        text = first.strip()
+        found: tuple[int, str, str] | None = None
         for conversation in self.all:
-            if conversation.session == session and first.strip() in conversation.prompts:
-                return conversation.episode_id, conversation.prompts[first.strip()]
-        return None
+            if conversation.session != session:
+                continue
+            for prompt, call_id in conversation.prompts.items():
+                if text.endswith(prompt) and (found is None or len(prompt) > found[0]):
+                    found = (len(prompt), conversation.episode_id, call_id)
+        return (found[1], found[2]) if found is not None else None
 
 
 def spawned_prompt(name: str, arguments: str) -> str | None:

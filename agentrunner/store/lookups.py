@@ -10,6 +10,7 @@ results reads that index, never the chunks.
 from __future__ import annotations
 
 import heapq
+import json
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -125,6 +126,23 @@ def forks(store: TraceStore) -> list[tuple[str, str, int]]:
         " WHERE parent_episode_id IS NOT NULL ORDER BY id"
     )
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+def spawned(store: TraceStore) -> list[tuple[str, str, str | None]]:
+    """Every sub-agent episode in the store: ``(episode_id, parent episode id, the parent's
+    tool call that started it)``, from ``env.spawned_by`` (recorded and imported agents)."""
+    field = store.sql.text("env", "spawned_by")
+    rows = store._conn.execute(
+        f"SELECT id, {field} FROM episodes WHERE {field} IS NOT NULL ORDER BY id"
+    )
+    out: list[tuple[str, str, str | None]] = []
+    for episode_id, text in rows:
+        link = json.loads(text) if isinstance(text, str) else None
+        parent = link.get("episode_id") if isinstance(link, dict) else None
+        if isinstance(parent, str) and parent:
+            call = link.get("call_id")  # type: ignore[union-attr]
+            out.append((episode_id, parent, call if isinstance(call, str) else None))
+    return out
 
 
 def batches_of(store: TraceStore, episode_ids: Iterable[str]) -> list[str]:

@@ -239,6 +239,8 @@ class StoreBackend(SnapshotBackend, Protocol):
 
     def batches_of(self, episode_ids: Iterable[str]) -> list[str]: ...
 
+    def spawned(self) -> list[tuple[str, str, str | None]]: ...
+
 
 if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore

@@ -899,6 +899,10 @@ class TraceStore:
         """The ids of the batches these episodes belong to, sorted."""
         return lookups.batches_of(self, episode_ids)
 
+    def spawned(self) -> list[tuple[str, str, str | None]]:
+        """Every sub-agent episode: ``(episode_id, parent_id, the parent's call id)``."""
+        return lookups.spawned(self)
+
     def proposal_forks(self) -> set[str]:
         """The fan-out forks that only proposed a candidate (one re-sampled turn)."""
         return lookups.proposal_forks(self)
