@@ -67,3 +67,12 @@ def test_verify_prints_episodes_by_the_prefixes_ls_shows(
     assert result.returncode == 0, result.stderr
     (row,) = [line for line in result.stdout.splitlines()[1:] if line.strip()]
     assert row.split()[0] in _ls_ids(db)
+
+
+def test_fanout_names_its_parent_by_the_prefix_ls_shows(tmp_path: Path) -> None:
+    db = str(tmp_path / "traces.db")
+    parent = last_json(run_cli("run", "--db", db, "--json").stdout)["episode_id"]
+    made = run_cli("fanout", parent, "--turn", "2", "-k", "2", "-n", "1", "--db", db)
+    assert made.returncode == 0, made.stderr
+    (line,) = [text for text in made.stdout.splitlines() if text.startswith("fork group")]
+    assert line.split()[-1] in _ls_ids(Path(db))

@@ -105,10 +105,9 @@ def fanout(args: argparse.Namespace) -> int:
         print_json(result.to_dict())
         return 0
     out = stdout_console()
-    out.print(
-        f"fork group [bold]{result.group_id}[/] at turn {result.turn} of {result.parent_episode_id}"
-    )
     short = fmt.unique_prefixes(store.episode_ids())
+    parent = short.get(result.parent_episode_id, result.parent_episode_id)
+    out.print(f"fork group [bold]{result.group_id}[/] at turn {result.turn} of {parent}")
     for rank, c in enumerate(result.ranked, 1):
         rewards = ", ".join(f"{r:g}" for r in c.rewards)
         out.print(

@@ -12,9 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentrunner.cli.common import new_command, print_json, stderr_console, store_location
+from agentrunner.cli.common import (
+    new_command,
+    open_store,
+    print_json,
+    stderr_console,
+    store_location,
+)
 from agentrunner.errors import UsageError
-from agentrunner.formatting import plural
+from agentrunner.formatting import plural, unique_prefixes
 from agentrunner.record.clients import CLIENTS, client
 from agentrunner.record.episodes import Origin
 from agentrunner.record.journal import Journal
@@ -183,7 +189,11 @@ def run_record(args: argparse.Namespace) -> int:
         fork=plan,
     )
     err = stderr_console()
-    ids = ", ".join(ep[:8] for ep in done.episodes) or "none"
+    short: dict[str, str] = {}
+    if done.episodes:
+        with open_store(args) as store:  # the ids as `ls` shows them
+            short = unique_prefixes(store.episode_ids())
+    ids = ", ".join(short.get(ep, ep) for ep in done.episodes) or "none"
     err.print(
         f"recorded {plural(len(done.episodes), 'episode')} ({ids}); the agent exited with "
         f"{done.exit_status}",
@@ -194,7 +204,10 @@ def run_record(args: argparse.Namespace) -> int:
         err.print(f"replay stopped: {done.diverged}", markup=False, highlight=False, soft_wrap=True)
     if done.went_live is not None:
         episode, call = done.went_live
-        err.print(f"went live at call {call} of {episode[:8]} (a fork of it)", markup=False)
+        err.print(
+            f"went live at call {call} of {short.get(episode, episode)} (a fork of it)",
+            markup=False,
+        )
     if args.json:
         result: dict[str, Any] = {"exit_status": done.exit_status, "episodes": done.episodes}
         if args.replay or args.fork:
