@@ -241,7 +241,7 @@ class Proxy:
                 await response.write(data)
                 self._feed(call, data)
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
+        except (ConnectionError, asyncio.CancelledError):  # reset, or lost while blocked
             self._tell(call, lambda c: self.journal.broke(c, "the client hung up", cancelled=True))
             raise
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -340,7 +340,7 @@ class Proxy:
                 if gap:
                     await asyncio.sleep(gap)
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
+        except (ConnectionError, asyncio.CancelledError):  # reset, or lost while blocked
             self._tell(call, lambda c: self.journal.broke(c, "the client hung up", cancelled=True))
             raise
         self._tell(call, self.journal.finish)
