@@ -24,13 +24,21 @@ class DiffBody(Static):
     COMPONENT_CLASSES: ClassVar[set[str]] = {f"diff-body--{c}" for c in _LINE_CLASSES}
 
     def show(self, result: DiffResult) -> None:
+        text = self.coloured(result.lines, "no difference after the fork point (yet)")
+        if result.truncated:
+            fork = result.prefixes[result.fork.episode_id]
+            text.append(f"… cut after {fork}'s first events\n")
+        self.update(text)
+
+    def coloured(self, lines: list[str], empty: str) -> Text:
+        """Diff lines coloured by kind (controls shown, never obeyed); ``empty`` if none."""
         style = {
             c: self.get_component_rich_style(f"diff-body--{c}", partial=True) for c in _LINE_CLASSES
         }
         text = Text()
-        if not result.lines:
-            text.append("no difference after the fork point (yet)")
-        for line in result.lines:
+        if not lines:
+            text.append(empty)
+        for line in lines:
             if line.startswith(("---", "+++")):
                 kind = "file"
             elif line.startswith("@@"):
@@ -42,10 +50,7 @@ class DiffBody(Static):
             else:
                 kind = ""
             text.append(visible(line) + "\n", style[kind] if kind else "")
-        if result.truncated:
-            fork = result.prefixes[result.fork.episode_id]
-            text.append(f"… cut after {fork}'s first events\n")
-        self.update(text)
+        return text
 
 
 class DiffScreen(ReaderScreen):

@@ -93,6 +93,7 @@ class TraceScreen(TraceActions):
         Binding("b", "branches", "Branches", id="trace.branches"),
         Binding("c", "decisions", "Decision points", show=False, id="trace.decisions"),
         Binding("d", "diff", "Diff", show=False, id="trace.diff"),
+        Binding("F", "files", "Files changed", show=False, id="trace.files"),
         Binding("R", "resume", "Resume", id="trace.resume"),
         Binding("x", "cancel", "Cancel run", id="trace.cancel"),
         Binding("escape", "back", "Back", id="trace.back"),

@@ -1,5 +1,5 @@
 """The trace screen's actions that start something: replay, fork, branches, decision
-points, diff, resume and cancel (the base of
+points, diff, files changed, resume and cancel (the base of
 :class:`~agentrunner.tui.screens.trace.TraceScreen`)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from agentrunner.tui.forking import ForkPrefill, ForkRequest, fork_prefill, make
 from agentrunner.tui.replay import Replay
 from agentrunner.tui.screens.branches import BranchesScreen
 from agentrunner.tui.screens.decisions import DecisionsScreen
+from agentrunner.tui.screens.files import FilesScreen
 from agentrunner.tui.screens.fork import ForkScreen
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.work import ReaderScreen
@@ -129,6 +130,11 @@ class TraceActions(ReaderScreen):
     def action_diff(self) -> None:
         if self.summary is not None:
             actions.diff(self, self.summary)
+
+    def action_files(self) -> None:
+        """The episode's whole change, file by file (and apply, for a repository's)."""
+        if self.episode_id is not None:
+            self.app.push_screen(FilesScreen(self.episode_id))
 
     def action_resume(self) -> None:
         if self.summary is not None:
