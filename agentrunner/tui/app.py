@@ -20,7 +20,7 @@ from agentrunner.errors import StoreError
 from agentrunner.safe_text import visible
 from agentrunner.store import TraceStore
 from agentrunner.tui.format import IdPrefixes
-from agentrunner.tui.keys import check_keymap
+from agentrunner.tui.keys import check_keymap, screen_section
 from agentrunner.tui.runs import BackgroundRuns, RunFinished
 from agentrunner.tui.screens.episodes import EpisodesScreen
 from agentrunner.tui.screens.help import HelpScreen
@@ -103,7 +103,7 @@ class AgentRunnerApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(screen_section(self.screen)))
 
     async def action_quit(self) -> None:
         self.runs.stop_all()

@@ -18,31 +18,50 @@ from agentrunner.errors import UsageError
 PINNED = ("app.help", "app.quit")  # shown first in every footer
 
 
-def binding_sections() -> list[tuple[str, list[BindingType]]]:
-    """(title, bindings) for the app and each screen, in the order help lists them."""
+def _owners() -> list[tuple[str, tuple[type, ...]]]:
+    """(title, the classes whose bindings it lists: the screen first) in help's order."""
     from agentrunner.tui.app import AgentRunnerApp
     from agentrunner.tui.screens.branches import BranchesScreen, LineageTree
     from agentrunner.tui.screens.confirm import ConfirmScreen
     from agentrunner.tui.screens.decisions import DecisionsScreen, DecisionTree
     from agentrunner.tui.screens.diff import DiffScreen
     from agentrunner.tui.screens.episodes import EpisodesScreen, EpisodesTable
+    from agentrunner.tui.screens.files import FilesScreen
     from agentrunner.tui.screens.fork import ForkScreen
     from agentrunner.tui.screens.help import HelpScreen
     from agentrunner.tui.screens.report import ReportScreen
     from agentrunner.tui.screens.trace import TraceScreen
 
     return [
-        ("Everywhere", list(AgentRunnerApp.BINDINGS)),
-        ("Episodes", [*EpisodesTable.BINDINGS, *EpisodesScreen.BINDINGS]),
-        ("Trace", list(TraceScreen.BINDINGS)),
-        ("Branches", [*LineageTree.BINDINGS, *BranchesScreen.BINDINGS]),
-        ("Decision points", [*DecisionTree.BINDINGS, *DecisionsScreen.BINDINGS]),
-        ("Diff", list(DiffScreen.BINDINGS)),
-        ("Report", list(ReportScreen.BINDINGS)),
-        ("Fork editor", list(ForkScreen.BINDINGS)),
-        ("Confirm", list(ConfirmScreen.BINDINGS)),
-        ("Help", list(HelpScreen.BINDINGS)),
+        (EVERYWHERE, (AgentRunnerApp,)),
+        ("Episodes", (EpisodesScreen, EpisodesTable)),
+        ("Trace", (TraceScreen,)),
+        ("Files changed", (FilesScreen,)),
+        ("Branches", (BranchesScreen, LineageTree)),
+        ("Decision points", (DecisionsScreen, DecisionTree)),
+        ("Diff", (DiffScreen,)),
+        ("Report", (ReportScreen,)),
+        ("Fork editor", (ForkScreen,)),
+        ("Confirm", (ConfirmScreen,)),
+        ("Help", (HelpScreen,)),
     ]
+
+
+EVERYWHERE = "Everywhere"
+
+
+def binding_sections() -> list[tuple[str, list[BindingType]]]:
+    """(title, bindings) for the app and each screen, in the order help lists them."""
+    return [
+        (title, [b for owner in owners[::-1] for b in getattr(owner, "BINDINGS", [])])
+        for title, owners in _owners()
+    ]
+
+
+def screen_section(screen: object) -> str | None:
+    """The title of the section that lists ``screen``'s keys (None: a screen help does not
+    know)."""
+    return next((title for title, owners in _owners() if isinstance(screen, owners[0])), None)
 
 
 def binding_ids() -> list[str]:

@@ -43,6 +43,8 @@ async def test_question_mark_lists_every_binding(make_app: Callable[..., AgentRu
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         help_screen = app.screen
         assert isinstance(help_screen, HelpScreen)
+        await pilot.press("a")  # every screen's keys, not only this one's
+        await wait_for(pilot, lambda: help_screen.show_all)
         rows = {binding_id: keys for keys, _, binding_id in help_screen.rows}
         await pilot.press("escape")
         assert isinstance(app.screen, TraceScreen)
@@ -57,6 +59,8 @@ async def test_help_shows_keymap_overrides(make_app: Callable[..., AgentRunnerAp
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         help_screen = app.screen
         assert isinstance(help_screen, HelpScreen)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: help_screen.show_all)
         rows = {binding_id: keys for keys, _, binding_id in help_screen.rows}
     assert rows["trace.fork"] == "F"
 

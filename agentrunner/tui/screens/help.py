@@ -1,4 +1,5 @@
-"""``HelpScreen``: every key of every screen, with its binding id (for keymaps)."""
+"""``HelpScreen``: the keys of the screen help was opened on, then the keys that work
+everywhere; ``a`` adds every other screen's (with binding ids, for keymaps)."""
 
 from __future__ import annotations
 
@@ -13,21 +14,27 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from agentrunner.tui.keys import binding_sections
+from agentrunner.tui.keys import EVERYWHERE, binding_sections
 
 
 class HelpScreen(ModalScreen[None]):
-    """Lists the bindings of the app and of each screen (keymap overrides applied)."""
+    """Lists bindings by screen, the one it was opened on first (keymap overrides applied)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close", id="help.close"),
+        Binding("a", "all", "All screens' keys", id="help.all"),
         Binding("j,down", "scroll(1)", "Down", show=False, id="help.down"),
         Binding("k,up", "scroll(-1)", "Up", show=False, id="help.up"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, section: str | None = None) -> None:
+        """``section``: the title of the screen's section in ``binding_sections`` (None:
+        help opened where no screen's keys apply, e.g. on another dialog)."""
         super().__init__()
+        self.section = section
+        self.show_all = False
         self.rows: list[tuple[str, str, str]] = []  # (keys, what it does, binding id)
+        self.titles: list[str] = []  # the sections shown, in order
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
@@ -41,19 +48,36 @@ class HelpScreen(ModalScreen[None]):
             for k in keys.split(",")
         )
 
+    def _sections(self) -> list[tuple[str, list[BindingType]]]:
+        """This screen's section, then the global one, then (``a``) the others."""
+        sections = dict(binding_sections())
+        order = [t for t in (self.section, EVERYWHERE) if t in sections]
+        if self.show_all:
+            order += [t for t in sections if t not in order]
+        return [(t, sections[t]) for t in order]
+
     def _table(self) -> Table:
         table = Table(box=None, expand=True, show_header=True, header_style="bold")
         table.add_column("key", no_wrap=True)
         table.add_column("does")
         table.add_column("binding id", style="dim", no_wrap=True)
-        for title, bindings in binding_sections():
-            table.add_row(Text(title, style="bold underline"), "", "")
+        self.rows, self.titles = [], []
+        for title, bindings in self._sections():
+            shown = f"{title} (this screen)" if title == self.section else title
+            self.titles.append(shown)
+            table.add_row(Text(shown, style="bold underline"), "", "")
             for b in _as_bindings(bindings):
                 row = (self._keys(b), b.description, b.id or "")
                 self.rows.append(row)
                 table.add_row(*row)
             table.add_row("", "", "")
+        if not self.show_all:
+            table.add_row("a", "the keys of every other screen", "")
         return table
+
+    def action_all(self) -> None:
+        self.show_all = not self.show_all
+        self.query_one("#help-text", Static).update(self._table())
 
     def action_close(self) -> None:
         self.dismiss()
