@@ -200,6 +200,43 @@ def test_a_fork_at_call_2_with_a_message_serves_call_1_and_sends_call_2_live(
     assert own[:3] == ["tool.result", "message", "model.request"] and own[-1] == "episode.end"
 
 
+def test_a_fork_at_call_2_with_a_response_file_answers_it_from_the_file_without_the_upstream(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    (episode,) = recorded["episodes"]
+    answer = tmp_path / "answer.sse"
+    answer.write_text("\n\n".join(anthropic_text("Forked: the notes are copied.")) + "\n\n")
+    with SSEReplayServer() as upstream:
+        forked = _claude(
+            recorded["db"], recorded["repo"], recorded["home"],
+            "--fork", episode, "--turn", "2", "--response", str(answer),
+            "--upstream-anthropic", upstream.url,
+        )  # fmt: skip
+        reached = list(upstream.requests)
+    assert forked.returncode == 0, forked.stderr[-3000:]
+    assert reached == [] and "Forked: the notes are copied." in forked.stdout
+    (fork,) = last_json(forked.stdout)["episodes"]
+    with TraceStore(recorded["db"]) as store:
+        assert store.episode(fork).parent_episode_id == episode
+        own = store.episode(fork).fork_seq or 0
+        chunks = store.events(fork, kinds=["model.chunk"])
+        texts = [c.payload["text"] for c in chunks if c.seq > own]
+    assert "".join(texts) == "Forked: the notes are copied."
+
+
+def test_a_response_file_that_is_neither_sse_nor_json_is_refused_before_the_agent_runs(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    (episode,) = recorded["episodes"]
+    answer = tmp_path / "answer.txt"
+    answer.write_text("just some words")
+    forked = _claude(
+        recorded["db"], recorded["repo"], recorded["home"],
+        "--fork", episode, "--turn", "2", "--response", str(answer),
+    )  # fmt: skip
+    assert forked.returncode == 2 and "neither an SSE stream" in forked.stderr
+
+
 def test_a_gateway_in_the_users_settings_is_the_upstream_and_the_file_is_left_alone(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,7 @@ from agentrunner.record.episodes import Origin
 from agentrunner.record.journal import Journal
 from agentrunner.record.launch import plan, record, upstreams
 from agentrunner.record.proxy import TOKEN_HEADER, ForkPlan, Proxy, ProxySettings
+from agentrunner.record.replay import answer_file
 from agentrunner.redaction import public_url
 
 TOKEN_VAR = "AGENTRUNNER_PROXY_TOKEN"
@@ -85,6 +86,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--model",
         metavar="MODEL",
         help="with --fork: send call K and every call after it to MODEL (same API)",
+    )
+    p.add_argument(
+        "--response",
+        metavar="FILE",
+        type=Path,
+        help="with --fork: answer call K with FILE (an answer in that API's own format: an"
+        " SSE stream for a streamed call, else its JSON body) instead of the upstream; the"
+        " calls after it go live",
     )
     p.add_argument(
         "--pace",
@@ -171,13 +180,21 @@ def run_record(args: argparse.Namespace) -> int:
         raise UsageError(
             "--fork EP needs --turn K (the call to go live at), and --turn needs --fork"
         )
-    if (args.message or args.model) and not args.fork:
-        raise UsageError("--message and --model change a fork's call: give --fork EP --turn K")
+    if (args.message or args.model or args.response) and not args.fork:
+        raise UsageError(
+            "--message, --model and --response change a fork's call: give --fork EP --turn K"
+        )
     if args.turn is not None and args.turn < 1:
         raise UsageError("--turn counts recorded calls from 1")
     plan = None
     if args.fork:
-        plan = ForkPlan(args.fork, args.turn, message=args.message, model=args.model)
+        plan = ForkPlan(
+            args.fork,
+            args.turn,
+            message=args.message,
+            model=args.model,
+            response=answer_file(args.response) if args.response else None,
+        )
     done = record(
         command,
         _location(args),

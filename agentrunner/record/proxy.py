@@ -75,6 +75,8 @@ class ForkPlan:
     turn: int
     message: str | None = None
     model: str | None = None
+    response: tuple[bytes, str] | None = None
+    """Call K's answer served from a file instead of the upstream: (its bytes, their type)."""
 
 
 class Proxy:
@@ -318,6 +320,10 @@ class Proxy:
             self._model = plan.model
             route, body = self._retargeted(route, body, plan.model)
         call = await self._begin(request, route[1], body, into=conversation)
+        if plan is not None and plan.response is not None:  # answered from the file
+            data, kind = plan.response
+            answer = Answer(episode_id, turn, (), 200, kind, data, 0.0)
+            return await self._play(request, answer, call)
         return await self._forward(request, route, body, call)
 
     async def _play(

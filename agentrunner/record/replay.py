@@ -17,6 +17,7 @@ import json
 import re
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentrunner.envs import recorded
@@ -189,3 +190,23 @@ def pieces(answer: Answer) -> list[bytes]:
     if parts[-1]:
         out.append(parts[-1])
     return out
+
+
+def answer_file(path: Path) -> tuple[bytes, str]:
+    """A file holding a model's answer (``record --fork --response``): its bytes and their
+    type, an SSE stream (its first line an ``event:`` or ``data:`` field) or a JSON body."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read the answer file {path}: {exc.strerror or exc}") from None
+    first = data.lstrip().split(b"\n", 1)[0]
+    if first.startswith((b"event:", b"data:")):
+        return data, "text/event-stream"
+    try:
+        json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise UsageError(
+            f"the answer file {path} is neither an SSE stream (lines of event: and data:)"
+            " nor a JSON body"
+        ) from None
+    return data, "application/json"
