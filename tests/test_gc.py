@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -147,7 +148,7 @@ def test_a_dry_run_changes_no_byte_of_the_store(repo: Path, edit: Path, tmp_path
     assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size == 0
 
 
-def _poll(what: str, check, patience: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def _poll(what: str, check: Callable[[], bool], patience: float = 120.0) -> None:
     deadline = time.monotonic() + patience
     while not check():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
@@ -194,8 +195,9 @@ def test_gc_while_another_process_writes_an_episode_loses_nothing_of_it(
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert waiter.stderr is not None
-        _poll("gc to wait", lambda: "waiting" in waiter.stderr.readline())  # type: ignore[union-attr]
+        said = waiter.stderr
+        assert said is not None
+        _poll("gc to wait", lambda: "waiting" in said.readline())
         go.touch()
         out, err = writer.communicate(timeout=300)
         assert writer.returncode == 0, err

@@ -13,6 +13,7 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
+from agentrunner.formatting import plural
 from agentrunner.store.gc import Part, Report
 
 
@@ -46,16 +47,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-_NOUNS = {"blobs": "blobs", "messages": "messages", "tools": "tool sets", "snapshots": "snapshots"}
+_NOUNS = {"blobs": "blob", "messages": "message", "tools": "tool set", "snapshots": "snapshot"}
 
 
 def _size(n: int) -> str:
     value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{n} B"  # unreachable: GB is the last unit
+    return f"{n} B"  # unreachable: GiB is the last unit
 
 
 def _parts_json(parts: dict[str, Part]) -> dict[str, dict[str, int]]:
@@ -92,12 +93,13 @@ def run_gc(args: argparse.Namespace) -> int:
         print_json(_as_json(where, report))
         return 0
     out = stdout_console()
-    table = Table("part", "rows", "bytes", title=f"{where}: {_size(report.size_before)}")
+    when = "" if report.dry_run else " before gc"
+    table = Table("part", "rows", "bytes", title=f"{where}{when}: {_size(report.size_before)}")
     for name, part in report.parts.items():
         table.add_row(name, f"{part.rows:,}", _size(part.bytes))
     out.print(table)
     freed = ", ".join(
-        f"{p.rows:,} {_NOUNS[name]} ({_size(p.bytes)})"
+        f"{plural(p.rows, _NOUNS[name])} ({_size(p.bytes)})"
         for name, p in report.garbage.items()
         if p.rows
     )

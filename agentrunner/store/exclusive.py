@@ -86,15 +86,13 @@ def sqlite_exclusive(path: Path) -> Iterator[Conn]:
             f"{len(others)} other process(es) have the store open ({_describe(others)})"
         )
     conn = sqlite3.connect(path, timeout=_TRY_S, isolation_level=None)
-    try:
-        conn.execute("SELECT count(*) FROM episodes").fetchone()  # WAL, with its -shm
-        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+    try:  # closing the connection gives the lock back
         try:
+            conn.execute("SELECT count(*) FROM episodes").fetchone()  # WAL, with its -shm
+            conn.execute("PRAGMA locking_mode = EXCLUSIVE")
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("SELECT count(*) FROM blobs").fetchone()  # takes the file's lock
         except sqlite3.OperationalError as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             raise StoreInUseError(f"another process opened the store meanwhile ({exc})") from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -105,8 +103,6 @@ def sqlite_exclusive(path: Path) -> Iterator[Conn]:
                 conn.execute("ROLLBACK")
             raise
     finally:
-        conn.execute("PRAGMA locking_mode = NORMAL")
-        conn.execute("SELECT count(*) FROM episodes").fetchone()  # gives the lock back
         conn.close()
 
 

@@ -290,6 +290,7 @@ def collect(
 ) -> Report:
     """Measure the store; unless ``dry_run``, delete the content nothing names and reclaim
     the space (see the module docstring for when that is refused)."""
+    progress("measuring the store")
     parts, before = space(store)
     if dry_run:
         conn = store._conn
@@ -299,6 +300,7 @@ def collect(
         finally:
             conn.execute("ROLLBACK")
         return Report(True, parts, garbage.summary(), before)
+    said = ""
     while True:
         try:
             garbage = _delete_garbage(store, progress)
@@ -308,7 +310,9 @@ def collect(
                 raise StoreInUseError(
                     f"{exc}; nothing was deleted: run gc again when they are done, or with --wait"
                 ) from None
-            progress(f"waiting: {exc}")
+            if str(exc) != said:  # once, and again when who uses it changes
+                progress(f"waiting: {exc}")
+                said = str(exc)
             time.sleep(1.0)
     progress("reclaiming the space")
     _reclaim(store)
