@@ -223,7 +223,7 @@ def test_episodes_not_ended_are_listed_but_not_judged(tmp_path: Path) -> None:
             env=env, task_id="demo-mean", model_fn=ScriptedModel("demo", pace=0), store=store
         )
         spec = {"spec": "scripted:demo"}
-        store.add_batch(  # planned, not run yet: interrupted until a worker runs them
+        store.add_batch(  # planned, not run yet: pending (interrupted before that status)
             "b-1",
             {},
             [
@@ -233,7 +233,8 @@ def test_episodes_not_ended_are_listed_but_not_judged(tmp_path: Path) -> None:
         )
     made = _json("report", "--db", str(path), "--json")
     overall = made["overall"]
-    assert (overall["episodes"], overall["judged"], overall["interrupted"]) == (3, 1, 2)
+    assert (overall["episodes"], overall["judged"], overall["unjudged"]) == (3, 1, 0)
+    assert overall["interrupted"] + overall["pending"] == 2
     assert overall["pass_rate"] == 1.0 and overall["pass_at_k"] == {"1": 1.0}
 
 

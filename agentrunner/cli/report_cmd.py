@@ -31,7 +31,7 @@ from agentrunner.report.text import (
 )
 from agentrunner.store import TraceStore
 
-STATUSES = ("completed", "cancelled", "failed", "interrupted", "running")
+STATUSES = ("completed", "cancelled", "failed", "interrupted", "running", "pending")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

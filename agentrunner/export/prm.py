@@ -28,9 +28,10 @@ A decision point made while running is exported once the engine decided it, with
 and the adopted candidate it recorded (each candidate valued over its completed
 continuations; those that failed for good are not counted); one still running, or
 interrupted midway, gives no rows until it is decided. A fan-out's candidates are valued over
-its finished continuations, as ``fanout`` ranks them, and nothing is adopted. A value needs
-rewards: a decision point with an unjudged continuation (no reward: a run with no test) gives
-no rows, and a note counts such points.
+its finished continuations, as ``fanout`` ranks them, and nothing is adopted. A value is of
+rewards: a fan-out's unjudged continuation (no reward: a run with no test, a horizon that
+stopped it before anything judged it) is left out of its candidate's value and ``n``, and a
+fan-out with a candidate no continuation judged gives no rows; a note counts both.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from agentrunner.branching import KIND
 from agentrunner.decisions import PROPOSAL, Candidate, action_key, decided
 from agentrunner.events import ModelResponse, Status
 from agentrunner.export.chat import ExportOptions, chat, chat_message, tool_schemas
-from agentrunner.export.select import Selected
+from agentrunner.export.select import Selected, known_reward
 from agentrunner.export.sources import first_decision_after
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import GroupMember, fork_groups
@@ -75,11 +76,35 @@ def _proposed(store: TraceStore, fork_id: str, turn: int) -> str | None:
             return None
 
 
-def _candidates(store: TraceStore, group: dict[str, Any]) -> list[Candidate] | None:
-    """The group's candidates in index order, valued as the decision engine values them, or
-    None while the group is not complete."""
+@dataclass
+class _Unjudged:
+    """What the fan-outs' unjudged continuations cost the export."""
+
+    continuations: int = 0
+    groups: int = 0
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.continuations:
+            out.append(
+                f"prm: {self.continuations} unjudged continuation(s) (no reward) left out of"
+                " their candidates' values"
+            )
+        if self.groups:
+            out.append(
+                f"prm: {self.groups} fan-out(s) with a candidate no continuation judged skipped"
+            )
+        return out
+
+
+def _candidates(
+    store: TraceStore, group: dict[str, Any], judged: set[str], unjudged: _Unjudged
+) -> list[Candidate] | None:
+    """The group's candidates in index order, valued as the decision engine values them
+    over their judged continuations, or None while the group is not complete."""
     turn, fork_seq = group["turn"], group["fork_seq"]
     found: dict[int, _Found] = {}
+    ran: set[int] = set()  # the candidates with a finished continuation
     members: list[GroupMember] = group["members"]
     for member in members:
         f = found.setdefault(member.candidate, _Found())
@@ -92,8 +117,16 @@ def _candidates(store: TraceStore, group: dict[str, Any]) -> list[Candidate] | N
         episode = store.episode(member.episode_id)
         if episode.status not in FINISHED:
             return None
+        ran.add(member.candidate)
+        reward = known_reward(episode, judged)
+        if reward is None:  # an unjudged continuation: it values nothing
+            unjudged.continuations += 1
+            continue
         f.continuations.append(member.episode_id)
-        f.rewards.append(episode.total_reward)
+        f.rewards.append(reward)
+    if any(i in ran and not f.continuations for i, f in found.items()):
+        unjudged.groups += 1
+        return None
     out: list[Candidate] = []
     seen: dict[str, int] = {}
     for index in sorted(found):
@@ -131,7 +164,11 @@ def _state(
 
 
 def _group_rows(
-    store: TraceStore, group: dict[str, Any], options: ExportOptions
+    store: TraceStore,
+    group: dict[str, Any],
+    options: ExportOptions,
+    judged: set[str],
+    unjudged: _Unjudged,
 ) -> Iterator[dict[str, Any]]:
     config = group["config"]
     decision = config.get("kind") == KIND
@@ -145,7 +182,7 @@ def _group_rows(
         candidates: list[Candidate] | None = made.candidates
         adopted = made.adopted
     else:
-        candidates = _candidates(store, group)
+        candidates = _candidates(store, group, judged, unjudged)
     if not candidates:
         return
     with_reasoning = dataclasses.replace(
@@ -182,22 +219,8 @@ def prm_rows(
     by_parent: dict[str, list[dict[str, Any]]] = {}
     for group in fork_groups(store):
         by_parent.setdefault(group["parent_episode_id"], []).append(group)
-    judged, unjudged = rewarded(store), 0
+    judged, unjudged = rewarded(store), _Unjudged()
     for episode in selected.episodes:
         for group in by_parent.get(episode.episode_id, []):
-            members: list[GroupMember] = group["members"]
-            if any(_unjudged(store, m, judged) for m in members):
-                unjudged += 1  # a continuation ended without a reward: no value to give
-                continue
-            yield from _group_rows(store, group, options)
-    if unjudged:
-        selected.notes.append(
-            f"prm: {unjudged} decision point(s) with an unjudged continuation (no reward) skipped"
-        )
-
-
-def _unjudged(store: TraceStore, member: GroupMember, judged: set[str]) -> bool:
-    """A continuation that finished with no reward."""
-    if member.sample == PROPOSAL or member.episode_id in judged:
-        return False
-    return store.episode(member.episode_id).status in FINISHED
+            yield from _group_rows(store, group, options, judged, unjudged)
+    selected.notes.extend(unjudged.notes())

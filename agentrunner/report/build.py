@@ -221,6 +221,7 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
         "failed": statuses.get("failed", 0),
         "interrupted": statuses.get("interrupted", 0),
         "running": statuses.get("running", 0),
+        "pending": statuses.get("pending", 0),
         "judged": len(judged),
         "unjudged": unjudged,
         "passed": passed,
