@@ -5,6 +5,7 @@ committed file) on a real SQLite file, and on a real Postgres server for the del
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ from thirdparty_repo import git
 
 from agentrunner import TraceStore
 from agentrunner.envs.manifest import FileEntry, load_manifest
+from agentrunner.events import Error
 
 BIG = 3 << 20
 PROMPT = "fix a.py"
@@ -317,3 +319,23 @@ def test_gc_on_postgres_deletes_nothing_while_another_session_is_connected(
     assert "other session" in refused.stderr and "nothing was deleted" in refused.stderr
     dry = last_json(cli_ok("gc", "--dry-run", "--db", pg_url, "--json").stdout)
     assert dry["would_free"]["blobs"]["bytes"] >= BIG
+
+
+def test_gc_keeps_the_answer_a_recorded_call_names_and_deletes_an_unnamed_blob(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "t.db"
+    answer, junk = b"data: {}\n\n" * 1000, b"nobody names this"
+    named, unnamed = hashlib.sha256(answer).hexdigest(), hashlib.sha256(junk).hexdigest()
+    with TraceStore(db) as store:
+        store.put_blobs([(named, [answer]), (unnamed, [junk])])
+        episode = store.create_episode(task_id="t", seed=0, env={}, model={}, claim=True)
+        with store.lease(episode, claimed=True):
+            failed = Error(where="model", type="HTTP 529", message="overloaded")
+            extra = {"answer": {"status": 529, "body": named, "bytes": len(answer)}}
+            store.writer(episode).append(1, failed.model_copy(update=extra))
+    report = last_json(cli_ok("gc", "--db", str(db), "--json").stdout)
+    assert report["freed"]["blobs"] == {"rows": 1, "bytes": len(junk)}
+    with TraceStore(db) as store:
+        assert store.read_blob(named) == answer
+        assert store.missing_blobs([unnamed]) == {unnamed}
