@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "left behind by `rm`. Then give the space back (SQLite: VACUUM, the file shrinks; "
         "Postgres: VACUUM, the space becomes reusable). Events are never deleted. Content is "
         "shared by hash, so a running episode may be about to reuse any of it: gc deletes "
-        "only while no other process has the store open (no run, import, record, tui...), "
+        "only while no other process has the store open (no run, import, record, tui...; on "
+        "Postgres: no other session connected to its database), "
         "and keeps others out until it is done; otherwise it deletes nothing and exits 1 "
         "naming them (--wait: retry each second until they are done). Exit codes: 0 done, "
         "1 store in use or failure.",

@@ -71,7 +71,7 @@ def _describe(pids: list[int]) -> str:
         words = [a.decode(errors="replace") for a in argv if a]
         if words:
             words[0] = os.path.basename(words[0])
-        text = " ".join(words)
+        text = " ".join(" ".join(words).split())  # one line
         out.append(f"pid {pid}: {text if len(text) <= 60 else text[:57] + '...'}")
     return "; ".join(out) + (", ..." if len(pids) > 3 else "")
 
