@@ -171,7 +171,8 @@ def test_html_tables_show_the_numbers_of_the_json_report(db: Path, page: Path) -
     for group in [*made["groups"], {"key": {"model": "all"}, **made["overall"]}]:
         shown = by_model[group["key"]["model"]]
         low, high = group["pass_rate_ci95"]
-        assert shown["episodes"] == str(group["episodes"])
+        unjudged = f" (unjudged {group['unjudged']})" if group["unjudged"] else ""
+        assert shown["episodes"] == f"{group['episodes']}{unjudged}"
         assert shown["passed"] == str(group["passed"])
         assert shown["pass rate [95%]"] == f"{_pct(group['pass_rate'])} [{_pct(low)}, {_pct(high)}]"
         assert shown["reward ± se"] == f"{group['reward_mean']:.3f} ± {group['reward_se']:.3f}"
@@ -363,5 +364,6 @@ def test_each_tasks_episodes_are_listed_failures_first_with_the_command_that_ope
         assert {row[1] for row in rows} == ids
         assert [row[6] for row in rows] == [f"agentrunner show {row[1]}" for row in rows]
         outcomes = [row[0] for row in rows]
-        assert outcomes == sorted(outcomes, key=lambda o: o != "failed")
-        assert outcomes.count("failed") == (1 if task == "demo-mean" else 2)
+        assert outcomes == sorted(outcomes, key=["failed", "unjudged", "passed"].index)
+        assert outcomes.count("passed") == (3 if task == "demo-mean" else 2)
+        assert outcomes[0] != "passed"  # model A gave up; the model error: failed or unjudged
