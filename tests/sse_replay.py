@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -88,8 +89,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         owner = self.server.owner
-        owner.requests.append(Received(self.command, self.path, headers, raw))
-        reply = owner.next_reply()
+        received = Received(self.command, self.path, headers, raw)
+        owner.requests.append(received)
+        reply = owner.reply_for(received)
         try:
             self._answer(reply, owner)
         except (BrokenPipeError, ConnectionResetError):
@@ -165,8 +167,16 @@ class _Server(ThreadingHTTPServer):
 class SSEReplayServer:
     """Loopback server on 127.0.0.1 (ephemeral port) replaying scripted replies in order."""
 
-    def __init__(self, *replies: Reply, request_id_header: str = "x-request-id") -> None:
+    def __init__(
+        self,
+        *replies: Reply,
+        request_id_header: str = "x-request-id",
+        aside: Callable[[Received], Reply | None] | None = None,
+    ) -> None:
         self.replies: deque[Reply] = deque(replies)
+        self.aside = aside
+        """Answers the requests it returns a reply for (a client's side calls, such as a
+        title to name its session), leaving the scripted replies to the others."""
         self.request_id_header = request_id_header
         self.requests: list[Received] = []
         self.request_ids: list[str] = []
@@ -186,6 +196,10 @@ class SSEReplayServer:
     def add(self, *replies: Reply) -> None:
         with self._lock:
             self.replies.extend(replies)
+
+    def reply_for(self, received: Received) -> Reply:
+        answer = self.aside(received) if self.aside is not None else None
+        return answer if answer is not None else self.next_reply()
 
     def next_reply(self) -> Reply:
         with self._lock:

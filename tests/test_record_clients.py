@@ -17,7 +17,7 @@ def _dry_run(tmp_path: Path, *command: str, env: dict[str, str] | None = None) -
     environ = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "ANTHROPIC_", "CODEX_", "GOOGLE_"))
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "CODEX_", "GOOGLE_", "OPENCODE_"))
     }
     done = subprocess.run(
         [sys.executable, "-m", "agentrunner.cli.main", "record", "--dry-run", "--json",
@@ -93,7 +93,26 @@ def test_gemini_cli_records_to_the_upstream_its_env_file_names_and_is_redirected
     plan = _dry_run(tmp_path, "gemini", "-p", "hi")
     assert plan["client"] == "gemini-cli" and plan["command"] == ["gemini", "-p", "hi"]
     assert plan["upstreams"]["gemini"] == "https://gw.example"
-    assert (tmp_path / ".gemini" / ".env").read_text() == 'GOOGLE_GEMINI_BASE_URL="https://gw.example"\n'
+    assert (
+        tmp_path / ".gemini" / ".env"
+    ).read_text() == 'GOOGLE_GEMINI_BASE_URL="https://gw.example"\n'
+
+
+def test_opencode_records_to_its_active_providers_base_url_and_overrides_it_inline(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".git").mkdir()
+    config = {"provider": {"a": {"options": {"baseURL": "https://a.example/v1"}},
+                           "b": {"npm": "@ai-sdk/anthropic",
+                                 "options": {"baseURL": "https://b.example/v1"}}},
+              "model": "a/x"}  # fmt: skip
+    (tmp_path / "opencode.json").write_text(json.dumps(config))
+    plan = _dry_run(tmp_path, "opencode", "run", "hi", "-m", "b/y")
+    assert plan["client"] == "opencode" and plan["upstreams"]["anthropic"] == "https://b.example"
+    assert json.loads((tmp_path / "opencode.json").read_text()) == config
+    plan = _dry_run(tmp_path, "opencode", "run", "hi")
+    assert plan["upstreams"]["openai"] == "https://a.example/v1"
+    assert any("OPENCODE_CONFIG_CONTENT" in note for note in plan["changes"])
 
 
 def test_list_clients_names_every_adapter() -> None:
@@ -102,4 +121,4 @@ def test_list_clients_names_every_adapter() -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     names = [c["client"] for c in last_json(done.stdout)]
-    assert names == ["claude-code", "codex", "gemini-cli", "sdk"]
+    assert names == ["claude-code", "codex", "gemini-cli", "opencode", "sdk"]

@@ -34,6 +34,9 @@ class Origin:
     """``recorded``, or ``replay`` for an agent served a recording back."""
     links: dict[str, str] = field(default_factory=dict)
     """Named links to other episodes (``replay_of``)."""
+    run: str | None = None
+    """The ``record`` run (one agent's run: its main conversation and its side calls, such as
+    a title or a summary asked on the side), in every episode's ``env.record_run``."""
 
 
 SCRUB_CACHE = 20_000
@@ -106,6 +109,8 @@ class Episodes:
             "upstreams": self.origin.upstreams,
             "session_id": session,
         }
+        if self.origin.run is not None:
+            env["record_run"] = self.origin.run
         if spawner is not None:
             env["spawned_by"] = {"episode_id": spawner[0], "call_id": spawner[1]}
         env = scrub(env, redactor)[0]

@@ -14,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -112,6 +113,7 @@ def record(
         upstreams={family: public_url(url) for family, url in chosen.items()},
         kind="replay" if replaying else recorded.KIND,
         links={"replay_of": replay.root} if replay is not None and replaying else {},
+        run=uuid.uuid4().hex,
     )
     journal = Journal(location, origin)
     journal.start()

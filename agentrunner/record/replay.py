@@ -131,13 +131,17 @@ def _steady(value: Any, volatile: Volatile) -> Any:
 
 
 def _family(store: TraceStore, root: str) -> list[str]:
-    """``root`` and the episodes its calls spawned (sub-agents), recursively."""
+    """``root``, the episodes the same ``record`` run made (its side calls), and the episodes
+    their calls spawned (sub-agents), recursively."""
     found = [root]
     children: dict[str, list[str]] = {}
+    run = store.episode(root).env.get("record_run")
     for episode in store.list_episodes():
         parent = (episode.env.get("spawned_by") or {}).get("episode_id")
         if parent:
             children.setdefault(parent, []).append(episode.episode_id)
+        elif run and episode.env.get("record_run") == run and episode.episode_id != root:
+            found.append(episode.episode_id)
     i = 0
     while i < len(found):
         found.extend(sorted(children.get(found[i], [])))

@@ -18,6 +18,7 @@ CLIENTS = {
     "claude-code": "agentrunner.record.clients.claude_code",
     "codex": "agentrunner.record.clients.codex",
     "gemini-cli": "agentrunner.record.clients.gemini_cli",
+    "opencode": "agentrunner.record.clients.opencode",
     "sdk": "agentrunner.record.clients.sdk",
 }
 """Adapter name -> module; ``sdk`` (the OpenAI and Anthropic SDKs' and litellm's variables)
