@@ -54,6 +54,7 @@ class BatchResult:
 
     def summary(self) -> dict[str, Any]:
         done = [e for e in self.episodes if e.status == "completed"]
+        rewards = [e.total_reward for e in done if e.total_reward is not None]  # judged ones
         costs = [e.cost_usd for e in self.episodes if e.cost_usd is not None]
         return {
             "episodes": len(self.episodes),
@@ -62,7 +63,7 @@ class BatchResult:
             "resumed": sum(e.action == "resumed" for e in self.episodes),
             "skipped": sum(e.action == "skipped" for e in self.episodes),
             "errors": sum(e.action == "error" for e in self.episodes),
-            "mean_reward": (sum(e.total_reward for e in done) / len(done)) if done else None,
+            "mean_reward": (sum(rewards) / len(rewards)) if rewards else None,
             "cost_usd": sum(costs) if costs else None,
         }
 

@@ -201,7 +201,7 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
                 pending.append(member.episode_id)
                 continue
             candidate.continuations.append(member.episode_id)
-            candidate.rewards.append(fork.total_reward)
+            candidate.rewards.append(fork.total_reward or 0.0)  # unjudged ranks as 0
         listed = [candidates[i] for i in sorted(candidates)]
         decision = Decision(
             group["group_id"],

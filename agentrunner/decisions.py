@@ -148,7 +148,7 @@ class Brancher:
             fork = self.store.episode(member.episode_id)
             if fork.status == Status.COMPLETED:
                 candidate.continuations.append(member.episode_id)
-                candidate.rewards.append(fork.total_reward)
+                candidate.rewards.append(fork.total_reward or 0.0)  # unjudged ranks as 0
             else:
                 failed.setdefault(member.candidate, []).append(member.episode_id)
         adopted = choose(candidates, self.branching.adopt)

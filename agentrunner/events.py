@@ -175,7 +175,7 @@ class EpisodeEnd(_Payload):
     kind: Literal["episode.end"] = "episode.end"
     stop_reason: str
     turns: int
-    total_reward: float
+    total_reward: float | None  # None: nothing judged the episode (no test, no verifier)
     totals: dict[str, Any] = Field(default_factory=dict)
 
 

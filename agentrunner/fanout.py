@@ -191,8 +191,8 @@ def _in_threads(
         with ThreadPoolExecutor(
             max_workers=concurrency, thread_name_prefix="agentrunner-fanout"
         ) as threads:
-            yield lambda forks, limit: [
-                r.total_reward for r in threads.map(lambda f: run(f, limit), forks)
+            yield lambda forks, limit: [  # an unjudged fork (no test) ranks as 0
+                r.total_reward or 0.0 for r in threads.map(lambda f: run(f, limit), forks)
             ]
 
     return pool
@@ -228,7 +228,7 @@ def _reward(result: BatchEpisode | Lost) -> float:
         raise AgentRunnerError(f"a fork did not run: {result.reason}")
     if result.action == "error":
         raise AgentRunnerError(f"fork {result.episode_id} did not run: {result.error}")
-    return result.total_reward
+    return result.total_reward or 0.0  # an unjudged fork (no test) ranks as 0
 
 
 def _assistant_at(store: TraceStore, episode_id: str, turn: int) -> Message:
@@ -271,7 +271,7 @@ def read_group(store: TraceStore, group_id: str) -> FanoutResult:
             runs: dict[int, list[tuple[str, float]]] = {}
             for m in members:
                 runs.setdefault(m.candidate, []).append(
-                    (m.episode_id, store.episode(m.episode_id).total_reward)
+                    (m.episode_id, store.episode(m.episode_id).total_reward or 0.0)
                 )
             candidates = [actions[i] for i in sorted(actions)]
             return FanoutResult(

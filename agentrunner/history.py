@@ -38,7 +38,10 @@ class Totals:
     """Running totals over an episode's history: reward, tokens and cost."""
 
     def __init__(self) -> None:
-        self.reward = 0.0
+        self.reward: float | None = 0.0
+        """The sum of the rewards steps carried; None when the episode ended on a step
+        without one and none carried one (a task nothing judges: unknown, never 0)."""
+        self._rewarded = False
         self.tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
         self.cost_usd: float | None = None
 
@@ -51,6 +54,15 @@ class Totals:
         self.tokens["reasoning"] += usage.reasoning_tokens or 0
         if usage.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + usage.cost_usd
+
+    def add_result(self, reward: float | None, *, done: bool) -> None:
+        """Count one step's result: its reward, or, on a final step without one, that
+        nothing judged the episode (unless an earlier step carried a reward)."""
+        if reward is not None:
+            self.reward = (self.reward or 0.0) + reward
+            self._rewarded = True
+        elif done and not self._rewarded:
+            self.reward = None
 
     def as_dict(self) -> dict[str, object]:
         return {"tokens": dict(self.tokens), "cost_usd": self.cost_usd, "reward": self.reward}
@@ -166,8 +178,7 @@ class History:
         use = self.current.get(event.call_id)
         if use is not None:  # a re-run after a resume replaces the earlier result
             use.result, use.result_seq = event, row.seq
-        if event.reward is not None:
-            self.totals.reward += event.reward
+        self.totals.add_result(event.reward, done=event.done)
         if event.truncated:
             self.finished = "max_steps"
         elif event.done:

@@ -39,7 +39,7 @@ class BatchEpisode:
     action: str  # ran | resumed | skipped | error
     status: str
     stop_reason: str | None
-    total_reward: float
+    total_reward: float | None
     turns: int
     cost_usd: float | None
     error: str | None = None

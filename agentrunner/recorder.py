@@ -246,8 +246,7 @@ class Recorder:
             role="tool", content=observation, tool_call_id=call.call_id, name=call.name
         )
         digest = self._extend_chain(message)
-        if reward is not None:
-            self.totals.reward += reward
+        self.totals.add_result(reward, done=done)
         seq = self._append(
             ev.ToolResult(
                 call_id=call.call_id,

@@ -95,7 +95,7 @@ class Rollout:
     stop_reason: str
     status: Status
     turns_completed: int
-    total_reward: float
+    total_reward: float | None  # None: nothing judged the episode
     tokens: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = None
     error: str | None = None

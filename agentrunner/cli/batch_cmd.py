@@ -125,7 +125,7 @@ def batch(args: argparse.Namespace) -> int:
     bar = progress.add_task("batch", total=len(pairs), stats="")
 
     def on_episode(e: BatchEpisode) -> None:
-        if e.status == "completed":
+        if e.status == "completed" and e.total_reward is not None:
             rewards.append(e.total_reward)
         if e.cost_usd is not None:
             costs.append(e.cost_usd)
@@ -192,7 +192,7 @@ def _print_summary(store: TraceStore, episodes: list[BatchEpisode]) -> None:
             e.action,
             e.status,
             str(e.turns),
-            f"{e.total_reward:g}",
+            fmt.reward(e.total_reward),
             fmt.cost(e.cost_usd),
         )
     stdout_console().print(table)

@@ -107,6 +107,11 @@ def stdout_console() -> Console:
     return _Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
+def reward_text(reward: float | None) -> str:
+    """A reward for an outcome line: ``not judged`` when unknown (no test, no verifier)."""
+    return "not judged" if reward is None else f"{reward:g}"
+
+
 def print_json(value: Any) -> None:
     """One JSON line; what a terminal would act on is written as ``\\u`` escapes (same value)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))

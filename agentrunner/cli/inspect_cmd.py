@@ -12,6 +12,7 @@ from agentrunner.cli.common import (
     new_command,
     open_store,
     print_json,
+    reward_text,
     stderr_console,
     stdout_console,
 )
@@ -196,7 +197,7 @@ def ls(args: argparse.Namespace) -> int:
             _cell(e.model.get("spec", "?")),
             f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
             str(e.turns),
-            f"{e.total_reward:g}" + (f" {DISPUTED_MARK}" if flag else ""),
+            fmt.reward(e.total_reward) + (f" {DISPUTED_MARK}" if flag else ""),
             fmt.tokens(e.tokens),
             fmt.cost(e.cost_usd),
             _verified_cell(verified.get(e.episode_id, [])),
@@ -353,7 +354,7 @@ def _print_summary(e: EpisodeSummary) -> None:
         f"  status    [{STATUS_STYLE.get(e.status, '')}]{e.status}[/]"
         + (f" ({literal(e.stop_reason)})" if e.stop_reason else ""),
         f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",
-        f"  reward    {e.total_reward:g}",
+        f"  reward    {reward_text(e.total_reward)}",
         f"  tokens    {_spend(e.tokens, e.cost_usd)}"
         + (" (its own calls, after the fork point)" if e.parent_episode_id else ""),
         f"  started   {e.created_at}",
@@ -501,5 +502,5 @@ def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int
     if args.json:
         print_json(summary.to_dict())
     else:
-        console.print(f"[bold]{summary.status}[/] · reward {summary.total_reward:g}")
+        console.print(f"[bold]{summary.status}[/] · reward {reward_text(summary.total_reward)}")
     return 0

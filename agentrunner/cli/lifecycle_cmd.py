@@ -10,6 +10,7 @@ from agentrunner.cli.common import (
     new_command,
     open_store,
     print_json,
+    reward_text,
     stderr_console,
     stdout_console,
 )
@@ -234,7 +235,7 @@ def _print_resumed(
     for r in rollouts:
         out.print(
             f"  {short.get(r.episode_id, r.episode_id)} {r.status} ({literal(r.stop_reason)}) · "
-            f"reward {r.total_reward:g}"
+            f"reward {reward_text(r.total_reward)}"
         )
     if skipped:
         out.print(f"skipped {len(skipped)}:")
@@ -287,7 +288,8 @@ def _print_forks(
         )
     for r in rollouts:
         out.print(
-            f"  {short.get(r.episode_id, r.episode_id)} {r.status} · reward {r.total_reward:g}"
+            f"  {short.get(r.episode_id, r.episode_id)} {r.status}"
+            f" · reward {reward_text(r.total_reward)}"
         )
     ran = {r.episode_id for r in rollouts}
     waiting = [f for f in forks if f not in ran]

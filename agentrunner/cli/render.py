@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from agentrunner import events as ev
+from agentrunner.cli.common import reward_text
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import count, plural, unique_prefixes
@@ -350,6 +351,6 @@ class EventRenderer:
             line(
                 ("end", "bold"),
                 f": {p.stop_reason} after {plural(p.turns, 'turn')} · reward ",
-                (f"{p.total_reward:g}", "bold"),
+                (reward_text(p.total_reward), "bold"),
             )
         )

@@ -13,6 +13,7 @@ from agentrunner.cli.common import (
     new_command,
     open_store,
     print_json,
+    reward_text,
     stderr_console,
     stdout_console,
 )
@@ -159,7 +160,7 @@ def report(args: argparse.Namespace, rollout: Rollout, store: TraceStore | None 
         out.print(
             f"episode [bold]{rollout.episode_id}[/] {rollout.status} ({rollout.stop_reason}) · "
             f"{plural(rollout.turns_completed, 'turn')} · reward "
-            f"[bold]{rollout.total_reward:g}[/]"
+            f"[bold]{reward_text(rollout.total_reward)}[/]"
         )
         if spent is not None and spent["decisions"]:
             tokens = sum(spent["tokens"].values())

@@ -19,6 +19,20 @@ from agentrunner.envs.sandbox import CommandResult
 from agentrunner.envs.tasks import Task
 
 MAX_REPORT_BYTES = 64 << 20
+NOT_JUDGED = "no test command: not judged (give --test CMD to score the change)"
+
+
+def judged(task: Task) -> bool:
+    """Whether anything judges the task's outcome: a test command, a verifier command, or
+    hidden tests for the bundled verifier."""
+    return bool(task.test or task.verifier or task.hidden_files)
+
+
+def not_judged() -> StepResult:
+    """The final step of a task nothing judges: done, with no reward (unknown, never 0)."""
+    return StepResult(
+        observation=f"submitted: {NOT_JUDGED}", reward=None, done=True, info={"judged": False}
+    )
 
 
 def _last_json(output: str) -> dict[str, Any] | None:

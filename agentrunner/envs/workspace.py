@@ -42,7 +42,14 @@ from agentrunner.envs.jail import HIDDEN, VERIFIER, Jail, SandboxConfig, resolve
 from agentrunner.envs.layout import lay_out, prepare_files
 from agentrunner.envs.report_pipe import ReportPipe
 from agentrunner.envs.sandbox import ToolError
-from agentrunner.envs.scoring import MAX_REPORT_BYTES, TestOutcome, score_test, score_verifier
+from agentrunner.envs.scoring import (
+    MAX_REPORT_BYTES,
+    TestOutcome,
+    judged,
+    not_judged,
+    score_test,
+    score_verifier,
+)
 from agentrunner.envs.snapshot_limits import WorkspaceOverLimit
 from agentrunner.envs.snapshots import SnapshotStore
 from agentrunner.envs.snapshotter import MemorySnapshots, Snapshotter
@@ -497,7 +504,7 @@ class WorkspaceEnv(WorkspaceTools):
             if outcome.total is not None:
                 info.update(passed=outcome.passed, total=outcome.total)
             return StepResult(observation=observation, reward=outcome.reward, done=True, info=info)
-        return self._verify(task)
+        return self._verify(task) if judged(task) else not_judged()
 
     def _verify(self, task: Task) -> StepResult:
         """The task's hidden verifier on a clean copy of the recorded change, with the hidden

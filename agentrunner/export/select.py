@@ -154,10 +154,11 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
             notes.append(f"{unknown} unjudged episode(s) (no reward) left out by the reward filter")
     if selection.min_reward is not None:
         floor = selection.min_reward
-        episodes = [e for e in episodes if e.total_reward >= floor]
+        episodes = [e for e in episodes if (e.total_reward or 0.0) >= floor]  # all judged
     if selection.reward_percentile is not None and episodes:
-        cut = percentile([e.total_reward for e in episodes], selection.reward_percentile)
-        episodes = [e for e in episodes if e.total_reward >= cut]
+        rewards = [e.total_reward or 0.0 for e in episodes]  # all judged (None left out above)
+        cut = percentile(rewards, selection.reward_percentile)
+        episodes = [e for e in episodes if (e.total_reward or 0.0) >= cut]
         notes.append(f"reward percentile {selection.reward_percentile:g}: reward >= {cut:g}")
     return Selected(episodes, notes, judged)
 

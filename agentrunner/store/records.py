@@ -96,7 +96,8 @@ class EpisodeSummary:
     made after its fork point. What a fork's history inherits from its ancestors is in
     ``inherited_tokens`` and ``inherited_cost_usd`` (zero and None for a root), so summing
     ``tokens`` over a family counts every call once. ``total_reward`` is the return of the
-    episode's whole history (inherited steps included), as ``episode.end`` records it."""
+    episode's whole history (inherited steps included), as ``episode.end`` records it; None
+    when no step of it carries a reward (nothing judged it: unknown, never 0)."""
 
     episode_id: str
     parent_episode_id: str | None
@@ -111,7 +112,7 @@ class EpisodeSummary:
     turns: int
     last_seq: int
     attempt: int
-    total_reward: float
+    total_reward: float | None
     tokens: dict[str, int]
     cost_usd: float | None
     writer_pid: int | None = None

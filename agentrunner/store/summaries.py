@@ -120,7 +120,7 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         segments = store.segments(episode_id)
         inherited = _scan(store, segments[:-1])
         own = _scan(store, segments[-1:])
-        reward = end.total_reward if end is not None else inherited.reward + own.reward
+        reward = end.total_reward if end is not None else _plus(inherited.reward, own.reward)
         tokens, cost = own.tokens, own.cost_usd
     elif end is not None:
         reward, tokens, cost = end.total_reward, end.totals.get("tokens", {}), None
@@ -158,15 +158,21 @@ def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
 
 @dataclass
 class _Spend:
-    """Reward, tokens and cost summed over some events (cost None: none known)."""
+    """Reward, tokens and cost summed over some events (cost None: none known; reward None:
+    the writer's checkpoint says nothing judged the episode)."""
 
-    reward: float = 0.0
+    reward: float | None = 0.0
     tokens: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
             ("input", "output", "cache_read", "cache_write", "reasoning"), 0
         )
     )
     cost_usd: float | None = None
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    """A sum of rewards, None while neither is known."""
+    return a if b is None else (a or 0.0) + float(b)
 
 
 def _running_totals(store: TraceStore, episode_id: str) -> _Spend:
@@ -176,7 +182,8 @@ def _running_totals(store: TraceStore, episode_id: str) -> _Spend:
     if checkpoint is None:
         return _scan(store, store.segments(episode_id))
     seq, totals = checkpoint
-    spend = _Spend(float(totals["reward"]), cost_usd=totals["cost_usd"])
+    known = totals.get("reward")
+    spend = _Spend(None if known is None else float(known), cost_usd=totals["cost_usd"])
     spend.tokens.update(totals["tokens"])
     return _scan(store, [Segment(episode_id, seq + 1, None, store.episode_key(episode_id))], spend)
 
@@ -193,7 +200,7 @@ def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None =
             f" WHERE kind = {result} AND {NOT_CHUNK} AND id BETWEEN ? AND ?",
             rng,
         ).fetchone()
-        out.reward += r[0] or 0.0
+        out.reward = _plus(out.reward, r[0] or None)
         u = store._conn.execute(
             "SELECT "
             + ", ".join(
@@ -326,7 +333,8 @@ def batch_summaries(
             (batch_id,),
             corrupt,
         )
-        done = [m.total_reward for m in members if m.status == "completed"]
+        ended = [m for m in members if m.status == "completed"]
+        done = [m.total_reward for m in ended if m.total_reward is not None]
         costs = [m.cost_usd for m in members if m.cost_usd is not None]
         model = config.get("model")
         out.append(
@@ -337,7 +345,7 @@ def batch_summaries(
                 created_at=created,
                 pairs=len(config.get("pairs") or []),
                 episodes=len(members),
-                completed=len(done),
+                completed=len(ended),
                 mean_reward=sum(done) / len(done) if done else None,
                 cost_usd=sum(costs) if costs else None,
             )

@@ -142,6 +142,8 @@ class Compare:
             if self.field == "reward"
             else float(trajectory.episode.turns)
         )
+        if got is None:  # nothing judged the episode: a reward rule cannot pass
+            return Check(self.describe(), False, "reward unknown (not judged)")
         return Check(self.describe(), _OPS[self.op](got, self.value), f"{self.field} {got:g}")
 
     def describe(self) -> str:
