@@ -175,13 +175,18 @@ def _insert_events(dst: TraceStore, key: int, rows: list[tuple[Any, ...]]) -> in
 
 
 def _copy_references(src: TraceStore, dst: TraceStore, events: Iterable[tuple[Any, ...]]) -> None:
-    """The messages (whole chains), tool sets and snapshots (with their blobs) the events
-    name, written into ``dst`` before the events that name them."""
+    """The messages (whole chains), tool sets, snapshots (with their blobs) and the answers
+    a recorded call kept (``answer.body``, a blob: what a replay serves) the events name,
+    written into ``dst`` before the events that name them."""
     tips: set[str] = set()
     tools: set[str] = set()
     snapshots: set[str] = set()
+    answers: set[str] = set()
     for *_, payload in events:
         value = json.loads(payload)
+        answer = value.get("answer")
+        if isinstance(answer, dict) and isinstance(answer.get("body"), str):
+            answers.add(answer["body"])
         for key in ("tip_hash", "message_hash"):
             if isinstance(value.get(key), str):
                 tips.add(value[key])
@@ -210,6 +215,8 @@ def _copy_references(src: TraceStore, dst: TraceStore, events: Iterable[tuple[An
         )
     for snapshot in sorted(snapshots):
         _copy_snapshot(src, dst, snapshot)
+    missing = dst.missing_blobs(answers)
+    dst.put_blobs((digest, _blob_parts(src, digest)) for digest in sorted(missing))
 
 
 def _copy_snapshot(src: TraceStore, dst: TraceStore, snapshot_id: str) -> None:
