@@ -103,6 +103,31 @@ def copy_repository(
         raise
 
 
+def enclosing_work_tree(repo: str | Path) -> tuple[str, str]:
+    """The top of the work tree holding the folder ``repo`` names (a path or ``file://``
+    URL), and that folder relative to it (``""``: the top itself), as ``git rev-parse
+    --show-toplevel`` finds it: a subfolder of a repository names that repository. Anything
+    else (a URL of another kind, no repository, a bare one) comes back as given, for
+    :func:`copy_repository` to judge."""
+    text = os.fspath(repo)
+    try:
+        path = _local_path(text)
+    except UsageError:
+        return text, ""
+    env = _environment(SAFE_CONFIG)
+    try:
+        proc = _run(["git", "rev-parse", "--show-toplevel"], env=env, cwd=path)
+    except UsageError:
+        return text, ""
+    if proc.returncode != 0:
+        return text, ""
+    top = Path(os.fsdecode(proc.stdout).strip()).resolve()
+    inside = path.relative_to(top).as_posix() if path.is_relative_to(top) else ""
+    if not inside or inside == ".":
+        return text, ""
+    return str(top), inside
+
+
 @dataclass(frozen=True)
 class _Git:
     """git run against one repository, in the safe environment."""

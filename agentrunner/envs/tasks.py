@@ -55,6 +55,9 @@ class Task(BaseModel):
     test: str | None = None
     test_report: str | None = None
     setup: str | None = None
+    workdir: str | None = None
+    """The folder (relative to the workspace) the agent's commands and relative paths, and
+    the test command, start in: the subfolder of a repository ``--repo`` named."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Task:

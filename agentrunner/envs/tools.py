@@ -5,6 +5,8 @@ shell tools themselves (``submit`` is the environment's own)."""
 from __future__ import annotations
 
 import os
+import posixpath
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,24 @@ class WorkspaceTools:
     def workspace(self) -> Path:
         raise NotImplementedError
 
+    @property
+    def workdir(self) -> str | None:
+        """The folder (relative to the workspace) commands and relative paths start in;
+        None: the workspace itself."""
+        return None
+
+    def shell(self, command: str) -> list[str]:
+        """``bash -c command``, started in :attr:`workdir`."""
+        if self.workdir:
+            command = f"cd -- {shlex.quote(self.workdir)} || exit 1\n{command}"
+        return ["bash", "-c", command]
+
+    def _at(self, path: str) -> str:
+        """A tool's path, relative to :attr:`workdir` (absolute ones are refused later)."""
+        if not self.workdir or path.startswith("/"):
+            return path
+        return posixpath.join(self.workdir, path)
+
     def _run(
         self,
         argv: list[str],
@@ -181,7 +201,7 @@ class WorkspaceTools:
                 f"bash: the command is {size} bytes; the limit is {MAX_COMMAND_BYTES} bytes. "
                 "Write long scripts to a file with write_file and run the file."
             )
-        result = self._run(["bash", "-c", command], timeout=limit)
+        result = self._run(self.shell(command), timeout=limit)
         text = result.text(self._mask)
         error = None
         if result.flooded:
@@ -214,7 +234,7 @@ class WorkspaceTools:
 
     def _read_text(self, path: str, *, strict: bool) -> str:
         """A workspace text file's content; ``strict`` refuses bytes that are not UTF-8."""
-        data = paths.read_bytes(self.workspace, path, MAX_FILE_BYTES)
+        data = paths.read_bytes(self.workspace, self._at(path), MAX_FILE_BYTES)
         shown = shown_path(path)
         if b"\0" in data[:8192]:
             raise ToolError(
@@ -228,7 +248,7 @@ class WorkspaceTools:
 
     def _write_file(self, path: str, content: str) -> StepResult:
         data = content.encode("utf-8")
-        paths.write_bytes(self.workspace, path, data)
+        paths.write_bytes(self.workspace, self._at(path), data)
         return StepResult(observation=f"wrote {len(data)} bytes to {shown_path(path)}")
 
     def _str_replace(self, path: str, old_str: str, new_str: str) -> StepResult:
@@ -245,7 +265,7 @@ class WorkspaceTools:
             )
         at = text.index(old_str)
         new_text = text[:at] + new_str + text[at + len(old_str) :]
-        paths.write_bytes(self.workspace, path, new_text.encode("utf-8"))
+        paths.write_bytes(self.workspace, self._at(path), new_text.encode("utf-8"))
         lines = split_lines(new_text)
         first = text.count("\n", 0, at) + 1
         start, end = max(1, first - 3), min(len(lines), first + new_str.count("\n") + 3)
@@ -254,9 +274,9 @@ class WorkspaceTools:
         return StepResult(observation=cap_text(self._mask(head + body), self.output_cap))
 
     def _list_files(self, path: str | None = None) -> StepResult:
-        entries = [
-            _shown_name(e) for e in paths.list_tree(self.workspace, path or ".", SKIP_LISTING)
-        ]
+        listed = paths.list_tree(self.workspace, self._at(path or "."), SKIP_LISTING)
+        inside = f"{self.workdir}/" if self.workdir else ""
+        entries = [_shown_name(e.removeprefix(inside)) for e in listed]  # as the paths it takes
         if not entries:
             return StepResult(observation="(no files)")
         shown = entries[:MAX_LISTED]

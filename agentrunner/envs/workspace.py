@@ -40,6 +40,7 @@ from agentrunner.envs.cgroups import StepCgroup
 from agentrunner.envs.clean_copy import materialize
 from agentrunner.envs.jail import HIDDEN, VERIFIER, Jail, SandboxConfig, resolve_mode
 from agentrunner.envs.layout import lay_out, prepare_files
+from agentrunner.envs.repo import enclosing_work_tree
 from agentrunner.envs.report_pipe import ReportPipe
 from agentrunner.envs.sandbox import ToolError
 from agentrunner.envs.scoring import (
@@ -129,10 +130,12 @@ class WorkspaceEnv(WorkspaceTools):
         max_steps: int = REPO_MAX_STEPS,
         **options: Any,
     ) -> WorkspaceEnv:
-        """An environment whose one task is ``prompt`` on a private copy of ``repo``."""
+        """An environment whose one task is ``prompt`` on a private copy of ``repo`` (a
+        subfolder of a repository: of that repository, the subfolder the working directory)."""
         source = str(repo)
         if not source.startswith("file://"):
             source = str(Path(source).expanduser().resolve())
+        source, workdir = enclosing_work_tree(source)
         name = task_id or "repo:" + Path(source.removeprefix("file://").rstrip("/")).name
         task = Task(
             task_id=name,
@@ -145,6 +148,7 @@ class WorkspaceEnv(WorkspaceTools):
             setup=setup,
             with_git=with_git,
             split="user",
+            workdir=workdir or None,
         )
         return cls(task=task, **options)
 
@@ -337,7 +341,7 @@ class WorkspaceEnv(WorkspaceTools):
                 return TestOutcome(command=command, exit_code=-1, timed_out=False, reward=0.0,
                                    report_problem=problem)  # fmt: skip
             with pipe or contextlib.nullcontext():
-                argv = ["bash", "-c", command]
+                argv = self.shell(command)
                 result = self._run(argv, timeout=self.verify_timeout, network=False, root=root)
                 data = pipe.finish() if pipe is not None else None
             output = sandbox.cap_text(result.text(mask), _TEST_OUTPUT_CAP)
@@ -393,7 +397,7 @@ class WorkspaceEnv(WorkspaceTools):
         return {"task_id": task.task_id, "snapshot": base, **info}
 
     def _setup(self, command: str) -> dict[str, Any]:
-        result = self._run(["bash", "-c", command], timeout=self.setup_timeout)
+        result = self._run(self.shell(command), timeout=self.setup_timeout)
         output = sandbox.cap_text(result.text(self._mask), 4000)
         if result.exit_code != 0 or result.timed_out:
             why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
@@ -412,6 +416,11 @@ class WorkspaceEnv(WorkspaceTools):
         if task.repo:
             paths.append(Path(task.repo.removeprefix("file://")))
         return paths
+
+    @property
+    def workdir(self) -> str | None:
+        """The task's working folder in the workspace (a subfolder ``--repo`` named)."""
+        return self._task.workdir if self._task is not None else None
 
     def _require(self) -> Task:
         if self._task is None:
