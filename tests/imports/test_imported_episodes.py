@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from agentrunner import TraceStore
 from agentrunner.export import Selection, export_rows
 from agentrunner.imports import claude_code, mini_swe_agent
@@ -29,16 +27,13 @@ def test_rules_see_the_commands_a_mini_swe_agent_run_ran(store: TraceStore) -> N
 
 
 @needs("claude-code")
-@pytest.mark.parametrize("fmt", ["sft", "kto"])
-def test_an_imported_session_exports_training_rows_from_its_exact_history(
-    store: TraceStore, fmt: str
-) -> None:
+def test_an_imported_session_exports_an_sft_row_from_its_exact_history(store: TraceStore) -> None:
     episode = only_episode(store, TOOL_HEAVY, claude_code)
-    _, rows = export_rows(store, fmt, selection=Selection(episodes=(episode,)))
+    _, rows = export_rows(store, "sft", selection=Selection(episodes=(episode,)))
     [row] = list(rows)
+    assert row["reward"] is None  # an imported session is unjudged, never 0
     assert row["source"]["episode_id"] == episode
-    prompt = row["messages"] if fmt == "sft" else row["prompt"]
+    prompt = row["messages"]
     assert prompt[0] == {"role": "user", "content": "start phoenix in background"}
     names = {c["function"]["name"] for m in prompt for c in m.get("tool_calls", [])}
-    if fmt == "sft":
-        assert "Bash" in names
+    assert "Bash" in names
