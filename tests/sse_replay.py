@@ -84,6 +84,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        """Any GET (a model list, a WebSocket upgrade) is kept apart and answered 404."""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.owner.gets.append(Received(self.command, self.path, headers, b""))
+        self.send_response(404)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -179,6 +187,7 @@ class SSEReplayServer:
         title to name its session), leaving the scripted replies to the others."""
         self.request_id_header = request_id_header
         self.requests: list[Received] = []
+        self.gets: list[Received] = []
         self.request_ids: list[str] = []
         self.client_closed = threading.Event()
         self._lock = threading.Lock()

@@ -157,6 +157,11 @@ class Proxy:
         return None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("upgrade", "").lower() == "websocket":
+            # Refused, so the client falls back to HTTP, which is recorded: nothing flows
+            # unrecorded (Codex's built-in provider tries the Responses API over WebSockets
+            # first and falls back on a 404).
+            return _error(404, "WebSocket upgrades are refused; use HTTP")
         if not self.live and self.replay is not None:
             return await self._serve_recorded(request, self.replay)
         route = self.route(request.path)
