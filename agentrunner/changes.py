@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrunner.envs import ignores
+from agentrunner.envs import ignores, recorded
 from agentrunner.envs.manifest import FileEntry, Manifest
 from agentrunner.envs.patch import ApplyResult, PathFilter, apply_to, changed_paths, render_diff
 from agentrunner.envs.snapshotter import load_manifest
@@ -139,12 +139,29 @@ def recorded_base(store: TraceStore, episode_id: str) -> dict[str, Any]:
     start = rows[0].typed()
     assert isinstance(start, EpisodeStart)
     base = start.env.get("base")
-    if start.env.get("kind") != "workspace" or not isinstance(base, dict):
+    if start.env.get("kind") == recorded.KIND and not isinstance(base, dict):
+        raise UsageError(
+            f"episode {episode_id} was recorded without --snapshots: the store holds no "
+            "snapshot of its folder (record it with `agentrunner record --snapshots`)"
+        )
+    if start.env.get("kind") not in ("workspace", recorded.KIND) or not isinstance(base, dict):
         raise UsageError(
             f"episode {episode_id} has no workspace snapshots in the store (an OpenEnv "
             "episode, or one recorded before snapshots were kept in the store)"
         )
     return base
+
+
+def workspace_spec(env: dict[str, Any]) -> dict[str, Any]:
+    """The workspace an episode's change is verified in: its own environment, or for an
+    agent recorded with ``record --snapshots``, a workspace whose one task starts from the
+    recorded base snapshot of its folder (the store holds it: nothing is read from the
+    folder itself)."""
+    base = env.get("base")
+    if env.get("kind") != recorded.KIND or not isinstance(base, dict):
+        return env
+    task = {"task_id": base["task_id"], "prompt": "(a recorded agent's task)", "split": "user"}
+    return {"kind": "workspace", "tasks": "task", "task": task, "base": base}
 
 
 def episode_change(

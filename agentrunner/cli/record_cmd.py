@@ -96,6 +96,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         " calls after it go live",
     )
     p.add_argument(
+        "--snapshots",
+        action="store_true",
+        help="snapshot the working folder (secrets redacted, .git left out) as each request"
+        " arrives, after the tools whose results it carries ran, so that `agentrunner diff EP"
+        " [--turn K]` shows the agent's change and `agentrunner verify EP --test CMD` scores"
+        " it; the first snapshot is taken before COMMAND starts",
+    )
+    p.add_argument(
         "--pace",
         action="store_true",
         help="with --replay: send each answer spread over its recorded latency (default: at"
@@ -204,6 +212,7 @@ def run_record(args: argparse.Namespace) -> int:
         pace=args.pace,
         on_miss_live=args.on_miss == "live",
         fork=plan,
+        snapshots=args.snapshots,
     )
     err = stderr_console()
     short: dict[str, str] = {}

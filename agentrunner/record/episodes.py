@@ -15,6 +15,7 @@ from agentrunner.envs import recorded
 from agentrunner.errors import StoreError, UsageError
 from agentrunner.record.conversations import Conversation, Conversations, keys
 from agentrunner.record.dialects.base import Dialect
+from agentrunner.record.snapshots import base as folder_base
 from agentrunner.recorder import Recorder
 from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.state import rebuild
@@ -96,7 +97,11 @@ class Episodes:
         session: str | None,
         agent: str | None,
         messages: list[Message],
+        *,
+        snapshot: str | None = None,
     ) -> Conversation:
+        """A new recorded episode for a conversation's first request; ``snapshot``: the
+        agent's folder as that request arrived (``record --snapshots``), its ``env.base``."""
         spawner = self.conversations.spawner(session, messages)
         redactor = Redactor(self.secrets)
         env: dict[str, Any] = {
@@ -115,8 +120,11 @@ class Episodes:
             env["spawned_by"] = {"episode_id": spawner[0], "call_id": spawner[1]}
         env = scrub(env, redactor)[0]
         task = " ".join(self.origin.command) if self.origin.command else f"{env['agent']} via proxy"
+        task_id = redactor.text(task)[:500]
+        if snapshot is not None:
+            env["base"] = folder_base(task_id, snapshot, str(env.get("cwd") or ""))
         start = ev.EpisodeStart(
-            task_id=redactor.text(task)[:500],
+            task_id=task_id,
             seed=0,
             env=env,
             model={"spec": f"{wire.provider}:{model}", "provider": wire.provider, "model": model},

@@ -4,7 +4,9 @@ The proxy hands it work and goes on forwarding bytes: a request is appended befo
 forwarded (the proxy waits for that one append), chunks, answers, tool calls, errors and
 cancels are appended off the forwarding path. Parsing (bodies, SSE, the dialects' folds)
 happens here too, never in the proxy's event loop. Between jobs it refreshes the writer
-leases of the open episodes, so a proxy that dies leaves them ``interrupted``.
+leases of the open episodes, so a proxy that dies leaves them ``interrupted``. With a
+folder to snapshot (``record --snapshots``), a request's snapshot is taken here too, before
+the request is recorded (see :mod:`agentrunner.record.snapshots`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentrunner import events as ev
@@ -26,6 +29,7 @@ from agentrunner.record.conversations import Conversation, keys, spawned_prompt
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
 from agentrunner.record.episodes import Episodes, Origin, chain_of
+from agentrunner.record.snapshots import FolderSnapshots
 from agentrunner.redaction import scrub
 from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S
@@ -69,9 +73,11 @@ class Call:
 class Journal:
     """The writer thread and what it knows: the store, the conversations, the secrets."""
 
-    def __init__(self, location: str, origin: Origin) -> None:
+    def __init__(self, location: str, origin: Origin, *, folder: Path | None = None) -> None:
         self.location = location
         self.origin = origin
+        self.folder = folder  # the agent's working folder, snapshotted at each request
+        self._snapshots: FolderSnapshots | None = None
         self.problems: list[str] = []
         self._episodes: Episodes | None = None
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -108,6 +114,8 @@ class Journal:
             self._opened.set_exception(exc)
             return
         self._episodes = Episodes(self._store, self.origin, self._problem)
+        if self.folder is not None:
+            self._snapshots = FolderSnapshots(self.folder, self._store, self._problem)
         try:
             self.episodes.reload()
         except Exception as exc:  # a store it cannot read back: recording goes on all the same
@@ -179,6 +187,11 @@ class Journal:
 
     # -- calls (each runs in the thread, through submit)
 
+    def prime(self) -> None:
+        """The folder's first snapshot, before the agent runs (raises what stops it)."""
+        if self._snapshots is not None:
+            self._snapshots.take(self.episodes.secrets, strict=True)
+
     def begin(
         self,
         api: str,
@@ -194,6 +207,8 @@ class Journal:
         wire = dialect(api)
         split = wire.split(json.loads(body), path)
         book = self.episodes
+        snaps = self._snapshots  # the folder after the tools whose results the request carries
+        snapshot = snaps.take(book.secrets) if snaps is not None else None
         messages = [book.scrub(m, deep=bool(wire.tool_outputs(m))) for m in split.messages]
         redactor = book.redactor
         chain = chain_of(messages)
@@ -204,7 +219,9 @@ class Journal:
             or self.episodes.wake(session, compared)
         )
         if conversation is None:
-            conversation = self.episodes.open(wire, split.model, session, agent, messages)
+            conversation = self.episodes.open(
+                wire, split.model, session, agent, messages, snapshot=snapshot
+            )
         rec = conversation.recorder
         stored = _shared_prefix(conversation.chain, chain)
         parent = chain[stored - 1] if stored else None
@@ -212,7 +229,8 @@ class Journal:
             self.store.put_message(parent, m)
             parent = digest
         known = _shared_prefix(conversation.keys, compared)
-        self._added(conversation, wire, messages[known:], chain[known:], first=not known)
+        added = messages[known:]
+        self._added(conversation, wire, added, chain[known:], first=not known, snapshot=snapshot)
         rec.tip = chain[-1] if chain else None
         self.episodes.conversations.advance(conversation, chain, compared)
         conversation.calls += 1
@@ -254,13 +272,16 @@ class Journal:
         hashes: list[str],
         *,
         first: bool,
+        snapshot: str | None = None,
     ) -> None:
         """Events for the messages a request adds: the results of the model's tool calls
-        (``tool.result``, in the turn that made the calls) and any other message the client
-        put in (``message``); the model's own answer was recorded as it came."""
+        (``tool.result``, in the turn that made the calls; the last one names the folder's
+        ``snapshot`` after them all) and any other message the client put in (``message``);
+        the model's own answer was recorded as it came."""
         rec = conversation.recorder
-        for m, digest in zip(messages, hashes, strict=True):
-            outputs = wire.tool_outputs(m)
+        every = [wire.tool_outputs(m) for m in messages]
+        last = next((out[-1] for out in reversed(every) if out), None)
+        for m, digest, outputs in zip(messages, hashes, every, strict=True):
             for out in outputs:
                 name = conversation.open_calls.pop(out.call_id, None)
                 conversation.prompts = {
@@ -273,6 +294,7 @@ class Journal:
                         observation=out.text,
                         error="the tool reported an error" if out.is_error else None,
                         message_hash=digest,
+                        snapshot=snapshot if out is last else None,
                     )
                 )
             if m.role == "assistant" and not first:

@@ -84,12 +84,14 @@ def record(
     pace: bool = False,
     on_miss_live: bool = False,
     fork: ForkPlan | None = None,
+    snapshots: bool = False,
 ) -> Recording:
     """Run ``command`` through a recording proxy into the store at ``location``; with
     ``replay_of``, its model calls are answered from that recorded episode instead (until a
     request it lacks, which goes live as a fork with ``on_miss_live``); with ``fork``, the
     calls before the fork's call are served from its episode and the rest go live, recorded
-    as a fork of it at that call."""
+    as a fork of it at that call. With ``snapshots``, the agent's working folder is
+    snapshotted as each request arrives (see :mod:`agentrunner.record.snapshots`)."""
     chosen = plan(command, options)[1]
     redactor = Redactor(known_secrets())
     shown = [redactor.text(part) for part in command]
@@ -115,8 +117,13 @@ def record(
         links={"replay_of": replay.root} if replay is not None and replaying else {},
         run=uuid.uuid4().hex,
     )
-    journal = Journal(location, origin)
+    journal = Journal(location, origin, folder=Path(origin.cwd or ".") if snapshots else None)
     journal.start()
+    try:
+        journal.submit(journal.prime).result()
+    except BaseException:
+        journal.close("failed")
+        raise
     settings = ProxySettings(upstreams=chosen, upstream_timeout_s=timeout_s, pace=pace)
     proxy = Proxy(journal, settings, replay, fork=fork, on_miss_live=on_miss_live)
     server = ProxyThread(proxy)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrunner.changes import episode_change
+from agentrunner.changes import episode_change, workspace_spec
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import UsageError
@@ -42,7 +42,7 @@ class TestVerifier:
         start = rows[0].typed() if rows else None
         if not isinstance(start, EpisodeStart):
             raise UsageError(f"episode {episode_id} has no start event")
-        env = env_from_spec(start.env, store)
+        env = env_from_spec(workspace_spec(start.env), store)
         if not isinstance(env, WorkspaceEnv):
             raise UsageError(f"episode {episode_id} did not run in a workspace")
         try:

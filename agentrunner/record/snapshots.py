@@ -1,0 +1,65 @@
+"""The working folder of a recorded agent, snapshotted as its requests arrive
+(``record --snapshots``).
+
+The folder is snapshotted with the native runs' incremental :class:`Snapshotter` into the
+trace store (a step costs what it changed), in the journal's thread, when a request arrives
+and before it is forwarded: the request carries the results of the tools the agent ran, so
+the folder then holds their effects, and the agent does nothing more until it has the answer.
+Taken after forwarding, a fast answer could let the agent's next tool run before the
+snapshot. The first snapshot (``Journal.prime``) is taken before the agent
+starts, so a request's snapshot only reads what changed since the one before.
+
+Files are stored cleared of known secrets, as native snapshots are: those of the environment
+and those the proxy learns from request headers (a newly learned one has every file read
+again at the next snapshot). The folder's ``.git`` is not snapshotted: the agent's commits
+are not part of its change (``diff`` leaves ``.git`` out as it does for native runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agentrunner.environment import SnapshotBackend
+from agentrunner.envs.snapshotter import SKIP_DIRS, Snapshotter
+from agentrunner.errors import AgentRunnerError
+from agentrunner.redaction import Redactor
+
+SKIP = SKIP_DIRS | {".git"}
+SOURCE = "recorded folder"
+"""The ``source`` of a recorded episode's ``env.base``."""
+
+
+class FolderSnapshots:
+    """One agent's working folder, snapshotted into one store (from the journal's thread)."""
+
+    def __init__(
+        self, folder: Path, backend: SnapshotBackend, problem: Callable[[str], None]
+    ) -> None:
+        self.folder = folder
+        self.backend = backend
+        self.problem = problem
+        self._secrets: dict[str, str] = {}
+        self._snap = Snapshotter(folder, backend, skip=SKIP)
+
+    def take(self, secrets: Mapping[str, str], *, strict: bool = False) -> str | None:
+        """Snapshot the folder now, cleared of ``secrets``; the snapshot's id. One that
+        cannot be taken is reported and None (the request is recorded all the same), or
+        raised with ``strict``."""
+        if dict(secrets) != self._secrets:  # a new secret: every file is read again
+            self._secrets = dict(secrets)
+            self._snap = Snapshotter(self.folder, self.backend, skip=SKIP)
+            self._snap.redactor = Redactor(self._secrets)
+        try:
+            return self._snap.save()
+        except (AgentRunnerError, OSError) as exc:
+            if strict:
+                raise
+            self.problem(f"snapshot of {self.folder}: {exc}")
+            return None
+
+
+def base(task_id: str, snapshot: str, folder: str) -> dict[str, Any]:
+    """What a recorded episode's ``env.base`` says (the fields a native run's base has):
+    where the change ``diff`` shows starts, and the folder whose ignore rules it follows."""
+    return {"task_id": task_id, "snapshot": snapshot, "source": SOURCE, "repo": folder}
