@@ -10,6 +10,7 @@ from typing import Any
 import openenv_server
 import pg
 import pytest
+import real_clients
 from pg import PostgresServer
 
 from agentrunner import TraceStore
@@ -23,6 +24,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     by the first test's timeout; a build that fails makes those tests skip with the reason."""
     if any(item.get_closest_marker("openenv") for item in items):
         openenv_server.prepare()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The Python agents' venv (aider, mini-swe-agent, the OpenAI Agents SDK) likewise, once,
+    when a test of a module marked ``NEEDS_AGENTS_VENV`` is selected (``-m`` already applied)."""
+    if any(getattr(getattr(i, "module", None), "NEEDS_AGENTS_VENV", False) for i in session.items):
+        real_clients.prepare_agents()
 
 
 @pytest.fixture(autouse=True)
