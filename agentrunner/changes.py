@@ -20,7 +20,7 @@ from agentrunner.envs.manifest import FileEntry, Manifest
 from agentrunner.envs.patch import ApplyResult, PathFilter, apply_to, changed_paths, render_diff
 from agentrunner.envs.snapshotter import load_manifest
 from agentrunner.errors import ApplyRefused, EnvironmentFailure, UsageError
-from agentrunner.events import EpisodeStart, ToolResult
+from agentrunner.events import EpisodeStart, MessageEvent, ToolResult
 from agentrunner.store import EventRow, TraceStore
 
 
@@ -175,7 +175,7 @@ def episode_change(
     after = str(base["snapshot"])
     old = _manifest(store, after)
     last_turn = 0
-    for row in store.iter_events(episode_id, kinds=["tool.result"]):
+    for row in store.iter_events(episode_id, kinds=_CARRIERS):
         if turn is not None and row.turn > turn:
             break
         last_turn = row.turn
@@ -194,11 +194,20 @@ def episode_change(
     )
 
 
+_CARRIERS = ["tool.result", "message"]
+"""The kinds that name a snapshot: a tool step's result; for an agent recorded with
+``record --snapshots`` that acts on the model's words rather than through tool calls, the
+message its next request adds (a recorder's extra field, as the answer it keeps)."""
+
+
 def _snapshot_of(row: EventRow) -> str | None:
-    """The workspace snapshot a ``tool.result`` row recorded, if any."""
+    """The workspace snapshot a ``tool.result`` (or recorded ``message``) row names, if any."""
     match row.typed():
         case ToolResult(snapshot=snapshot):
             return snapshot
+        case MessageEvent() as message if message.model_extra:
+            found = message.model_extra.get("snapshot")
+            return found if isinstance(found, str) else None
         case _:
             return None
 
@@ -207,7 +216,7 @@ def step_change(store: TraceStore, episode_id: str, seq: int) -> WorkspaceChange
     """What the tool step recorded at ``seq`` changed (None when it recorded no snapshot)."""
     episode_id = store.resolve(episode_id)
     before: str | None = None
-    for row in store.iter_events(episode_id, kinds=["tool.result"]):
+    for row in store.iter_events(episode_id, kinds=_CARRIERS):
         snapshot = _snapshot_of(row)
         if row.seq == seq:
             if not snapshot:

@@ -69,11 +69,17 @@ def _steps() -> list[Reply]:
     ]
 
 
-def _record(db: Path, folder: Path, *flags: str) -> str:
-    with SSEReplayServer(*_steps()) as upstream:
+def _record(
+    db: Path,
+    folder: Path,
+    *flags: str,
+    agent: str = "anthropic_edits_folder",
+    steps: list[Reply] | None = None,
+) -> str:
+    with SSEReplayServer(*(steps or _steps())) as upstream:
         done = _agentrunner(
             "record", "--db", str(db), "--json", "--upstream-anthropic", upstream.url, *flags,
-            "--", sys.executable, str(CLIENTS / "anthropic_edits_folder.py"),
+            "--", sys.executable, str(CLIENTS / f"{agent}.py"),
             cwd=folder, env={"AGENT_TOKEN": SECRET},
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -137,6 +143,25 @@ def test_keys_the_agent_writes_into_its_folder_never_reach_the_store(
     assert _diff(recorded).stdout.count("[redacted:") == 2
     stored = b"".join(p.read_bytes() for p in recorded["top"].glob("t.db*"))
     assert SECRET.encode() not in stored and API_KEY.encode() not in stored
+
+
+def test_an_agent_acting_on_the_models_words_has_its_change_per_step_too(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "t.db"
+    steps = [
+        Reply(events=anthropic_text(f"WRITE calc.py\n{FIXED}")),
+        Reply(events=anthropic_text("WRITE extra.txt\nmore\n")),
+        Reply(events=anthropic_text("Done.")),
+    ]
+    folder = _folder(tmp_path / "work")
+    episode = _record(db, folder, "--snapshots", agent="anthropic_text_actions", steps=steps)
+    diffs = [
+        json.loads(_agentrunner("diff", episode, "--db", str(db), "--json", *turn).stdout)
+        for turn in (("--turn", "1"), ())
+    ]
+    assert [d["files"] for d in diffs] == [1, 2]
+    assert "+    return a + b" in diffs[0]["patch"] and "+more" in diffs[1]["patch"]
 
 
 def test_without_snapshots_the_recording_holds_no_snapshot_and_diff_says_why(

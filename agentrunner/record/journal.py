@@ -275,13 +275,21 @@ class Journal:
         snapshot: str | None = None,
     ) -> None:
         """Events for the messages a request adds: the results of the model's tool calls
-        (``tool.result``, in the turn that made the calls; the last one names the folder's
-        ``snapshot`` after them all) and any other message the client put in (``message``);
-        the model's own answer was recorded as it came."""
+        (``tool.result``, in the turn that made the calls) and any other message the client
+        put in (``message``); the model's own answer was recorded as it came. The folder's
+        ``snapshot`` goes on the last tool result, or on the last message of a request that
+        carries none (an agent that acts on the model's words, not through tool calls)."""
         rec = conversation.recorder
         every = [wire.tool_outputs(m) for m in messages]
         last = next((out[-1] for out in reversed(every) if out), None)
-        for m, digest, outputs in zip(messages, hashes, every, strict=True):
+        said = [  # the messages recorded as ``message`` events
+            not (m.role == "assistant" and not first) and not (outputs and not m.content)
+            for m, outputs in zip(messages, every, strict=True)
+        ]
+        after = None
+        if last is None and not first and snapshot and any(said):
+            after = len(said) - 1 - said[::-1].index(True)
+        for i, (m, digest, outputs) in enumerate(zip(messages, hashes, every, strict=True)):
             for out in outputs:
                 name = conversation.open_calls.pop(out.call_id, None)
                 conversation.prompts = {
@@ -297,13 +305,12 @@ class Journal:
                         snapshot=snapshot if out is last else None,
                     )
                 )
-            if m.role == "assistant" and not first:
-                continue  # the model's own answer, recorded as it came
-            if outputs and not m.content:
-                continue
+            if not said[i]:
+                continue  # the model's own answer (recorded as it came), or only tool results
+            folder: dict[str, Any] = {"snapshot": snapshot} if i == after else {}
             rec.record(
                 ev.MessageEvent(
-                    role=m.role, message_hash=digest, reason="prompt" if first else "user"
+                    role=m.role, message_hash=digest, reason="prompt" if first else "user", **folder
                 )
             )
 

@@ -2,17 +2,23 @@
 (``record --snapshots``).
 
 The folder is snapshotted with the native runs' incremental :class:`Snapshotter` into the
-trace store (a step costs what it changed), in the journal's thread, when a request arrives
-and before it is forwarded: the request carries the results of the tools the agent ran, so
-the folder then holds their effects, and the agent does nothing more until it has the answer.
-Taken after forwarding, a fast answer could let the agent's next tool run before the
-snapshot. The first snapshot (``Journal.prime``) is taken before the agent
-starts, so a request's snapshot only reads what changed since the one before.
+trace store (a step costs what it changed), in the journal's thread, when a request arrives:
+the request carries the results of the tools the agent ran, so the folder then holds their
+effects. The snapshot is named by the last ``tool.result`` the request adds (or, for an agent
+that acts on the model's words, by the last ``message`` it adds), and those events come before
+the request's ``model.request``, which is committed before the request is forwarded: so the
+snapshot is taken before forwarding, and adds its own time to the first byte (an incremental
+snapshot reads only what changed; see ``tests/benchmarks/test_bench_record_snapshots.py``).
+Taken after forwarding, it would also race the agent: a fast answer (a replay) could let the
+agent's next tool run first. The first snapshot (``Journal.prime``) is taken before the agent
+starts, so even the first request's snapshot is incremental.
 
 Files are stored cleared of known secrets, as native snapshots are: those of the environment
 and those the proxy learns from request headers (a newly learned one has every file read
 again at the next snapshot). The folder's ``.git`` is not snapshotted: the agent's commits
-are not part of its change (``diff`` leaves ``.git`` out as it does for native runs)."""
+are not part of its change (``diff`` leaves ``.git`` out as it does for native runs). Every
+conversation of the run (a sub-agent's too) snapshots the one folder: each snapshot goes to
+the episode whose request it was taken for."""
 
 from __future__ import annotations
 
