@@ -5,7 +5,7 @@
 
 import sys
 
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession, TCPConnector, web
 
 DROPPED = ("host", "content-length")
 
@@ -25,7 +25,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
 
 
 async def start(app: web.Application) -> None:
-    app["session"] = ClientSession(auto_decompress=False)
+    # no cap on connections: aiohttp's default (100) would queue the 101st stream
+    app["session"] = ClientSession(auto_decompress=False, connector=TCPConnector(limit=0))
 
 
 app = web.Application()

@@ -11,66 +11,23 @@ time: the design's targets (+2 ms first byte, +10% total) are printed beside the
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import socket
 import sqlite3
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from record_support import anthropic_text
+from proxy_bench import API_KEY, bare_proxy, cpu_seconds, free_port, recording_proxy
+from proxy_bench import request_body as _request
+from proxy_bench import stream_events as _stream
 from sse_replay import Reply, SSEReplayServer
 
 pytestmark = pytest.mark.benchmark
 
 CHUNKS = 2000
 CALLS = 20
-BARE = Path(__file__).with_name("bare_proxy.py")
-
-
-def _stream(chunks: int) -> list[str]:
-    head, block, delta, stop_block, *tail = anthropic_text("x")
-    return [
-        head,
-        block,
-        *[delta.replace('"x"', f'"{i:05d} tokens "') for i in range(chunks)],
-        stop_block,
-        *tail,
-    ]
-
-
-def _request(text: str) -> bytes:
-    message = {"role": "user", "content": text}
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 9, "stream": True, "messages": [message]}
-    return json.dumps(body).encode()
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve(args: list[str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    while proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"{args[1]} exited: {log.read_text()[-2000:]}")
-
-
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_peak_mb(pid: int) -> float:
@@ -83,7 +40,7 @@ def _rss_peak_mb(pid: int) -> float:
 def _call(client: httpx.Client, url: str, body: bytes) -> tuple[float, float]:
     started = time.perf_counter()
     first = None
-    headers = {"content-type": "application/json", "x-api-key": "sk-bench-0123456789"}
+    headers = {"content-type": "application/json", "x-api-key": API_KEY}
     with client.stream("POST", url, content=body, headers=headers) as answer:
         for _ in answer.iter_raw():
             first = first or time.perf_counter()
@@ -95,17 +52,9 @@ def test_the_recording_proxy_against_direct_and_a_bare_pass_through(tmp_path: Pa
     events = _stream(CHUNKS)
     replies = [Reply(events=events) for _ in range(400)]
     with SSEReplayServer(*replies) as upstream:
-        rec_port, bare_port = _port(), _port()
-        recording = _serve(
-            [sys.executable, "-m", "agentrunner.cli.main", "proxy", "--port", str(rec_port),
-             "--db", str(tmp_path / "t.db"), "--upstream-anthropic", upstream.url],
-            rec_port, tmp_path / "proxy.log",
-        )  # fmt: skip
-        bare = _serve(
-            [sys.executable, str(BARE), str(bare_port), upstream.url],
-            bare_port,
-            tmp_path / "bare.log",
-        )
+        rec_port, bare_port = free_port(), free_port()
+        recording = recording_proxy(rec_port, tmp_path / "t.db", upstream.url, tmp_path / "p.log")
+        bare = bare_proxy(bare_port, upstream.url, tmp_path / "bare.log")
         paths = {
             "direct": f"{upstream.url}/v1/messages",
             "bare proxy": f"http://127.0.0.1:{bare_port}/anthropic/v1/messages",
@@ -118,14 +67,14 @@ def test_the_recording_proxy_against_direct_and_a_bare_pass_through(tmp_path: Pa
                 for label, body in (("2,000 chunks", small), ("2,000 chunks, 200 kB request", big)):
                     times: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
                     cpu_before = {
-                        "recording proxy": _cpu(recording.pid),
-                        "bare proxy": _cpu(bare.pid),
+                        "recording proxy": cpu_seconds(recording.pid),
+                        "bare proxy": cpu_seconds(bare.pid),
                     }
                     for _ in range(CALLS):
                         for name, url in paths.items():
                             times[name].append(_call(client, url, body))
                     cpu = {
-                        n: _cpu(p.pid) - cpu_before[n]
+                        n: cpu_seconds(p.pid) - cpu_before[n]
                         for n, p in (("recording proxy", recording), ("bare proxy", bare))
                     }
                     _report(label, times, cpu)
