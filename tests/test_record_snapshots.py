@@ -178,6 +178,21 @@ def test_without_snapshots_the_recording_holds_no_snapshot_and_diff_says_why(
     assert proc.returncode == 2 and "recorded without --snapshots" in proc.stderr
 
 
+def test_a_folder_over_the_snapshot_size_limit_is_refused_before_the_agent_runs(
+    tmp_path: Path,
+) -> None:
+    folder = _folder(tmp_path / "work")
+    with (folder / "big.bin").open("wb") as fh:
+        fh.truncate(2 << 30)  # sparse: counted at its apparent size, nothing read
+    proc = _agentrunner(
+        "record", "--db", str(tmp_path / "t.db"), "--snapshots", "--upstream-anthropic",
+        "http://127.0.0.1:9", "--", sys.executable, "-c", "open('ran', 'w')",
+        cwd=folder,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "over the limit of 1,024 MiB" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (folder / "ran").exists()
+
+
 def test_resume_still_refuses_an_agent_recorded_with_snapshots(recorded: dict[str, Any]) -> None:
     proc = _agentrunner("resume", recorded["episode"], "--db", str(recorded["db"]))
     assert proc.returncode != 0 and "only the agent can continue it" in proc.stderr

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner import events as ev
+from agentrunner.errors import EnvironmentFailure
 from agentrunner.record.conversations import Conversation, keys, spawned_prompt
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
@@ -187,10 +188,15 @@ class Journal:
 
     # -- calls (each runs in the thread, through submit)
 
-    def prime(self) -> None:
-        """The folder's first snapshot, before the agent runs (raises what stops it)."""
+    def prime(self) -> EnvironmentFailure | None:
+        """The folder's first snapshot, before the agent runs; what stops it is returned
+        (for the caller to raise), not reported as a recording problem."""
         if self._snapshots is not None:
-            self._snapshots.take(self.episodes.secrets, strict=True)
+            try:
+                self._snapshots.take(self.episodes.secrets, strict=True)
+            except EnvironmentFailure as exc:
+                return exc
+        return None
 
     def begin(
         self,

@@ -119,11 +119,10 @@ def record(
     )
     journal = Journal(location, origin, folder=Path(origin.cwd or ".") if snapshots else None)
     journal.start()
-    try:
-        journal.submit(journal.prime).result()
-    except BaseException:
+    refused = journal.submit(journal.prime).result()  # the folder's first snapshot
+    if refused is not None:
         journal.close("failed")
-        raise
+        raise refused
     settings = ProxySettings(upstreams=chosen, upstream_timeout_s=timeout_s, pace=pace)
     proxy = Proxy(journal, settings, replay, fork=fork, on_miss_live=on_miss_live)
     server = ProxyThread(proxy)

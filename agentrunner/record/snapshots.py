@@ -15,8 +15,11 @@ starts, so even the first request's snapshot is incremental.
 
 Files are stored cleared of known secrets, as native snapshots are: those of the environment
 and those the proxy learns from request headers (a newly learned one has every file read
-again at the next snapshot). The folder's ``.git`` is not snapshotted: the agent's commits
-are not part of its change (``diff`` leaves ``.git`` out as it does for native runs). Every
+again at the next snapshot). A folder over a native workspace's size limit (1 GiB of
+files) is refused before the agent starts; one that grows past it mid-run is recorded
+without snapshots from then on, each request saying so on stderr. The folder's ``.git`` is
+not snapshotted: the agent's commits are not part of its change (``diff`` leaves ``.git``
+out as it does for native runs). Every
 conversation of the run (a sub-agent's too) snapshots the one folder: each snapshot goes to
 the episode whose request it was taken for."""
 
@@ -27,11 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner.environment import SnapshotBackend
+from agentrunner.envs.jail import Limits
 from agentrunner.envs.snapshotter import SKIP_DIRS, Snapshotter
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, EnvironmentFailure
 from agentrunner.redaction import Redactor
 
 SKIP = SKIP_DIRS | {".git"}
+LIMIT = Limits().workspace_mb << 20
+"""The most bytes of files a snapshot of the folder may hold: a native workspace's default."""
 SOURCE = "recorded folder"
 """The ``source`` of a recorded episode's ``env.base``."""
 
@@ -46,7 +52,7 @@ class FolderSnapshots:
         self.backend = backend
         self.problem = problem
         self._secrets: dict[str, str] = {}
-        self._snap = Snapshotter(folder, backend, skip=SKIP)
+        self._snap = Snapshotter(folder, backend, skip=SKIP, limit=LIMIT)
 
     def take(self, secrets: Mapping[str, str], *, strict: bool = False) -> str | None:
         """Snapshot the folder now, cleared of ``secrets``; the snapshot's id. One that
@@ -54,13 +60,13 @@ class FolderSnapshots:
         raised with ``strict``."""
         if dict(secrets) != self._secrets:  # a new secret: every file is read again
             self._secrets = dict(secrets)
-            self._snap = Snapshotter(self.folder, self.backend, skip=SKIP)
+            self._snap = Snapshotter(self.folder, self.backend, skip=SKIP, limit=LIMIT)
             self._snap.redactor = Redactor(self._secrets)
         try:
             return self._snap.save()
         except (AgentRunnerError, OSError) as exc:
             if strict:
-                raise
+                raise EnvironmentFailure(f"cannot snapshot {self.folder}: {exc}") from exc
             self.problem(f"snapshot of {self.folder}: {exc}")
             return None
 
