@@ -30,6 +30,7 @@ def _owners() -> list[tuple[str, tuple[type, ...]]]:
     from agentrunner.tui.screens.fork import ForkScreen
     from agentrunner.tui.screens.help import HelpScreen
     from agentrunner.tui.screens.report import ReportScreen
+    from agentrunner.tui.screens.request_diff import RequestDiffScreen
     from agentrunner.tui.screens.trace import TraceScreen
 
     return [
@@ -40,6 +41,7 @@ def _owners() -> list[tuple[str, tuple[type, ...]]]:
         ("Branches", (BranchesScreen, LineageTree)),
         ("Decision points", (DecisionsScreen, DecisionTree)),
         ("Diff", (DiffScreen,)),
+        ("Request diff", (RequestDiffScreen,)),
         ("Report", (ReportScreen,)),
         ("Fork editor", (ForkScreen,)),
         ("Confirm", (ConfirmScreen,)),

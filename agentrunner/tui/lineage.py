@@ -49,6 +49,10 @@ class Branch:
     depth: int
     fork_turn: int | None  # the parent's model turn this fork branches at
     short_id: str  # its shortest id prefix unique in the store (at least 8 characters)
+    parent: str | None = None
+    """The episode it hangs under: the one it was forked from, or the one that spawned it."""
+    spawned_by_call: str | None = None
+    """For a sub-agent (a recorded or imported agent's): the parent's call that started it."""
 
 
 def fork_turn(store: TraceStore, parent_id: str, fork_seq: int) -> int:
@@ -58,14 +62,36 @@ def fork_turn(store: TraceStore, parent_id: str, fork_seq: int) -> int:
 
 
 def lineage(store: TraceStore, episode_id: str) -> list[Branch]:
-    """The tree ``episode_id`` belongs to, root first, depth-first."""
-    tree = store.tree(store.resolve(episode_id))
-    prefixes = id_prefixes(store, [ep for ep, *_ in tree])
-    out = []
-    for ep, parent, fork_seq, depth in tree:
-        turn = fork_turn(store, parent, fork_seq) if parent and fork_seq is not None else None
-        out.append(Branch(store.episode(ep), depth, turn, prefixes[ep]))
-    return out
+    """The tree ``episode_id`` belongs to, root first, depth-first: its forks, and the
+    sub-agents any of them spawned (each with its own forks and sub-agents) under the
+    episode that spawned it."""
+    spawned = store.spawned()
+    spawner = {child: parent for child, parent, _ in spawned}
+    kids: dict[str, list[tuple[str, str | None]]] = {}
+    for child, parent, call in spawned:
+        kids.setdefault(parent, []).append((child, call))
+    top, seen = store.tree(store.resolve(episode_id))[0][0], set()
+    while top in spawner and top not in seen:  # up to the agent that spawned it all
+        seen.add(top)
+        top = store.tree(spawner[top])[0][0]
+    rows: list[tuple[str, int, int | None, str | None, str | None]] = []
+
+    def walk(root: str, base: int, under: str | None, call: str | None) -> None:
+        for ep, parent, fork_seq, depth in store.tree(root):
+            turn = fork_turn(store, parent, fork_seq) if parent and fork_seq is not None else None
+            rows.append(
+                (ep, base + depth, turn, parent if depth else under, call if not depth else None)
+            )
+            for child, child_call in kids.get(ep, []):
+                if all(child != r[0] for r in rows):
+                    walk(child, base + depth + 1, ep, child_call)
+
+    walk(top, 0, None, None)
+    prefixes = id_prefixes(store, [r[0] for r in rows])
+    return [
+        Branch(store.episode(ep), depth, turn, prefixes[ep], parent, call)
+        for ep, depth, turn, parent, call in rows
+    ]
 
 
 def _content(store: TraceStore, digest: str) -> str:

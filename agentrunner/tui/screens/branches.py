@@ -90,6 +90,10 @@ class BranchesScreen(ReaderScreen):
         )
         if b.fork_turn is not None:
             label.append(f" · fork at turn {b.fork_turn} (seq {e.fork_seq})")
+        if b.spawned_by_call is not None:
+            label.append(f" · sub-agent of call {one_line_visible(b.spawned_by_call)}")
+        elif b.depth and b.parent is not None and b.parent != e.parent_episode_id:
+            label.append(" · sub-agent")
         return label
 
     def watch_branches(self, branches: tuple[Branch, ...]) -> None:
@@ -100,7 +104,7 @@ class BranchesScreen(ReaderScreen):
         cursor_node: TreeNode[str] | None = None
         for b in branches:
             e = b.summary
-            parent = nodes.get(e.parent_episode_id or "", tree.root)
+            parent = nodes.get(b.parent or "", tree.root)
             node = parent.add(self._label(tree, b), data=e.episode_id, expand=True)
             nodes[e.episode_id] = node
             if e.episode_id == selected:

@@ -94,6 +94,7 @@ class TraceScreen(TraceActions):
         Binding("c", "decisions", "Decision points", show=False, id="trace.decisions"),
         Binding("d", "diff", "Diff", show=False, id="trace.diff"),
         Binding("F", "files", "Files changed", show=False, id="trace.files"),
+        Binding("r", "request_diff", "Request diff", show=False, id="trace.request_diff"),
         Binding("R", "resume", "Resume", id="trace.resume"),
         Binding("x", "cancel", "Cancel run", id="trace.cancel"),
         Binding("escape", "back", "Back", id="trace.back"),

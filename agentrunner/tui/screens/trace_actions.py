@@ -1,5 +1,5 @@
 """The trace screen's actions that start something: replay, fork, branches, decision
-points, diff, files changed, resume and cancel (the base of
+points, diff, files changed, a request's diff, resume and cancel (the base of
 :class:`~agentrunner.tui.screens.trace.TraceScreen`)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from agentrunner.tui.screens.branches import BranchesScreen
 from agentrunner.tui.screens.decisions import DecisionsScreen
 from agentrunner.tui.screens.files import FilesScreen
 from agentrunner.tui.screens.fork import ForkScreen
+from agentrunner.tui.screens.request_diff import RequestDiffScreen
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.work import ReaderScreen
 
@@ -135,6 +136,17 @@ class TraceActions(ReaderScreen):
         """The episode's whole change, file by file (and apply, for a repository's)."""
         if self.episode_id is not None:
             self.app.push_screen(FilesScreen(self.episode_id))
+
+    def action_request_diff(self) -> None:
+        """What changed in the cursor's model call's request against the call before it."""
+        lst = self.event_list
+        info, _ = lst.info(lst.cursor) if lst.row_count else (None, False)
+        if self.episode_id is None or info is None:
+            return
+        if info.turn < 2:
+            self.notify("no model call before this one to compare with", severity="warning")
+            return
+        self.app.push_screen(RequestDiffScreen(self.episode_id, info.turn))
 
     def action_resume(self) -> None:
         if self.summary is not None:
