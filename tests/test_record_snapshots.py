@@ -164,6 +164,47 @@ def test_an_agent_acting_on_the_models_words_has_its_change_per_step_too(
     assert "+    return a + b" in diffs[0]["patch"] and "+more" in diffs[1]["patch"]
 
 
+def _message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+    return {
+        "id": "msg", "type": "message", "role": "assistant", "model": "m", "content": content,
+        "stop_reason": stop, "usage": {"input_tokens": 5, "output_tokens": 5},
+    }  # fmt: skip
+
+
+def test_a_subagents_edit_is_its_episodes_step_and_the_parents_agent_step(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "t.db"
+    spawn = {"description": "fix", "prompt": "Fix the sign in calc.py."}
+    write = {"path": "calc.py", "text": FIXED}
+    steps = [
+        Reply(body=_message([{"type": "tool_use", "id": "toolu_agent", "name": "Agent",
+                              "input": spawn}], "tool_use")),
+        Reply(body=_message([{"type": "tool_use", "id": "toolu_w", "name": "write",
+                              "input": write}], "tool_use")),
+        Reply(body=_message([{"type": "text", "text": "Sign fixed."}], "end_turn")),
+        Reply(body=_message([{"type": "text", "text": "Done."}], "end_turn")),
+    ]  # fmt: skip
+    with SSEReplayServer(*steps) as upstream:
+        done = _agentrunner(
+            "record", "--db", str(db), "--json", "--snapshots", "--upstream-anthropic",
+            upstream.url, "--", sys.executable, str(CLIENTS / "anthropic_subagent_edits.py"),
+            cwd=_folder(tmp_path / "work"),
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parent, child = json.loads(done.stdout.strip().splitlines()[-1])["episodes"]
+    with TraceStore(db) as store:
+        named = {
+            episode: [(r.payload["call_id"], bool(r.payload["snapshot"])) for r in rows]
+            for episode in (parent, child)
+            for rows in [store.events(episode, kinds=["tool.result"])]
+        }
+    assert named == {parent: [("toolu_agent", True)], child: [("toolu_w", True)]}
+    for episode in (child, parent):
+        patch = _agentrunner("diff", episode, "--db", str(db)).stdout
+        assert "-    return a - b\n+    return a + b" in patch
+
+
 def test_without_snapshots_the_recording_holds_no_snapshot_and_diff_says_why(
     tmp_path: Path,
 ) -> None:
