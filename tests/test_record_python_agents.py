@@ -2,7 +2,9 @@
 users configure it, against a loopback upstream answering scripted calls in a scratch git
 repository: mini-swe-agent (its global ``.env`` holding the key, litellm's base URL in the
 environment), aider (``.aider.conf.yml`` in the repository, ``OPENAI_API_BASE``) and the OpenAI
-Agents SDK (an agent script on the default Responses client, ``OPENAI_BASE_URL``).
+Agents SDK (an agent script on the default Responses client, ``OPENAI_BASE_URL``); and, when
+its 385 MB wheel is in that venv, a Claude Agent SDK program (two recorder defects it shows are
+strict xfails that name them).
 
 The clients live in a venv of their own (``real_clients.AGENTS``); the tests skip, with the
 reason, when it cannot be built. Every update check, analytics and trace exporter is off, and
