@@ -3,8 +3,9 @@
 Verification never runs on the agent's workspace. :func:`materialize` writes, into a new
 empty folder, exactly what the store records: the base snapshot's files with the change to
 the final snapshot applied, the way ``diff`` shows it. Nothing the snapshots leave out
-(``__pycache__`` folders, so no bytecode the agent compiled) can reach it, and the agent's
-private ``.git`` stays as the base had it (``diff`` leaves it out too). Blobs are checked
+(``__pycache__`` folders, so no bytecode the agent compiled) and nothing ``diff`` leaves out
+(untracked files git ignores) can reach it, and the agent's private ``.git`` stays as the
+base had it (``diff`` leaves it out too). Blobs are checked
 against their sha256 as they are written.
 """
 
@@ -16,7 +17,9 @@ import stat
 from pathlib import Path
 
 from agentrunner.environment import SnapshotBackend
+from agentrunner.envs import ignores
 from agentrunner.envs.manifest import DirEntry, FileEntry, LinkEntry, Manifest
+from agentrunner.envs.patch import changed_paths
 from agentrunner.envs.snapshotter import load_manifest
 from agentrunner.errors import EnvironmentFailure
 
@@ -26,14 +29,31 @@ def hides_git(path: str) -> bool:
     return path == ".git" or path.startswith(".git/")
 
 
-def recorded_tree(backend: SnapshotBackend, base: str, after: str) -> Manifest:
+def recorded_tree(
+    backend: SnapshotBackend, base: str, after: str, *, repo: str | None = None
+) -> Manifest:
     """The manifest of ``base`` with the change from ``base`` to ``after`` applied as a patch
-    applies it: no ``.git`` change (the agent's history is not part of what it changed), and
-    no folder the agent made that holds no file (a patch cannot carry an empty folder)."""
+    applies it: no ``.git`` change (the agent's history is not part of what it changed), no
+    file the change leaves out (an untracked file git ignores: the repository's
+    ``.gitignore`` files, ``repo``'s ``.git/info/exclude``, the user's excludes; see
+    :mod:`agentrunner.envs.ignores`), and no folder the agent made that holds no file (a
+    patch cannot carry an empty folder)."""
     old, _ = load_manifest(backend, base)
     new, _ = load_manifest(backend, after)
     tree = {path: entry for path, entry in new.items() if not hides_git(path)}
     tree.update((path, entry) for path, entry in old.items() if hides_git(path))
+    skipped = ignores.left_out(
+        changed_paths(old, new, hides_git),
+        tracked=frozenset(old),
+        new=new,
+        read_blob=backend.read_blob,
+        repo=repo,
+    )
+    for path in skipped:
+        if path in old:
+            tree[path] = old[path]
+        else:
+            tree.pop(path, None)
     holding = {p.rsplit("/", 1)[0] for p, e in tree.items() if not isinstance(e, DirEntry)}
     for path in list(holding):
         while "/" in path:
@@ -46,9 +66,11 @@ def recorded_tree(backend: SnapshotBackend, base: str, after: str) -> Manifest:
     }
 
 
-def materialize(backend: SnapshotBackend, base: str, after: str, dest: Path) -> None:
+def materialize(
+    backend: SnapshotBackend, base: str, after: str, dest: Path, *, repo: str | None = None
+) -> None:
     """Write the recorded tree (see :func:`recorded_tree`) into the empty folder ``dest``."""
-    tree = recorded_tree(backend, base, after)
+    tree = recorded_tree(backend, base, after, repo=repo)
     try:
         _write_tree(backend, tree, dest)
     except OSError as exc:

@@ -350,7 +350,8 @@ class WorkspaceEnv(WorkspaceTools):
     @contextlib.contextmanager
     def _clean_copy(self) -> Iterator[tuple[Path, Callable[[str], str]]]:
         """A private root whose ``workspace`` is the base with the recorded change applied
-        (what ``diff`` shows: no ``__pycache__``, nothing the snapshot leaves out), and the
+        (what ``diff`` shows: no ``__pycache__``, no ignored file, nothing the snapshot leaves
+        out), and the
         mask that shows it as ``/``; removed afterwards."""
         assert self._base is not None
         after = self.snapshot()
@@ -359,7 +360,8 @@ class WorkspaceEnv(WorkspaceTools):
             for name in ("workspace", "tmp"):
                 (root / name).mkdir()
             backend = self._snapshotter().backend
-            materialize(backend, str(self._base["snapshot"]), after, root / "workspace")
+            base, repo = str(self._base["snapshot"]), self._base.get("repo")
+            materialize(backend, base, after, root / "workspace", repo=repo)
             masker = sandbox.PathMasker(root)
             yield root, lambda text: masker(self._mask(text))
         finally:
