@@ -309,14 +309,6 @@ def test_a_claude_agent_sdk_program_is_recorded_call_by_call(claude_agent: dict[
     assert_no_key(claude_agent["db"], claude_agent["key"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="recorder defect: the Claude Code inside the SDK (2.1.332) sends a user message as "
-    "a list of one cache_control'd text block, then as a plain string on the next call; "
-    "conversations.normal() takes them for different messages, so call 2 starts an episode "
-    "of its own and its tool_result is not matched to the Bash call",
-)
 def test_a_claude_agent_sdk_session_is_one_episode_with_its_tool_result_matched(
     claude_agent: dict[str, Any],
 ) -> None:

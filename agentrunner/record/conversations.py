@@ -27,14 +27,26 @@ INVENTED_IDS = frozenset({"functionCall", "functionResponse"})
 
 
 def normal(value: Any) -> Any:
-    """A message's native form without the marks whose placement moves between calls, and
-    without the call ids a client invents for itself each run."""
+    """A message's native form without the marks whose placement moves between calls,
+    without the call ids a client invents for itself each run, and with a content that is
+    one text block read as that text (Claude Code sends a message as a block with a
+    ``cache_control`` mark in one call and as a plain string in the next)."""
     if isinstance(value, dict):
-        return {
+        out = {
             k: _without_id(normal(v)) if k in INVENTED_IDS else normal(v)
             for k, v in value.items()
             if k not in VOLATILE_KEYS
         }
+        content = out.get("content")
+        if (
+            isinstance(content, list)
+            and len(content) == 1
+            and isinstance(content[0], dict)
+            and set(content[0]) == {"type", "text"}
+            and content[0]["type"] == "text"
+        ):
+            out["content"] = content[0]["text"]
+        return out
     if isinstance(value, list):
         return [normal(v) for v in value]
     return value
