@@ -17,7 +17,18 @@ def _dry_run(tmp_path: Path, *command: str, env: dict[str, str] | None = None) -
     environ = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "ANTHROPIC_", "CODEX_", "GOOGLE_", "OPENCODE_"))
+        if not k.startswith(
+            (
+                "OPENAI_",
+                "ANTHROPIC_",
+                "CODEX_",
+                "GOOGLE_",
+                "OPENCODE_",
+                "AIDER_",
+                "MSWEA_",
+                "XDG_CONFIG",
+            )
+        )
     }
     done = subprocess.run(
         [sys.executable, "-m", "agentrunner.cli.main", "record", "--dry-run", "--json",
@@ -76,8 +87,9 @@ def test_claude_codes_project_local_settings_win_over_the_users(tmp_path: Path) 
 def test_any_other_program_gets_the_sdk_variables_and_keeps_its_base_urls_as_upstreams(
     tmp_path: Path,
 ) -> None:
-    plan = _dry_run(tmp_path, "aider", "--yes", env={"OPENAI_API_BASE": "https://llm.example/v1"})
-    assert plan["client"] == "sdk" and plan["command"] == ["aider", "--yes"]
+    env = {"OPENAI_API_BASE": "https://llm.example/v1"}
+    plan = _dry_run(tmp_path, "my-agent", "--yes", env=env)
+    assert plan["client"] == "sdk" and plan["command"] == ["my-agent", "--yes"]
     assert plan["upstreams"] == {
         "anthropic": "https://api.anthropic.com",
         "openai": "https://llm.example/v1",
@@ -115,10 +127,40 @@ def test_opencode_records_to_its_active_providers_base_url_and_overrides_it_inli
     assert any("OPENCODE_CONFIG_CONTENT" in note for note in plan["changes"])
 
 
+def test_aider_records_to_the_upstream_its_config_or_command_line_names(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".aider.conf.yml").write_text("openai-api-base: https://conf.example/v1\n")
+    plan = _dry_run(tmp_path, "aider", "--yes-always")
+    assert plan["client"] == "aider" and plan["upstreams"]["openai"] == "https://conf.example/v1"
+    plan = _dry_run(tmp_path, "aider", "--openai-api-base", "https://argv.example/v1")
+    assert plan["upstreams"]["openai"] == "https://argv.example/v1"
+    assert plan["command"][2].endswith("/openai")  # the value points at the proxy
+    assert (
+        tmp_path / ".aider.conf.yml"
+    ).read_text() == "openai-api-base: https://conf.example/v1\n"
+
+
+def test_mini_swe_agent_records_to_the_upstream_its_global_env_file_names(tmp_path: Path) -> None:
+    dotenv = tmp_path / ".config" / "mini-swe-agent" / ".env"
+    dotenv.parent.mkdir(parents=True)
+    dotenv.write_text("OPENAI_BASE_URL='https://mini.example/v1'\n")
+    plan = _dry_run(tmp_path, "mini", "-t", "task")
+    assert plan["client"] == "mini-swe-agent"
+    assert plan["upstreams"]["openai"] == "https://mini.example/v1"
+
+
 def test_list_clients_names_every_adapter() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "agentrunner.cli.main", "record", "--list-clients", "--json"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     names = [c["client"] for c in last_json(done.stdout)]
-    assert names == ["claude-code", "codex", "gemini-cli", "opencode", "sdk"]
+    assert names == [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "opencode",
+        "aider",
+        "mini-swe-agent",
+        "sdk",
+    ]

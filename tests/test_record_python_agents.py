@@ -137,12 +137,13 @@ def test_mini_swe_agent_configured_by_its_global_env_file_is_recorded_call_by_ca
     home = tmp_path / "home"
     dotenv = home / ".config" / "mini-swe-agent" / ".env"  # what `mini-extra config setup` writes
     dotenv.parent.mkdir(parents=True)
-    dotenv.write_text(
-        f"MSWEA_CONFIGURED='true'\nMSWEA_MODEL_NAME='openai/gpt-4o'\nOPENAI_API_KEY='{key}'\n"
-    )
-    before = dotenv.read_bytes()
     with SSEReplayServer(bash_call("call_1", COMMAND), bash_call("call_2", SUBMIT)) as upstream:
-        env = environment(home, OPENAI_BASE_URL=f"{upstream.url}/v1")
+        dotenv.write_text(  # the upstream named only there, as its users set it up
+            f"MSWEA_CONFIGURED='true'\nMSWEA_MODEL_NAME='openai/gpt-4o'\nOPENAI_API_KEY='{key}'\n"
+            f"OPENAI_BASE_URL='{upstream.url}/v1'\n"
+        )
+        before = dotenv.read_bytes()
+        env = environment(home)
         done = record(tmp_path / "t.db", repo, env, mini, "-t", "copy the notes", "--yolo",
                       "--exit-immediately")  # fmt: skip
         posts = received(upstream)
@@ -186,16 +187,17 @@ def test_aider_configured_by_its_conf_file_is_recorded_and_its_edit_applied(
     key = "sk-aider-test-0123456789"
     repo = scratch_repo(tmp_path / "repo", {"greeting.txt": "hello\n"})
     conf = repo / ".aider.conf.yml"
-    conf.write_text(
-        f"model: openai/gpt-4o\nopenai-api-key: {key}\nyes-always: true\ncheck-update: false\n"
-        "show-release-notes: false\nanalytics-disable: true\npretty: false\n"
-    )
-    before = conf.read_bytes()
     aider_home(tmp_path / "home", aider.parent / "python")
     answer = [chunk({"role": "assistant", "content": ""}), chunk({"content": EDIT}),
               chunk({}, "stop"), "data: [DONE]"]  # fmt: skip
     with SSEReplayServer(Reply(events=answer), aside=commit_message) as upstream:
-        env = environment(tmp_path / "home", OPENAI_API_BASE=f"{upstream.url}/v1")
+        conf.write_text(  # the upstream named only there, as its users set it up
+            f"model: openai/gpt-4o\nopenai-api-key: {key}\nyes-always: true\ncheck-update: false\n"
+            "show-release-notes: false\nanalytics-disable: true\npretty: false\n"
+            f"openai-api-base: {upstream.url}/v1\n"
+        )
+        before = conf.read_bytes()
+        env = environment(tmp_path / "home")
         done = record(tmp_path / "t.db", repo, env, str(aider), "--message",
                       "say hello to the world", "greeting.txt")  # fmt: skip
         posts = received(upstream)

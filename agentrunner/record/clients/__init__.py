@@ -19,6 +19,8 @@ CLIENTS = {
     "codex": "agentrunner.record.clients.codex",
     "gemini-cli": "agentrunner.record.clients.gemini_cli",
     "opencode": "agentrunner.record.clients.opencode",
+    "aider": "agentrunner.record.clients.aider",
+    "mini-swe-agent": "agentrunner.record.clients.mini_swe_agent",
     "sdk": "agentrunner.record.clients.sdk",
 }
 """Adapter name -> module; ``sdk`` (the OpenAI and Anthropic SDKs' and litellm's variables)
@@ -51,6 +53,22 @@ class Client(Protocol):
     ) -> Redirect:
         """``command`` pointed at the proxy at ``proxy`` (``http://127.0.0.1:PORT``)."""
         ...
+
+
+def env_file_value(path: Path, key: str) -> str | None:
+    """``key``'s value in a dotenv file (``KEY=value``, optionally ``export`` and quoted)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in lines:
+        stripped = line.strip().removeprefix("export ").strip()
+        if stripped.startswith(f"{key}="):
+            value = stripped.split("=", 1)[1].strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            return value or None
+    return None
 
 
 def client(name: str) -> Client:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentrunner.record.clients import Redirect, sdk
+from agentrunner.record.clients import Redirect, env_file_value, sdk
 
 name = "gemini-cli"
 programs = frozenset({"gemini"})
@@ -32,29 +32,13 @@ def env_file(environ: Mapping[str, str], cwd: Path) -> Path | None:
     return None
 
 
-def _value(path: Path, key: str) -> str | None:
-    """``key``'s value in a dotenv file (``KEY=value``, optionally ``export`` and quoted)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    for line in lines:
-        stripped = line.strip().removeprefix("export ").strip()
-        if stripped.startswith(f"{key}="):
-            value = stripped.split("=", 1)[1].strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            return value or None
-    return None
-
-
 def redirect(command: list[str], environ: Mapping[str, str], proxy: str, cwd: Path) -> Redirect:
     base = sdk.redirect(command, environ, proxy, cwd)
     upstreams = dict(base.upstreams)
     notes = list(base.notes)
     if "gemini" not in upstreams:
         path = env_file(environ, cwd)
-        found = _value(path, VARIABLE) if path is not None else None
+        found = env_file_value(path, VARIABLE) if path is not None else None
         if found:
             upstreams["gemini"] = found
             notes.append(f"{path} names the upstream {found}")
