@@ -194,6 +194,10 @@ def _copy_references(src: TraceStore, dst: TraceStore, events: Iterable[tuple[An
             tools.add(value["tools_hash"])
         if isinstance(value.get("snapshot"), str):
             snapshots.add(value["snapshot"])
+        env = value.get("env")
+        base = env.get("base") if isinstance(env, dict) else None
+        if isinstance(base, dict) and isinstance(base.get("snapshot"), str):
+            snapshots.add(base["snapshot"])  # the base of an episode with no step yet
     insert_message = dst.sql.keep_existing(
         "INSERT INTO messages (hash, parent_hash, message) VALUES (?, ?, ?)"
     )
