@@ -1,5 +1,6 @@
 """The real Gemini CLI recorded by ``agentrunner record``, configured the way its users do
-(API-key auth in ``~/.gemini/settings.json``, the upstream in ``GOOGLE_GEMINI_BASE_URL``),
+(API-key auth in ``~/.gemini/settings.json``, the upstream as ``GOOGLE_GEMINI_BASE_URL`` in the
+``~/.gemini/.env`` file it loads),
 against a loopback upstream streaming scripted Gemini answers; then replayed offline."""
 
 from __future__ import annotations
@@ -76,9 +77,13 @@ def test_gemini_cli_is_recorded_call_by_call_with_its_tool_call_and_result(tmp_p
     repo = scratch_repo(tmp_path / "repo", {"notes.txt": "gemini notes\n"})
     env = gemini_home(tmp_path / "home")
     settings = (tmp_path / "home" / ".gemini" / "settings.json").read_bytes()
+    dotenv = tmp_path / "home" / ".gemini" / ".env"
     with SSEReplayServer(*script()) as upstream:
-        done = record(tmp_path / "t.db", repo, {**env, "GOOGLE_GEMINI_BASE_URL": upstream.url})
+        dotenv.write_text(f"GOOGLE_GEMINI_BASE_URL={upstream.url}\n")
+        named = dotenv.read_bytes()
+        done = record(tmp_path / "t.db", repo, env)
         posts = [r for r in upstream.requests if r.method == "POST"]
+    assert dotenv.read_bytes() == named
     assert done.returncode == 0, done.stderr[-3000:]
     assert (repo / "copy.txt").read_text() == "gemini notes\n"
     assert (tmp_path / "home" / ".gemini" / "settings.json").read_bytes() == settings
