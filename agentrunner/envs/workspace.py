@@ -9,7 +9,7 @@ at a revision (``WorkspaceEnv.for_repo`` or a task with ``repo``), then the task
 (names and parameters are a contract: recorded traces name them). Commands run inside the
 :class:`agentrunner.envs.jail.Jail` (bubblewrap when it works). ``submit`` runs the task's
 hidden verifier or its test command in a sandbox of its own, then puts the workspace back
-as the agent left it.
+as the agent left it (:mod:`agentrunner.envs.workspace_verify`).
 
 Bound to a trace store (the runner does it), every step's workspace is snapshotted into the
 store, costing what the step changed; ``restore`` returns to any recorded snapshot.
@@ -26,51 +26,37 @@ import contextlib
 import errno
 import functools
 import os
-import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from agentrunner.environment import ResetResult, SnapshotBackend, StepResult, ToolAction
-from agentrunner.envs import paths, sandbox
+from agentrunner.envs import sandbox
 from agentrunner.envs.cgroups import StepCgroup
-from agentrunner.envs.clean_copy import materialize
-from agentrunner.envs.jail import HIDDEN, VERIFIER, Jail, SandboxConfig, resolve_mode
-from agentrunner.envs.layout import lay_out, prepare_files
+from agentrunner.envs.jail import Jail, SandboxConfig, resolve_mode
+from agentrunner.envs.layout import prepare_files
 from agentrunner.envs.repo import enclosing_work_tree
-from agentrunner.envs.report_pipe import ReportPipe
 from agentrunner.envs.sandbox import ToolError
-from agentrunner.envs.scoring import (
-    MAX_REPORT_BYTES,
-    TestOutcome,
-    judged,
-    not_judged,
-    score_test,
-    score_verifier,
-)
 from agentrunner.envs.snapshot_limits import WorkspaceOverLimit
 from agentrunner.envs.snapshots import SnapshotStore
 from agentrunner.envs.snapshotter import MemorySnapshots, Snapshotter
 from agentrunner.envs.tasks import Task, get_task, load_tasks
-from agentrunner.envs.tools import SYSTEM_PROMPT, TOOL_SPECS, WorkspaceTools, validate
+from agentrunner.envs.tools import SYSTEM_PROMPT, TOOL_SPECS, validate
 from agentrunner.envs.trees import remove_tree
+from agentrunner.envs.workspace_verify import VERIFY_SCRIPT as VERIFY_SCRIPT
+from agentrunner.envs.workspace_verify import WORKSPACE_PREFIX, WorkspaceVerification
 from agentrunner.errors import EnvironmentFailure, StoreCorruptError, StoreError, UsageError
 
-VERIFY_SCRIPT = Path(__file__).resolve().parent / "verify.py"
-"""The default verifier, run as a plain script: it needs only the standard library."""
-WORKSPACE_PREFIX = "agentrunner-ws-"
-"""Workspaces are temp folders named ``agentrunner-ws-<pid>-<random>``."""
 REPO_MAX_STEPS = 100
 SETUP_TIMEOUT = 1800.0
-_TEST_OUTPUT_CAP = 20_000
 _MARKERS = 1024
 """Room past the output cap for the omission marker and the status line it already has."""
 
 
-class WorkspaceEnv(WorkspaceTools):
+class WorkspaceEnv(WorkspaceVerification):
     """A task's repository in a private temp directory, driven through six tools."""
 
     def __init__(
@@ -324,49 +310,6 @@ class WorkspaceEnv(WorkspaceTools):
             self._steps = steps
             self._done = False
 
-    def run_test(
-        self, command: str, *, report: str | None = None, hidden: dict[str, str] | None = None
-    ) -> TestOutcome:
-        """Run a test command in the sandbox on a clean copy of the recorded change (``hidden``
-        files laid over it), and score it; the agent's workspace is not touched. The JUnit
-        ``report`` is taken through a pipe as it is written (see ``report_pipe``)."""
-        with self._clean_copy() as (root, mask):
-            copy = root / "workspace"
-            try:
-                for rel, content in sorted((hidden or {}).items()):
-                    paths.plant_bytes(copy, rel, content.encode("utf-8"))
-                pipe = ReportPipe(copy, report, MAX_REPORT_BYTES) if report is not None else None
-            except (ToolError, OSError) as exc:
-                problem = f"the workspace stands in the way of the test run: {mask(str(exc))}"
-                return TestOutcome(command=command, exit_code=-1, timed_out=False, reward=0.0,
-                                   report_problem=problem)  # fmt: skip
-            with pipe or contextlib.nullcontext():
-                argv = self.shell(command)
-                result = self._run(argv, timeout=self.verify_timeout, network=False, root=root)
-                data = pipe.finish() if pipe is not None else None
-            output = sandbox.cap_text(result.text(mask), _TEST_OUTPUT_CAP)
-            return score_test(command, result, report, data, output=output)
-
-    @contextlib.contextmanager
-    def _clean_copy(self) -> Iterator[tuple[Path, Callable[[str], str]]]:
-        """A private root whose ``workspace`` is the base with the recorded change applied
-        (what ``diff`` shows: no ``__pycache__``, no ignored file, nothing the snapshot leaves
-        out), and the
-        mask that shows it as ``/``; removed afterwards."""
-        assert self._base is not None
-        after = self.snapshot()
-        root = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-")).resolve()
-        try:
-            for name in ("workspace", "tmp"):
-                (root / name).mkdir()
-            backend = self._snapshotter().backend
-            base, repo = str(self._base["snapshot"]), self._base.get("repo")
-            materialize(backend, base, after, root / "workspace", repo=repo)
-            masker = sandbox.PathMasker(root)
-            yield root, lambda text: masker(self._mask(text))
-        finally:
-            sandbox.force_rmtree(root)
-
     def _snapshotter(self) -> Snapshotter:
         if self._snap is None:
             raise EnvironmentFailure("the workspace environment has no episode; call reset() first")
@@ -500,58 +443,6 @@ class WorkspaceEnv(WorkspaceTools):
             )
         return result
 
-    def check(self) -> StepResult:
-        """What ``submit`` would score now (the task's verifier or test command, on a clean
-        copy of the recorded change), without ending the episode or counting a step."""
-        return self._submit()
-
-    def _submit(self) -> StepResult:
-        task = self._require()
-        if task.test:
-            outcome = self.run_test(task.test, report=task.test_report, hidden=task.hidden_files)
-            body = outcome.output.rstrip("\n")
-            observation = f"submitted: {outcome.summary()}" + (f"\n{body}" if body else "")
-            info = {"exit_code": outcome.exit_code, "test": outcome.to_dict()}
-            if outcome.total is not None:
-                info.update(passed=outcome.passed, total=outcome.total)
-            return StepResult(observation=observation, reward=outcome.reward, done=True, info=info)
-        return self._verify(task) if judged(task) else not_judged()
-
-    def _verify(self, task: Task) -> StepResult:
-        """The task's hidden verifier on a clean copy of the recorded change, with the hidden
-        files beside it; the bundled one reports over a pipe only its supervisor holds."""
-        assert self._jail is not None
-        inside = self._jail.mode == "bwrap"
-        script = f"{VERIFIER}/verify.py" if inside else str(VERIFY_SCRIPT)
-        with self._clean_copy() as (root, _):
-            hidden, tools = root / "hidden", root / "verifier"  # beside the copy's workspace
-            shown = HIDDEN if inside else str(hidden)
-            lay_out(task, task.hidden_files, hidden)
-            tools.mkdir()
-            shutil.copyfile(VERIFY_SCRIPT, tools / "verify.py")
-            for folder in (hidden, tools):  # readable by the sandbox's user, writable by none
-                folder.chmod(0o755)
-            binds = ((hidden, HIDDEN), (tools, VERIFIER))
-            run = functools.partial(
-                self._run, timeout=self.verify_timeout, extra_ro=binds, network=False, root=root
-            )
-            if task.verifier:
-                result = run([arg.replace("{hidden}", shown) for arg in task.verifier])
-                return score_verifier(task, result, self.verify_timeout)
-            read_end, write_end = os.pipe()
-            try:
-                # -P: the script's folder is not put on sys.path (it would shadow task modules)
-                argv = [str(self._jail.python), "-P", "-s", script, shown, str(write_end)]
-                result = run(argv, pass_fds=(write_end,))
-                os.close(write_end)
-                write_end = -1
-                verdict = _read_available(read_end, 1 << 20)
-            finally:
-                for fd in (read_end, write_end):
-                    if fd >= 0:
-                        os.close(fd)
-        return score_verifier(task, result, self.verify_timeout, verdict=verdict)
-
 
 def _could_not_start(exit_code: int | None, head: str) -> bool:
     """Whether a command's result is the sandbox failing to start it: bubblewrap's own exec
@@ -559,21 +450,6 @@ def _could_not_start(exit_code: int | None, head: str) -> bool:
     return (exit_code == 1 and head.startswith("bwrap: ")) or (
         exit_code == 127 and head.startswith("setpriv: failed to execute")
     )
-
-
-def _read_available(fd: int, limit: int) -> bytes:
-    """What a pipe holds now (its writers are gone or done), up to ``limit`` bytes."""
-    os.set_blocking(fd, False)
-    data = b""
-    while len(data) <= limit:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    return data[: limit + 1]
 
 
 @functools.cache
