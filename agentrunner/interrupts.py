@@ -1,8 +1,9 @@
 """Ctrl-C and cross-thread cancel delivered at safe points.
 
 While a run is active on the main thread, SIGINT raises ``KeyboardInterrupt`` as usual,
-except inside a :func:`critical` section (a store append), where it is deferred to the end
-of the section, so an event is either fully committed and counted or not written at all.
+except inside a ``critical`` section (a store append, :mod:`agentrunner.critical`), where it
+is deferred to the end of the section, so an event is either fully committed and counted or
+not written at all.
 Once one interrupt has been raised, further ones are ignored until the run ends, so a
 second Ctrl-C cannot cut the recording of the cancel and the episode's end.
 """
@@ -16,17 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-
-class _State(threading.local):
-    """Per-thread interrupt state (class defaults: no lookups with fallbacks on the hot path)."""
-
-    depth = 0
-    pending: str | None = None
-    raised = False
-    suppressed = False
-
-
-_local = _State()
+from agentrunner.critical import critical as critical  # re-exported: its old address
+from agentrunner.critical import state as _local
 
 
 class _Policy:
@@ -49,26 +41,6 @@ def cancel_is_final() -> Iterator[None]:
         yield
     finally:
         _policy.ignore_after_cancel = previous
-
-
-class _Critical:
-    """Context manager marking a section where KeyboardInterrupt must not land."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        _local.depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        depth = _local.depth = _local.depth - 1
-        if depth == 0 and _local.pending:
-            reason = _local.pending
-            _local.pending = None
-            _local.raised = True
-            raise KeyboardInterrupt(reason)
-
-
-critical = _Critical()
 
 
 class _Suppressed:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from agentrunner import interrupts
+from agentrunner.critical import critical
 from agentrunner.store.eventlog import iso, now_us
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def ensure_batch(store: TraceStore, batch_id: str, config: dict[str, Any]) -> bool:
     """Record a batch once; return True when it is new."""
-    with interrupts.critical:
+    with critical:
         cur = store._conn.execute(
             store.sql.keep_existing(
                 "INSERT INTO batches (id, created_at, config) VALUES (?, ?, ?)"
@@ -62,7 +62,7 @@ def create_fork_group(
     store: TraceStore, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
 ) -> str:
     group_id = str(ULID())
-    with interrupts.critical:
+    with critical:
         store._conn.execute(
             "INSERT INTO fork_groups (id, parent_episode_id, fork_seq, turn, created_at, config)"
             " VALUES (?, ?, ?, ?, ?, ?)",
@@ -72,7 +72,7 @@ def create_fork_group(
 
 
 def add_group_member(store: TraceStore, group_id: str, member: GroupMember) -> None:
-    with interrupts.critical:
+    with critical:
         store._conn.execute(
             "INSERT INTO fork_group_members (group_id, episode_id, candidate, sample, action)"
             " VALUES (?, ?, ?, ?, ?)",
@@ -122,7 +122,7 @@ def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list
 def record_outcome(store: TraceStore, group_id: str, outcome: dict[str, Any]) -> None:
     """Keep what a decision point decided (the first record stands: a resumed decision
     decides the same)."""
-    with interrupts.critical:
+    with critical:
         store._conn.execute(
             store.sql.keep_existing(
                 "INSERT INTO decision_outcomes (group_id, outcome, created_at) VALUES (?, ?, ?)"

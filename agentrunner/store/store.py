@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from agentrunner import interrupts
+from agentrunner.critical import critical
 from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
 from agentrunner.store import blobs, control, eventlog, lookups, reports, search, verifications
 from agentrunner.store import gc as _gc
@@ -184,7 +184,7 @@ class TraceStore:
         unclaimed, a batch pair never gets two episodes, a fork never lacks its edit. An
         ``import_key`` names the foreign session it was imported from (one episode each)."""
         conn = self._conn
-        with interrupts.critical, self._writing():
+        with critical, self._writing():
             episode_id, key = self._insert_episode(
                 task_id, seed, env, model, parent_episode_id, fork_seq
             )
@@ -297,7 +297,7 @@ class TraceStore:
         episodes); return ``(task_id, seed) -> episode_id`` for every member. The episodes
         are unclaimed: whoever runs one claims it."""
         conn = self._conn
-        with interrupts.critical, self._writing():
+        with critical, self._writing():
             conn.execute(
                 self.sql.keep_existing(
                     "INSERT INTO batches (id, created_at, config) VALUES (?, ?, ?)"
@@ -360,7 +360,7 @@ class TraceStore:
         """Store a message once (content-addressed); return its hash, the chain's new tip."""
         text = message_json(message)
         digest = message_hash(parent_hash, text)
-        with interrupts.critical:
+        with critical:
             self._conn.execute(
                 self.sql.keep_existing(
                     "INSERT INTO messages (hash, parent_hash, message) VALUES (?, ?, ?)"
@@ -372,7 +372,7 @@ class TraceStore:
     def put_tools(self, tools: Sequence[ToolSpec]) -> str:
         text = tools_json(tools)
         digest = tools_hash(text)
-        with interrupts.critical:
+        with critical:
             self._conn.execute(
                 self.sql.keep_existing("INSERT INTO tools (hash, tools) VALUES (?, ?)"),
                 (digest, text),
@@ -467,7 +467,7 @@ class TraceStore:
     ) -> tuple[int, str]:
         """Append a verifier's result for an episode; return its row id and time."""
         created = utc_now()
-        with interrupts.critical:
+        with critical:
             cur = self._conn.execute(
                 "INSERT INTO verifications (episode_id, verifier, score, passed, details,"
                 " created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
@@ -635,7 +635,7 @@ class TraceStore:
         ``(episode_id, events removed)`` in the order they were removed."""
         root = self.resolve(id_or_prefix)
         conn = self._conn
-        with interrupts.critical, self._writing():  # no fork can join the tree meanwhile
+        with critical, self._writing():  # no fork can join the tree meanwhile
             ids = [
                 r[0]
                 for r in conn.execute(
@@ -662,7 +662,7 @@ class TraceStore:
         return removed
 
     def _delete_episode(self, episode_id: str) -> int:
-        with interrupts.critical, self._writing():
+        with critical, self._writing():
             removed = self._delete_rows(episode_id)
         return removed
 

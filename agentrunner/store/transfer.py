@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrunner import interrupts
+from agentrunner.critical import critical
 from agentrunner.errors import StoreError
 from agentrunner.store import control, eventlog
 
@@ -84,7 +84,7 @@ def copy_episode(src: TraceStore, dst: TraceStore, episode_id: str) -> Copied:
     after = 0 if mine is None else _check_agree(src, dst, episode_id, src_key)
     _copy_references(src, dst, _events(src, src_key, after, upto))
     written = 0
-    with interrupts.critical:
+    with critical:
         if mine is None:
             _, parent, fork_seq, task_id, seed, created_at, env, model = row
             with dst._writing():

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
-from agentrunner import interrupts
+from agentrunner.critical import critical
 from agentrunner.errors import StoreError
 from agentrunner.store import control, eventlog
 from agentrunner.store.dialect import SQLITE, Conn, Dialect
@@ -84,7 +84,7 @@ class EpisodeWriter:
 
     def append(self, turn: int, payload: BaseModel) -> int:
         """Commit one event; return its seq. Ctrl-C is deferred until it is committed."""
-        with interrupts.critical:
+        with critical:
             return self.append_deferred(turn, payload)
 
     def append_deferred(self, turn: int, payload: BaseModel) -> int:
@@ -137,7 +137,7 @@ class EpisodeWriter:
             rows.append((self._base | seq, self.attempt, turn, KIND_CODE[kind], self.clock(), body))
             kinds.append(kind)
             seq += 1
-        with interrupts.critical:
+        with critical:
             try:
                 self._conn.execute(self._begin)
                 if self._durable is not None:
