@@ -1,5 +1,6 @@
-"""Crash safety end to end: SIGKILL a scripted episode at random instants, resume it, and
-compare with an uninterrupted run of the same seed.
+"""Crash safety end to end: SIGKILL a scripted episode at drawn points of its run (on its
+N-th acknowledged event, N spread over the whole episode, mid-stream and mid-tool included),
+resume it, and compare with an uninterrupted run of the same seed.
 
 Each kill uses the harness of ``test_kill`` (a child process acknowledging every committed
 event). After the kill the episode is resumed in this process, and must end completed with
@@ -33,7 +34,8 @@ from providers.scripted import ScriptedModel
 
 pytestmark = pytest.mark.slow
 
-TIMED_KILLS = 32
+SPREAD_KILLS = 28
+CALL_KILLS = 4
 EVENT_KILLS = 8
 RANDOM_SEED = 7
 
@@ -79,17 +81,23 @@ def test_resume_after_sigkill_at_random_instants_matches_an_uninterrupted_run(
     (tmp_path / "tmp").mkdir()
     db = store_location(backend, tmp_path / "traces.db", request)
     reference_db = tmp_path / "reference.db"
-    duration, events = _calibrate(db, tmp_path)
+    _, events = _calibrate(db, tmp_path)
     rng = random.Random(RANDOM_SEED)
-    boundaries = [i for i, (_, kind) in enumerate(events[:-1], 1) if kind != "model.chunk"]
-    jobs: list[tuple[int, float | None, int]] = [
-        (200 + i, (i + rng.random()) / TIMED_KILLS * duration, 0) for i in range(TIMED_KILLS)
-    ]
-    jobs += [(300 + i, None, rng.choice(boundaries)) for i in range(EVENT_KILLS)]
+    # Where the kills land is drawn over the episode's events, not its duration: a kill at a
+    # drawn instant of a calibrated run lands later on a busy machine (or after the end),
+    # while a kill on the N-th acknowledged event lands there whatever the load, and the
+    # child, which goes on writing until the signal arrives, is still cut at an arbitrary
+    # point of what follows.
+    last = len(events) - 2  # leave the end alone: a kill there resumes nothing
+    spread = [1 + int((i + rng.random()) / SPREAD_KILLS * last) for i in range(SPREAD_KILLS)]
+    calls = [i for i, (_, kind) in enumerate(events[:last], 1) if kind == "tool.call"]
+    boundaries = [i for i, (_, kind) in enumerate(events[:last], 1) if kind != "model.chunk"]
+    at = spread + calls[:CALL_KILLS] + [rng.choice(boundaries) for _ in range(EVENT_KILLS)]
+    jobs = [(200 + i, position) for i, position in enumerate(at)]
 
-    def kill_and_resume(job: tuple[int, float | None, int]) -> str:
-        seed, after, at_ack = job
-        run = _run_child(db, seed, tmp_path, kill_after_s=after, kill_at_ack=at_ack)
+    def kill_and_resume(job: tuple[int, int]) -> str:
+        seed, at_ack = job
+        run = _run_child(db, seed, tmp_path, kill_at_ack=at_ack)
         episode_id, phase = _check_store(db, run)
         if episode_id is not None and phase != "after the end":
             _resume_and_check(db, run, episode_id, reference_db, tmp_path)
