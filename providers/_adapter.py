@@ -22,7 +22,7 @@ from agentrunner.redaction import public_url
 from agentrunner.types import AgentTurn
 from providers._retry import call_with_retries
 from providers._turn import TurnBuilder
-from providers._usage import priced
+from providers.usage import priced
 
 REQUEST_ID_HEADERS = ("x-request-id", "request-id")
 

@@ -16,9 +16,9 @@ from agentrunner.model import AgentContext
 from agentrunner.types import AgentTurn
 from providers._adapter import Fold, SdkStream
 from providers._openai_client import OpenAIAdapter
-from providers._openai_messages import chat_messages, chat_tools
 from providers._turn import TurnBuilder
-from providers._usage import from_openai_chat
+from providers.openai_messages import chat_messages, chat_tools
+from providers.usage import from_openai_chat
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 

@@ -16,9 +16,9 @@ from agentrunner.errors import ModelError
 from agentrunner.types import AgentTurn
 from providers._adapter import StreamFailure
 from providers._errors import classify
-from providers._openai_messages import layout_parts
 from providers._turn import TurnBuilder
-from providers._usage import from_openai_responses
+from providers.openai_messages import layout_parts
+from providers.usage import from_openai_responses
 
 # Known events that carry nothing the turn needs beyond what other events already give.
 _IGNORED = frozenset(

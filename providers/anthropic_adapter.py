@@ -29,7 +29,7 @@ from providers._anthropic_messages import layout_parts, request_messages, tools_
 from providers._errors import classify, connection_detail, missing_key
 from providers._retry import parse_retry_after, with_retry_after
 from providers._turn import TurnBuilder
-from providers._usage import from_anthropic
+from providers.usage import from_anthropic
 
 ENV_KEY = "ANTHROPIC_API_KEY"
 ENV_TOKEN = "ANTHROPIC_AUTH_TOKEN"

@@ -3,7 +3,7 @@
 Stateless multi-turn: every request is sent with ``store=False`` and
 ``include=["reasoning.encrypted_content"]``, and carries the whole history, the previous
 turns' reasoning items passed back verbatim next to their function calls (see
-:mod:`providers._openai_messages`). Chat Completions and OpenAI-compatible servers are
+:mod:`providers.openai_messages`). Chat Completions and OpenAI-compatible servers are
 ``openai-chat:MODEL`` (:mod:`providers._openai_chat`).
 
 Options (``get_model("openai:gpt-5", **options)``): ``api_key`` (else ``OPENAI_API_KEY``),
@@ -24,8 +24,8 @@ from providers._adapter import Fold, SdkStream
 from providers._openai_chat import OpenAIChatModel
 from providers._openai_chat import create as create_chat
 from providers._openai_client import OpenAIAdapter
-from providers._openai_messages import responses_input, responses_tools
 from providers._openai_responses import ResponsesFold
+from providers.openai_messages import responses_input, responses_tools
 
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)", re.IGNORECASE)
 _DEFAULT = object()

@@ -44,16 +44,9 @@ LAYERS: list[tuple[str, set[str]]] = [
 
 # Known debt (issue 24): each edge, with why it stays. Remove an entry when its edge goes.
 KEYS = "the key list imports every screen to read its bindings"
-USAGE = "the importers share the adapters' private usage and message helpers"
 DIALECTS = "the recorder's dialects fold SSE with the adapters' own turn builders, kept private"
 ALLOWED: dict[str, str] = {
     "agentrunner.runner -> agentrunner.decisions": "the runner loads the engine by name",
-    "agentrunner.imports.chat -> providers._usage": USAGE,
-    "agentrunner.imports.claude_code -> providers._usage": USAGE,
-    "agentrunner.imports.codex -> providers._openai_messages": USAGE,
-    "agentrunner.imports.pricing -> providers._usage": USAGE,
-    "agentrunner.imports.responses -> providers._openai_messages": USAGE,
-    "agentrunner.imports.responses -> providers._usage": USAGE,
     "agentrunner.record.dialects.anthropic -> providers._adapter": DIALECTS,
     "agentrunner.record.dialects.base -> providers._adapter": DIALECTS,
     "agentrunner.record.dialects.base -> providers._turn": DIALECTS,
@@ -65,7 +58,6 @@ ALLOWED: dict[str, str] = {
     "agentrunner.record.dialects.openai_responses -> providers._openai_responses": DIALECTS,
     "agentrunner.record.journal -> providers._adapter": DIALECTS,
     "agentrunner.record.journal -> providers._turn": DIALECTS,
-    "agentrunner.record.journal -> providers._usage": DIALECTS,
     "agentrunner.tui.screens.fork -> providers": "the fork screen builds its model itself",
     "agentrunner.tui.keys -> agentrunner.tui.app": KEYS,
     "agentrunner.tui.keys -> agentrunner.tui.screens.branches": KEYS,

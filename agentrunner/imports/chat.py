@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentrunner.types import AgentToolCall, AgentUsage
-from providers._usage import from_openai_chat
+from providers.usage import from_openai_chat
 
 
 def bash_call(call_id: str, command: str) -> AgentToolCall:

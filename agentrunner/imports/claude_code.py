@@ -54,7 +54,7 @@ from agentrunner.imports.items import (
     text_of,
 )
 from agentrunner.types import AgentToolCall, AgentTurn, OpaquePart
-from providers._usage import from_anthropic
+from providers.usage import from_anthropic
 
 NAME = "claude-code"
 APPENDS = True

@@ -88,7 +88,7 @@ from agentrunner.imports.items import (
     text_of,
 )
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
-from providers._openai_messages import layout_parts
+from providers.openai_messages import layout_parts
 
 NAME = "codex"
 APPENDS = True

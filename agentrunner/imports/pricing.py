@@ -10,7 +10,7 @@ a bare name has to say its provider by its family.
 from __future__ import annotations
 
 from agentrunner.types import AgentUsage
-from providers._usage import priced
+from providers.usage import priced
 
 PROVIDER_PREFIXES = {
     "anthropic": "anthropic",

@@ -6,7 +6,7 @@ one model call's answer.
 The answer's text is its ``output_text`` parts joined, its refusal its ``refusal`` parts, its
 reasoning the reasoning items' summaries (or their raw text when they have no summary), its tool
 calls its ``function_call`` items; the output items themselves are kept, in order, as the
-OpenAI adapter keeps a live turn's (:func:`~providers._openai_messages.layout_parts`:
+OpenAI adapter keeps a live turn's (:func:`~providers.openai_messages.layout_parts`:
 reasoning, encrypted content included, verbatim), so the request the next call sent can be
 rebuilt. Usage comes from the Responses ``usage`` (a response saved without one counts no
 tokens: token counts have no "unknown"), the cost from what the source recorded (None when
@@ -21,8 +21,8 @@ from typing import Any
 
 from agentrunner.imports.chat import as_dict, with_recorded_cost
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
-from providers._openai_messages import layout_parts
-from providers._usage import from_openai_responses
+from providers.openai_messages import layout_parts
+from providers.usage import from_openai_responses
 
 
 def is_response(value: Any) -> bool:

@@ -37,7 +37,7 @@ from agentrunner.store.control import HEARTBEAT_INTERVAL_S
 from agentrunner.types import Chunk, Message
 from providers._adapter import StreamFailure
 from providers._turn import TurnBuilder
-from providers._usage import priced
+from providers.usage import priced
 
 _Job = tuple[Callable[[], Any], "Future[Any]", bool]
 """A job for the writer thread, its result, and whether it only appends streamed pieces."""
