@@ -35,7 +35,7 @@ from agentrunner.events import EpisodeStart, Status, StopReason, status_for
 from agentrunner.liveness import Heartbeat
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
-from agentrunner.redaction import known_secrets
+from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.state import PendingCall
 from agentrunner.store import TraceStore
 from agentrunner.types import AgentTurn, Message
@@ -278,8 +278,12 @@ class EpisodeLoop:
 
 
 def _model_spec(model: Model) -> dict[str, Any]:
+    """The model's spec as it may be recorded: it can carry content (a scripted model's
+    script), so lone surrogates are replaced and known secrets redacted, as in every payload."""
     spec = getattr(model, "spec", None)
-    return dict(spec()) if callable(spec) else {"spec": f"{model.provider}:{model.model}"}
+    raw = dict(spec()) if callable(spec) else {"spec": f"{model.provider}:{model.model}"}
+    clean, _ = scrub(raw, Redactor(known_secrets()))
+    return dict(clean)
 
 
 def run_agent_episode(
