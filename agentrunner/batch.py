@@ -173,21 +173,9 @@ def run_batch(
     if policy_fn is not None:
         model_fn = PolicyModel(policy_fn)
     probe = model_factory() if model_factory else as_model(model_fn)  # type: ignore[arg-type]
-    probe_env = env_factory()
-    env_spec = probe_env.spec()
-    probe_env.close()
+    env_spec = _env_spec(env_factory)
     model_spec: dict[str, Any] = probe.spec()
-    config = {
-        "name": name,
-        "model": model_spec,
-        "env": {k: env_spec.get(k) for k in ("kind", "tasks", "url")},
-        "pairs": sorted([list(p) for p in pairs]),
-        "max_turns": max_turns,
-    }
-    if system_prompt is not None:  # only then: the ids of batches without one stay the same
-        config["system_prompt"] = system_prompt
-    if branching is not None:  # likewise
-        config["branching"] = branching.record()
+    config = _batch_config(name, model_spec, env_spec, pairs, max_turns, system_prompt, branching)
     batch_id = batch_id_for(config)
     if executor == "ray":
         make_model = model_factory or shared(probe)
@@ -201,37 +189,108 @@ def run_batch(
             _run_on_ray(units, work, ray_address, concurrency, on_episode, cancel_check),
         )
     ensure_batch(store, batch_id, config)
-    members = batch_members(store, batch_id)
-    stop = threading.Event()
-    local = threading.local()
+    threads = _ThreadBatch(
+        store,
+        batch_id,
+        env_factory=env_factory,
+        model_spec=model_spec,
+        probe=probe,
+        model_factory=model_factory,
+        max_turns=max_turns,
+        branching=branching,
+        cancel_check=cancel_check,
+    )
+    return BatchResult(batch_id=batch_id, episodes=threads.run(pairs, concurrency, on_episode))
 
-    def worker_model() -> Model:
-        if model_factory is None:
-            return probe
-        if not hasattr(local, "model"):
-            local.model = model_factory()
-        model: Model = local.model
+
+def _env_spec(env_factory: Callable[[], Environment]) -> dict[str, Any]:
+    """The spec of the batch's environment, from one made (and closed) for the purpose."""
+    probe_env = env_factory()
+    env_spec = probe_env.spec()
+    probe_env.close()
+    return env_spec
+
+
+def _batch_config(
+    name: str | None,
+    model_spec: dict[str, Any],
+    env_spec: dict[str, Any],
+    pairs: list[tuple[str, int]],
+    max_turns: int,
+    system_prompt: str | None,
+    branching: Branching | None,
+) -> dict[str, Any]:
+    """What identifies a batch (its id is this configuration's hash)."""
+    config: dict[str, Any] = {
+        "name": name,
+        "model": model_spec,
+        "env": {k: env_spec.get(k) for k in ("kind", "tasks", "url")},
+        "pairs": sorted([list(p) for p in pairs]),
+        "max_turns": max_turns,
+    }
+    if system_prompt is not None:  # only then: the ids of batches without one stay the same
+        config["system_prompt"] = system_prompt
+    if branching is not None:  # likewise
+        config["branching"] = branching.record()
+    return config
+
+
+class _ThreadBatch:
+    """A batch's pairs run in threads of this process: each worker has its own model (from
+    ``model_factory``) or shares the probe; a cancelled batch skips the pairs not started
+    and cancels the running ones cooperatively."""
+
+    def __init__(
+        self,
+        store: TraceStore,
+        batch_id: str,
+        *,
+        env_factory: Callable[[], Environment],
+        model_spec: dict[str, Any],
+        probe: Model,
+        model_factory: Callable[[], Model] | None,
+        max_turns: int,
+        branching: Branching | None,
+        cancel_check: Callable[[], bool] | None,
+    ) -> None:
+        self.store, self.batch_id = store, batch_id
+        self.env_factory, self.model_spec = env_factory, model_spec
+        self.probe, self.model_factory = probe, model_factory
+        self.max_turns, self.branching = max_turns, branching
+        self.cancel_check = cancel_check
+        self.members = batch_members(store, batch_id)
+        self.stop = threading.Event()
+        self.local = threading.local()
+
+    def worker_model(self) -> Model:
+        if self.model_factory is None:
+            return self.probe
+        if not hasattr(self.local, "model"):
+            self.local.model = self.model_factory()
+        model: Model = self.local.model
         return model
 
-    def stopped() -> bool:
-        if not stop.is_set() and cancel_check is not None and cancel_check():
-            stop.set()
-        return stop.is_set()
+    def stopped(self) -> bool:
+        if not self.stop.is_set() and self.cancel_check is not None and self.cancel_check():
+            self.stop.set()
+        return self.stop.is_set()
 
-    def one(task_id: str, seed: int) -> BatchEpisode:
-        existing = members.get((task_id, seed))
-        if stopped():
+    def one(self, task_id: str, seed: int) -> BatchEpisode:
+        """Run, resume or skip one pair's episode (creating it on first sight)."""
+        store = self.store
+        existing = self.members.get((task_id, seed))
+        if self.stopped():
             return outcome(task_id, seed, existing, "skipped", None, "batch cancelled")
-        env = env_factory()
+        env = self.env_factory()
         try:
-            model = worker_model()
+            model = self.worker_model()
             if existing is None:
                 existing = store.create_episode(
                     task_id=task_id,
                     seed=seed,
                     env=env.spec(),
-                    model=model_spec,
-                    batch_id=batch_id,
+                    model=self.model_spec,
+                    batch_id=self.batch_id,
                 )
                 action = "ran"
             else:
@@ -246,14 +305,14 @@ def run_batch(
                     seed=seed,
                     model_fn=model,
                     store=store,
-                    max_turns=max_turns,
-                    cancel_check=stopped,
+                    max_turns=self.max_turns,
+                    cancel_check=self.stopped,
                     episode_id=existing,
-                    branching=branching,
+                    branching=self.branching,
                 )
             else:
                 rollout = resume_episode(
-                    store, existing, env=env, model_fn=model, cancel_check=stopped
+                    store, existing, env=env, model_fn=model, cancel_check=self.stopped
                 )
             return outcome(task_id, seed, existing, action, rollout)
         except AgentRunnerError as exc:
@@ -261,23 +320,30 @@ def run_batch(
         finally:
             env.close()
 
-    results: list[BatchEpisode] = []
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentrunner-batch")
-    try:
-        futures = [pool.submit(one, t, s) for t, s in pairs]
-        for future in as_completed(futures):
-            result = future.result()
-            results.append(result)
-            if on_episode is not None:
-                on_episode(result)
-    except BaseException:
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
-    order = {p: i for i, p in enumerate(pairs)}
-    results.sort(key=lambda e: order[(e.task_id, e.seed)])
-    return BatchResult(batch_id=batch_id, episodes=results)
+    def run(
+        self,
+        pairs: list[tuple[str, int]],
+        concurrency: int,
+        on_episode: Callable[[BatchEpisode], None] | None,
+    ) -> list[BatchEpisode]:
+        """Every pair's outcome, in the pairs' order (``on_episode`` told as each ends)."""
+        results: list[BatchEpisode] = []
+        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentrunner-batch")
+        try:
+            futures = [pool.submit(self.one, t, s) for t, s in pairs]
+            for future in as_completed(futures):
+                result = future.result()
+                results.append(result)
+                if on_episode is not None:
+                    on_episode(result)
+        except BaseException:
+            self.stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        order = {p: i for i, p in enumerate(pairs)}
+        results.sort(key=lambda e: order[(e.task_id, e.seed)])
+        return results
 
 
 def _run_on_ray(
