@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from record_support import anthropic_text
@@ -29,10 +30,16 @@ def stream_events(chunks: int) -> list[str]:
     ]
 
 
-def request_body(text: str) -> bytes:
-    message = {"role": "user", "content": text}
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 9, "stream": True, "messages": [message]}
+def request_body(text: str, history: Sequence[dict[str, str]] = ()) -> bytes:
+    """A streamed Messages request: the user's ``text`` after the ``history`` before it."""
+    messages = [*history, {"role": "user", "content": text}]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 9, "stream": True, "messages": messages}
     return json.dumps(body).encode()
+
+
+def answer_text(chunks: int) -> str:
+    """The text :func:`stream_events` answers (what the next request sends back)."""
+    return "".join(f"{i:05d} tokens " for i in range(chunks))
 
 
 def free_port() -> int:

@@ -4,8 +4,9 @@ aiohttp pass-through and straight to the upstream, in one run (only ratios carry
 
 Run on demand: ``pytest tests/benchmarks/test_bench_proxy_load.py -m benchmark -s``. The upstream
 (``paced_upstream.py``) is a process of its own, as is each proxy, so each one's CPU time is
-its own. At each level every agent makes calls back to back, the agents' first calls spread over
-one stream's length; the calls after each agent's first are the samples. A sample's time in
+its own. At each level every agent makes calls back to back in one conversation (each call sends
+the answers before it back), the agents' first calls spread over one stream's length; the calls
+after each agent's first are the samples. A sample's time in
 the path is the client's first byte minus the moment it sent the request, less the upstream's
 own wait (its first event sent minus the request's arrival, which it reports); the added first
 byte is a proxy's median (and 90th percentile) time in the path minus direct's at the same
@@ -13,7 +14,7 @@ level. Printed per level and path: those figures and the proxy process's CPU sec
 chunks passed (the recording proxy's counted until its journal has recorded every call), then
 the most streams each proxy carries before the added first byte passes 10 ms. Asserts nothing
 about time: only that every stream delivered the upstream's bytes whole and that the recording
-proxy recorded every call once.
+proxy recorded every call once, each agent's conversation one episode.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import httpx
 import pytest
 from proxy_bench import (
     API_KEY,
+    answer_text,
     bare_proxy,
     cpu_seconds,
     free_port,
@@ -55,6 +57,7 @@ LIMIT_MS = 10.0
 MIN_SAMPLES = 8
 """Calls measured at each level at least (an agent's first call is never one)."""
 UPSTREAM = Path(__file__).with_name("paced_upstream.py")
+ANSWER = answer_text(CHUNKS)
 
 
 @dataclass
@@ -84,9 +87,10 @@ class Row:
         return statistics.quantiles(self.in_path_ms, n=10, method="inclusive")[-1]
 
 
-async def _call(session: aiohttp.ClientSession, url: str, call: str, measured: bool) -> Sample:
+async def _call(
+    session: aiohttp.ClientSession, url: str, call: str, body: bytes, measured: bool
+) -> Sample:
     headers = {"content-type": "application/json", "x-api-key": API_KEY, "x-bench-call": call}
-    body = request_body(f"{call}: say something")
     sent = time.monotonic()
     first = 0.0
     pieces = []
@@ -104,11 +108,16 @@ async def _load(url: str, path: str, streams: int) -> list[Sample]:
     calls = 1 + -(-MIN_SAMPLES // streams)
 
     async def agent(session: aiohttp.ClientSession, k: int) -> list[Sample]:
+        """One conversation: each call sends the answers before it back, as agents do."""
         await asyncio.sleep(k * length / streams)
-        return [
-            await _call(session, url, f"{path}-{streams}-{k}-{i}", measured=i > 0)
-            for i in range(calls)
-        ]
+        history: list[dict[str, str]] = []
+        samples = []
+        for i in range(calls):
+            text = f"agent {k} of {streams} through the {path}, turn {i}: go on"
+            body = request_body(text, history)
+            samples.append(await _call(session, url, f"{path}-{streams}-{k}-{i}", body, i > 0))
+            history += [{"role": "user", "content": text}, {"role": "assistant", "content": ANSWER}]
+        return samples
 
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=600)
@@ -117,6 +126,11 @@ async def _load(url: str, path: str, streams: int) -> list[Sample]:
     ) as session:
         done = await asyncio.gather(*(agent(session, k) for k in range(streams)))
     return [sample for samples in done for sample in samples]
+
+
+async def _warm_up(url: str) -> Sample:
+    async with aiohttp.ClientSession() as session:
+        return await _call(session, url, "warm-up", request_body("warm up"), False)
 
 
 def _level(
@@ -147,18 +161,20 @@ def _level(
 
 
 def _wait_recorded(db: Path, calls: int) -> None:
-    """Until the store holds an answer for ``calls`` calls (each is an episode of its own)."""
-    answered: set[str] = set()
+    """Until the store holds an answer for ``calls`` calls."""
     deadline = time.monotonic() + 600
     with TraceStore(db) as store:
-        while len(answered) < calls:
-            assert time.monotonic() < deadline, f"{len(answered)} of {calls} calls recorded"
-            for episode in store.list_episodes():
-                if episode.episode_id not in answered and store.has_own_event(
-                    episode.episode_id, "model.response"
-                ):
-                    answered.add(episode.episode_id)
+        while (done := len(_answers(store))) < calls:
+            assert time.monotonic() < deadline, f"{done} of {calls} calls recorded"
             time.sleep(0.1)
+
+
+def _answers(store: TraceStore) -> list[str]:
+    return [
+        e.payload["call_id"]
+        for episode in store.list_episodes()
+        for e in store.events(episode.episode_id, kinds=["model.response"], limit=10**6)
+    ]
 
 
 def test_paced_streams_one_proxy_process_carries_recording_and_bare(tmp_path: Path) -> None:
@@ -183,9 +199,11 @@ def test_paced_streams_one_proxy_process_carries_recording_and_bare(tmp_path: Pa
             "bare proxy": (f"http://127.0.0.1:{bare_port}/anthropic/v1/messages", procs[2]),
             "recording proxy": (f"http://127.0.0.1:{rec_port}/anthropic/v1/messages", procs[1]),
         }
+        for url, _ in paths.values():  # warm-up: imports, price tables, the store
+            assert asyncio.run(_warm_up(url)).data == whole
         rows: list[Row] = []
         running = list(paths)
-        recorded = 0
+        recorded = agents = 1
         for n, streams in enumerate(LEVELS):
             for path in running if n % 2 == 0 else running[::-1]:  # alternate the order
                 url, proc = paths[path]
@@ -195,29 +213,33 @@ def test_paced_streams_one_proxy_process_carries_recording_and_bare(tmp_path: Pa
                 )
                 assert all(s.data == whole for s in samples), f"{path}: a stream arrived altered"
                 recorded += len(samples) if records else 0
+                agents += streams if records else 0
                 rows.append(row)
             level = {r.path: r.median() for r in rows if r.streams == streams}
             running = [p for p in running if level[p] - level["direct"] <= LIMIT_MS]
             if running == ["direct"]:
                 break
         _print(rows)
-        _every_call_recorded_once(db, recorded)
+        _every_call_recorded_once(db, agents, recorded)
     finally:
         for proc in reversed(procs):
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=120)
 
 
-def _every_call_recorded_once(db: Path, calls: int) -> None:
+def _every_call_recorded_once(db: Path, conversations: int, calls: int) -> None:
+    """Each agent's conversation one episode, each of its calls one request and one answer."""
     with TraceStore(db) as store:
         episodes = store.list_episodes()
-        assert len(episodes) == calls, f"{len(episodes)} episodes for {calls} calls"
-        for episode in episodes:
-            kinds = [
-                e.kind
-                for e in store.events(episode.episode_id, kinds=["model.request", "model.response"])
-            ]
-            assert kinds == ["model.request", "model.response"], f"{episode.episode_id}: {kinds}"
+        assert len(episodes) == conversations, f"{len(episodes)} episodes, {conversations} agents"
+        requests = [
+            e.payload["call_id"]
+            for episode in episodes
+            for e in store.events(episode.episode_id, kinds=["model.request"], limit=10**6)
+        ]
+        answers = _answers(store)
+    assert len(requests) == len(set(requests)) == calls, f"{len(requests)} requests, {calls} calls"
+    assert sorted(answers) == sorted(requests), "a call's answer is missing or recorded twice"
 
 
 def _print(rows: list[Row]) -> None:
