@@ -88,6 +88,13 @@ def message_action(message: Message) -> dict[str, Any]:
     }
 
 
+def model_spec(model: str) -> dict[str, Any]:
+    """What a fork continued by ``model`` (``PROVIDER:MODEL``) records as its model, built to
+    check it: a malformed name or an unknown provider is a ``UsageError``, so a front end can
+    check a typed model before it forks (the TUI's fork screen does)."""
+    return get_model(model).spec()
+
+
 def fork_episode(
     store: TraceStore,
     episode_id: str,
@@ -111,7 +118,7 @@ def fork_episode(
     parent = store.episode(episode_id)
     seq = fork_point(store, parent.episode_id, turn)
     edit = action if isinstance(action, Message) or action is None else parse_action(action, turn)
-    model_spec = get_model(model).spec() if model is not None else parent.model
+    spec = model_spec(model) if model is not None else parent.model
     tip = rebuild(store, parent.episode_id, upto_seq=seq).tip
     first: tuple[int, MessageEvent] | None = None
     if message is not None:
@@ -125,7 +132,7 @@ def fork_episode(
             task_id=parent.task_id,
             seed=parent.seed,
             env=parent.env,
-            model=model_spec,
+            model=spec,
             parent_episode_id=parent.episode_id,
             fork_seq=seq,
             first_event=first,

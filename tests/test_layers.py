@@ -58,7 +58,6 @@ ALLOWED: dict[str, str] = {
     "agentrunner.record.dialects.openai_responses -> providers._openai_responses": DIALECTS,
     "agentrunner.record.journal -> providers._adapter": DIALECTS,
     "agentrunner.record.journal -> providers._turn": DIALECTS,
-    "agentrunner.tui.screens.fork -> providers": "the fork screen builds its model itself",
     "agentrunner.tui.keys -> agentrunner.tui.app": KEYS,
     "agentrunner.tui.keys -> agentrunner.tui.screens.branches": KEYS,
     "agentrunner.tui.keys -> agentrunner.tui.screens.decisions": KEYS,

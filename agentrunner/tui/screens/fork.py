@@ -17,9 +17,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, TextArea
 
 from agentrunner.errors import AgentRunnerError
-from agentrunner.fork import parse_action
+from agentrunner.fork import model_spec, parse_action
 from agentrunner.tui.forking import ForkPrefill, ForkRequest, Mode
-from providers import get_model
 
 MODES: tuple[tuple[Mode, str], ...] = (
     ("edit", "replace turn {k}'s output with this assistant message / tool call (JSON)"),
@@ -115,7 +114,7 @@ class ForkScreen(ModalScreen[ForkRequest | None]):
                 self._error("type the user message to inject")
                 return
             if model and model != self.prefill.model:
-                get_model(model)
+                model_spec(model)
         except AgentRunnerError as exc:
             self._error(str(exc))
             return
