@@ -100,22 +100,8 @@ def score_actions(
     environments from ``env_factory`` (or the recorded one). ``executor="ray"`` runs them
     on a Ray cluster, as :func:`agentrunner.batch.run_batch` does (``ray_address``).
     """
-    if executor not in ("threads", "ray"):
-        raise UsageError(f"executor must be 'threads' or 'ray', not {executor!r}")
-    if executor == "ray":
-        require_ray()
-    if model_fn is not None and model_factory is not None:
-        raise UsageError("give model_fn or model_factory, not both")
-    if (actions is None) == (k is None):
-        raise UsageError("give candidate actions or k (sample that many from the model)")
-    if n < 1 or (k is not None and k < 1) or concurrency < 1:
-        raise UsageError("k, n and concurrency must be at least 1")
-    if horizon is not None and not 1 <= turn + horizon <= MAX_TURNS_LIMIT:
-        raise UsageError(
-            f"--horizon must be at least 1 and turn + horizon at most {MAX_TURNS_LIMIT}"
-        )
-    for action in actions or []:
-        parse_action(action, turn)  # refuse a malformed candidate before anything is recorded
+    both = model_fn is not None and model_factory is not None
+    _check(executor, both, actions, k=k, n=n, concurrency=concurrency, turn=turn, horizon=horizon)
     if model_factory is not None and executor == "threads":
         model_fn, model_factory = model_factory(), None  # one model for all the threads
     elif model_fn is not None and executor == "ray":
@@ -129,26 +115,11 @@ def score_actions(
         if executor == "ray"
         else _in_threads(store, env_factory, model_fn)
     )
-
-    def continuations(candidates: list[Any]) -> list[GroupMember]:
-        """N forks per candidate, each a member of the group (inside the caller's
-        transaction)."""
-        members: list[GroupMember] = []
-        for i, action in enumerate(candidates):
-            edit = parse_action(action, turn)
-            for j, fork_id in enumerate(
-                fork_episode(store, parent.episode_id, turn=turn, action=edit, model=model, n=n)
-            ):
-                member = GroupMember(fork_id, i, j, action)
-                add_group_member(store, group, member)
-                members.append(member)
-        return members
-
     with store.atomic():  # the group and the forks it knows of yet: all or none
         group = create_fork_group(store, parent.episode_id, seq, turn, config)
         if actions is not None:
             candidates: list[Any] = list(actions)
-            members = continuations(candidates)
+            members = _continuations(store, group, parent.episode_id, turn, model, n, candidates)
         else:
             proposals = [
                 fork_episode(store, parent.episode_id, turn=turn, model=model)[0]
@@ -162,12 +133,66 @@ def score_actions(
                 for i, fork_id in enumerate(proposals):
                     member = GroupMember(fork_id, i, PROPOSAL, candidates[i])
                     add_group_member(store, group, member)
-                members = continuations(candidates)
+                members = _continuations(
+                    store, group, parent.episode_id, turn, model, n, candidates
+                )
         rewards = run([m.episode_id for m in members], max_turns)
     by_candidate: dict[int, list[tuple[str, float]]] = {}
     for member, reward in zip(members, rewards, strict=True):
         by_candidate.setdefault(member.candidate, []).append((member.episode_id, reward))
     return FanoutResult(group, parent.episode_id, turn, _rank(candidates, by_candidate))
+
+
+def _check(
+    executor: str,
+    both_models: bool,
+    actions: Sequence[Any] | None,
+    *,
+    k: int | None,
+    n: int,
+    concurrency: int,
+    turn: int,
+    horizon: int | None,
+) -> None:
+    """Refuse a fan-out that cannot run, before anything is recorded."""
+    if executor not in ("threads", "ray"):
+        raise UsageError(f"executor must be 'threads' or 'ray', not {executor!r}")
+    if executor == "ray":
+        require_ray()
+    if both_models:
+        raise UsageError("give model_fn or model_factory, not both")
+    if (actions is None) == (k is None):
+        raise UsageError("give candidate actions or k (sample that many from the model)")
+    if n < 1 or (k is not None and k < 1) or concurrency < 1:
+        raise UsageError("k, n and concurrency must be at least 1")
+    if horizon is not None and not 1 <= turn + horizon <= MAX_TURNS_LIMIT:
+        raise UsageError(
+            f"--horizon must be at least 1 and turn + horizon at most {MAX_TURNS_LIMIT}"
+        )
+    for action in actions or []:
+        parse_action(action, turn)  # refuse a malformed candidate before anything is recorded
+
+
+def _continuations(
+    store: TraceStore,
+    group: str,
+    parent_id: str,
+    turn: int,
+    model: str | None,
+    n: int,
+    candidates: list[Any],
+) -> list[GroupMember]:
+    """N forks per candidate, each a member of the group (inside the caller's transaction)."""
+    members: list[GroupMember] = []
+    for i, action in enumerate(candidates):
+        edit = parse_action(action, turn)
+        for j, fork_id in enumerate(
+            fork_episode(store, parent_id, turn=turn, action=edit, model=model, n=n)
+        ):
+            member = GroupMember(fork_id, i, j, action)
+            add_group_member(store, group, member)
+            members.append(member)
+    return members
 
 
 def _in_threads(

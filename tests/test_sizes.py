@@ -20,7 +20,6 @@ STORE = "split along the store backends (issue 24, item 2), another engineer's w
 ALLOWED: dict[str, str] = {
     "agentrunner/store/store.py": STORE,
     "agentrunner/export/parquet.py::schema": "the Parquet schema, one field a line",
-    "agentrunner/fanout.py::score_actions": "proposals, continuations and scoring in one",
 }
 
 
