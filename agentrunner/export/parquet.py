@@ -44,32 +44,8 @@ def schema(fmt: str, reasoning_key: str | None = None) -> pa.Schema:
     import pyarrow as pa
 
     text, integer, number = pa.string(), pa.int64(), pa.float64()
-    call = pa.struct(
-        [
-            ("id", text),
-            ("type", text),
-            (
-                "function",
-                pa.struct([("name", text), pa.field("arguments", text, metadata=JSON_TEXT)]),
-            ),
-        ]
-    )
-    message_fields = [("role", text), ("content", text)]
-    if reasoning_key:
-        message_fields.append((reasoning_key, text))
-    message_fields += [
-        ("refusal", text),
-        ("tool_calls", pa.list_(call)),
-        ("tool_call_id", text),
-        ("name", text),
-    ]
+    message_fields = _message_fields(reasoning_key)
     messages = pa.list_(pa.struct(message_fields))
-    # prm: the action always carries its reasoning (under reasoning_content by default)
-    action_fields = (
-        message_fields
-        if reasoning_key
-        else [*message_fields[:2], ("reasoning_content", text), *message_fields[2:]]
-    )
     tools = pa.field("tools", text, metadata=JSON_TEXT)
     decision = [("episode_id", text), ("seq", integer), ("turn", integer)]
     episode_source = pa.struct([*decision, ("task_id", text), ("seed", integer), ("model", text)])
@@ -117,31 +93,78 @@ def schema(fmt: str, reasoning_key: str | None = None) -> pa.Schema:
             tools,
             ("source", episode_source),
         ],
-        "prm": [
-            ("state", pa.struct([("messages", messages), tools])),
-            ("action", pa.struct(action_fields)),
-            ("value", number),
-            ("spread", number),
-            ("n", integer),
-            ("adopted", pa.bool_()),
-            ("mode", text),
-            ("duplicate_of", integer),
-            (
-                "source",
-                pa.struct(
-                    [
-                        *decision,
-                        ("fork_group", text),
-                        ("candidate", integer),
-                        ("proposal", text),
-                        ("continuations", pa.list_(text)),
-                        ("rewards", pa.list_(number)),
-                    ]
-                ),
-            ),
-        ],
+        "prm": _prm_fields(message_fields, tools, decision, reasoning_key),
     }
     return pa.schema(fields[fmt])
+
+
+def _message_fields(reasoning_key: str | None) -> list[tuple[str, pa.DataType]]:
+    """A chat message's fields (its tool calls' arguments as JSON text)."""
+    import pyarrow as pa
+
+    text = pa.string()
+    call = pa.struct(
+        [
+            ("id", text),
+            ("type", text),
+            (
+                "function",
+                pa.struct([("name", text), pa.field("arguments", text, metadata=JSON_TEXT)]),
+            ),
+        ]
+    )
+    message_fields = [("role", text), ("content", text)]
+    if reasoning_key:
+        message_fields.append((reasoning_key, text))
+    message_fields += [
+        ("refusal", text),
+        ("tool_calls", pa.list_(call)),
+        ("tool_call_id", text),
+        ("name", text),
+    ]
+    return message_fields
+
+
+def _prm_fields(
+    message_fields: list[tuple[str, pa.DataType]],
+    tools: pa.Field,
+    decision: list[tuple[str, pa.DataType]],
+    reasoning_key: str | None,
+) -> list[Any]:
+    """The prm format's fields: a decision's state, one candidate action and its value."""
+    import pyarrow as pa
+
+    text, integer, number = pa.string(), pa.int64(), pa.float64()
+    messages = pa.list_(pa.struct(message_fields))
+    # the action always carries its reasoning (under reasoning_content by default)
+    action_fields = (
+        message_fields
+        if reasoning_key
+        else [*message_fields[:2], ("reasoning_content", text), *message_fields[2:]]
+    )
+    return [
+        ("state", pa.struct([("messages", messages), tools])),
+        ("action", pa.struct(action_fields)),
+        ("value", number),
+        ("spread", number),
+        ("n", integer),
+        ("adopted", pa.bool_()),
+        ("mode", text),
+        ("duplicate_of", integer),
+        (
+            "source",
+            pa.struct(
+                [
+                    *decision,
+                    ("fork_group", text),
+                    ("candidate", integer),
+                    ("proposal", text),
+                    ("continuations", pa.list_(text)),
+                    ("rewards", pa.list_(number)),
+                ]
+            ),
+        ),
+    ]
 
 
 class _Misfit(Exception):
