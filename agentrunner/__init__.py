@@ -66,10 +66,10 @@ _EXPORTS: dict[str, str] = {
     "ToolSpec": "agentrunner.types",
     "TraceStore": "agentrunner.store",
     "UsageError": "agentrunner.errors",
-    "arun_agent_episode": "agentrunner.runner",
+    "arun_agent_episode": "agentrunner.runs",
     "fork_episode": "agentrunner.fork",
-    "resume_episode": "agentrunner.resume",
-    "run_agent_episode": "agentrunner.runner",
+    "resume_episode": "agentrunner.runs",
+    "run_agent_episode": "agentrunner.runs",
     "run_batch": "agentrunner.batch",
     "score_actions": "agentrunner.fanout",
 }

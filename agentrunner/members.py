@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import agentrunner.decisions  # noqa: F401  (the engine plugs into the runner as it loads)
 from agentrunner.branching import Branching
 from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib
 import inspect
 import threading
 import time
@@ -60,8 +59,8 @@ _decisions: list[DecisionsFactory] = []
 
 
 def register_decisions(factory: DecisionsFactory) -> None:
-    """Let ``branching=`` reach the decision engine (:mod:`agentrunner.decisions`, which
-    runs forks through ``resume``, a layer above this one, and registers itself here)."""
+    """Let ``branching=`` reach the decision engine (:mod:`agentrunner.decisions`, a layer above:
+    it registers itself when imported, by the entry points that take ``branching``)."""
     _decisions[:] = [factory]
 
 
@@ -71,8 +70,12 @@ def decisions_for(
     """The decision hook of an episode run with ``branching`` (None without)."""
     if branching is None:
         return None
-    if not _decisions:  # loaded on first use, as the package's names are; it registers
-        importlib.import_module("agentrunner.decisions")
+    if not _decisions:
+        raise UsageError(
+            "branching needs the decision engine, which is not loaded: call"
+            " agentrunner.run_agent_episode (or import agentrunner.decisions first)",
+            param="branching",
+        )
     return _decisions[0](store, episode_id, branching, model)
 
 
