@@ -51,6 +51,9 @@ async def test_the_branches_screen_shows_a_sub_agent_under_the_episode_that_spaw
     app = AgentRunnerApp(db, child)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        trace = app.screen
+        assert isinstance(trace, TraceScreen)
+        await wait_for(pilot, lambda: trace.episode_id is not None)  # `b` needs it read
         await pilot.press("b")
         await wait_for(pilot, lambda: isinstance(app.screen, BranchesScreen))
         screen = app.screen
