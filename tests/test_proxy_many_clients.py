@@ -21,6 +21,8 @@ from agentrunner.record.journal import Journal
 from agentrunner.record.proxy import Proxy, ProxySettings, ProxyThread
 
 PATH = "/anthropic/v1/messages"
+HELD = 101
+"""Upstream calls held open at once: one more than aiohttp's default connection cap."""
 BIG = 40_000
 """Events in the stalled client's answer: far more than the sockets between it and the
 upstream can buffer, so the proxy's writes to it block."""
@@ -123,3 +125,26 @@ def test_seven_clients_complete_while_an_eighth_is_stuck_and_every_call_is_recor
         )
     assert len(requests) == 8
     assert prompts == sorted(f"client {n}: say hello" for n in range(8))
+
+
+def test_a_hundred_calls_held_open_upstream_do_not_delay_the_next(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    start, *_ = anthropic_text("")
+    held = [Reply(events=[start], hold=600.0) for _ in range(HELD)]
+    with SSEReplayServer(*held, Reply(events=anthropic_text("hello 0"))) as upstream:
+        journal = Journal(str(db), Origin())
+        journal.start()
+        server = ProxyThread(Proxy(journal, ProxySettings(upstreams={"anthropic": upstream.url})))
+        port = server.start()
+        stuck = [stalled_client(port) for _ in range(HELD)]
+        try:
+            wait_for(lambda: len(upstream.requests) == HELD, "every held call upstream")
+            url = f"http://127.0.0.1:{port}{PATH}"
+            headers = {"x-api-key": "sk-ant-test-0123456789"}
+            answer = httpx.post(url, json=body(0), headers=headers, timeout=300).content
+            assert b"hello 0" in answer
+        finally:
+            for conn in stuck:
+                conn.close()
+            server.stop()
+            journal.close()

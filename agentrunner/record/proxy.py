@@ -115,7 +115,12 @@ class Proxy:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=30, sock_read=self.settings.upstream_timeout_s
         )
-        self._session = aiohttp.ClientSession(auto_decompress=False, timeout=timeout)
+        # No cap on upstream connections (aiohttp's default is 100): the 101st call would wait
+        # for one, and a hundred stalled clients would hold up everyone else.
+        connector = aiohttp.TCPConnector(limit=0)
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False, timeout=timeout, connector=connector
+        )
         app = web.Application(client_max_size=0, middlewares=[self._check_token])
         app.router.add_route("*", "/{tail:.*}", self.handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
