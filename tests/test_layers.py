@@ -43,7 +43,6 @@ LAYERS: list[tuple[str, set[str]]] = [
 ]  # fmt: skip
 
 # Known debt (issue 24): each edge, with why it stays. Remove an entry when its edge goes.
-KEYS = "the key list imports every screen to read its bindings"
 DIALECTS = "the recorder's dialects fold SSE with the adapters' own turn builders, kept private"
 ALLOWED: dict[str, str] = {
     "agentrunner.record.dialects.anthropic -> providers._adapter": DIALECTS,
@@ -57,16 +56,6 @@ ALLOWED: dict[str, str] = {
     "agentrunner.record.dialects.openai_responses -> providers._openai_responses": DIALECTS,
     "agentrunner.record.journal -> providers._adapter": DIALECTS,
     "agentrunner.record.journal -> providers._turn": DIALECTS,
-    "agentrunner.tui.keys -> agentrunner.tui.app": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.branches": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.decisions": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.diff": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.episodes": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.files": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.help": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.report": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.request_diff": KEYS,
-    "agentrunner.tui.keys -> agentrunner.tui.screens.trace": KEYS,
 }
 
 # Packages that must not import one another, whatever their layers.

@@ -43,7 +43,9 @@ def _keymap(path: Path | None) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise UsageError(f"--keymap {path}: must be a JSON object of binding id → keys")
-    from agentrunner.tui.keys import check_keymap  # Textual loads only for `tui` (~150 ms)
+    # Textual loads only for `tui` (~150 ms); the app's screens declare their keys as they load
+    import agentrunner.tui.app  # noqa: F401
+    from agentrunner.tui.keys import check_keymap
 
     try:
         check_keymap(value)

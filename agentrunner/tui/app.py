@@ -19,6 +19,7 @@ from textual.binding import Binding, BindingType
 from agentrunner.errors import StoreError
 from agentrunner.safe_text import visible
 from agentrunner.store import TraceStore
+from agentrunner.tui import keys
 from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import check_keymap, screen_section
 from agentrunner.tui.runs import BackgroundRuns, RunFinished
@@ -29,6 +30,7 @@ from agentrunner.tui.screens.trace import TraceScreen
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
 
 
+@keys.listed("Everywhere")
 class AgentRunnerApp(App[None]):
     """Browse episodes, follow running ones, replay, branch and resume traces."""
 

@@ -1,5 +1,8 @@
 """Where the TUI's key bindings live, screen by screen (for help and keymap checks).
 
+Each screen declares the help section that lists its keys (:func:`listed`); this module
+imports none of them, so the screens and the app can import it.
+
 Every binding has an id (``screen.action``), so a keymap (``tui --keymap FILE``, a JSON
 object of binding id → keys) can change any key; an id that names no binding is refused
 (Textual would ignore it silently). The footer lists the keys to get help and to quit
@@ -9,7 +12,8 @@ first, so a narrow terminal never hides them.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from textual.binding import ActiveBinding, Binding, BindingType
 
@@ -18,38 +22,49 @@ from agentrunner.errors import UsageError
 PINNED = ("app.help", "app.quit")  # shown first in every footer
 
 
+SECTIONS = (
+    "Everywhere",
+    "Episodes",
+    "Trace",
+    "Files changed",
+    "Branches",
+    "Decision points",
+    "Diff",
+    "Request diff",
+    "Report",
+    "Fork editor",
+    "Confirm",
+    "Help",
+)
+"""Help's sections in its order; the app and each screen declare theirs (:func:`listed`)."""
+EVERYWHERE = SECTIONS[0]
+_declared: dict[str, tuple[type, ...]] = {}
+_C = TypeVar("_C", bound=type)
+
+
+def listed(title: str, *parts: type) -> Callable[[_C], _C]:
+    """Class decorator: help lists the keys of this screen (or the app) under ``title``, with
+    those of ``parts`` (its widgets that hold bindings of their own). Declared on the screens,
+    so that this module imports none of them."""
+    if title not in SECTIONS:
+        raise ValueError(f"{title!r} is not one of help's sections {SECTIONS}")
+
+    def declare(owner: _C) -> _C:
+        _declared[title] = (owner, *parts)
+        return owner
+
+    return declare
+
+
 def _owners() -> list[tuple[str, tuple[type, ...]]]:
     """(title, the classes whose bindings it lists: the screen first) in help's order."""
-    from agentrunner.tui.app import AgentRunnerApp
-    from agentrunner.tui.screens.branches import BranchesScreen, LineageTree
-    from agentrunner.tui.screens.confirm import ConfirmScreen
-    from agentrunner.tui.screens.decisions import DecisionsScreen, DecisionTree
-    from agentrunner.tui.screens.diff import DiffScreen
-    from agentrunner.tui.screens.episodes import EpisodesScreen, EpisodesTable
-    from agentrunner.tui.screens.files import FilesScreen
-    from agentrunner.tui.screens.fork import ForkScreen
-    from agentrunner.tui.screens.help import HelpScreen
-    from agentrunner.tui.screens.report import ReportScreen
-    from agentrunner.tui.screens.request_diff import RequestDiffScreen
-    from agentrunner.tui.screens.trace import TraceScreen
-
-    return [
-        (EVERYWHERE, (AgentRunnerApp,)),
-        ("Episodes", (EpisodesScreen, EpisodesTable)),
-        ("Trace", (TraceScreen,)),
-        ("Files changed", (FilesScreen,)),
-        ("Branches", (BranchesScreen, LineageTree)),
-        ("Decision points", (DecisionsScreen, DecisionTree)),
-        ("Diff", (DiffScreen,)),
-        ("Request diff", (RequestDiffScreen,)),
-        ("Report", (ReportScreen,)),
-        ("Fork editor", (ForkScreen,)),
-        ("Confirm", (ConfirmScreen,)),
-        ("Help", (HelpScreen,)),
-    ]
-
-
-EVERYWHERE = "Everywhere"
+    missing = [title for title in SECTIONS if title not in _declared]
+    if missing:  # a partial list would refuse good keymap ids: say so instead
+        raise RuntimeError(
+            f"the TUI's screens are not loaded (no {', '.join(missing)}):"
+            " import agentrunner.tui.app first"
+        )
+    return [(title, _declared[title]) for title in SECTIONS]
 
 
 def binding_sections() -> list[tuple[str, list[BindingType]]]:

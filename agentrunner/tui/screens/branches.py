@@ -16,7 +16,7 @@ from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from agentrunner.safe_text import one_line_visible
-from agentrunner.tui import actions
+from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.lineage import Branch, lineage
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
@@ -44,6 +44,7 @@ class LineageTree(Tree[str]):
         self.guide_depth = 3
 
 
+@keys.listed("Branches", LineageTree)
 class BranchesScreen(ReaderScreen):
     """The lineage tree of one episode."""
 

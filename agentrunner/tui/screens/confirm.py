@@ -10,7 +10,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from agentrunner.tui import keys
 
+
+@keys.listed("Confirm")
 class ConfirmScreen(ModalScreen[bool]):
     """Dismisses with True (yes) or False (no)."""
 

@@ -22,7 +22,7 @@ from textual.widgets.tree import TreeNode
 from agentrunner.decisions import PROPOSAL, Candidate
 from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store import Segment
-from agentrunner.tui import actions
+from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.decisions import ADOPTED, Fork, PointForks, point_forks
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
@@ -48,6 +48,7 @@ class DecisionTree(Tree[str]):
         self.auto_expand = False
 
 
+@keys.listed("Decision points", DecisionTree)
 class DecisionsScreen(ReaderScreen):
     """The decision points of one trace's history, opened at ``group_id``'s."""
 

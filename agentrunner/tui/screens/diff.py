@@ -12,6 +12,7 @@ from textual.widgets import Footer, Static
 
 from agentrunner.safe_text import visible
 from agentrunner.tui import format as fmt
+from agentrunner.tui import keys
 from agentrunner.tui.lineage import DiffResult, diff
 from agentrunner.tui.work import ReaderScreen
 
@@ -53,6 +54,7 @@ class DiffBody(Static):
         return text
 
 
+@keys.listed("Diff")
 class DiffScreen(ReaderScreen):
     """A fork compared with its parent."""
 

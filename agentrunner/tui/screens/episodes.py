@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.tui import actions
+from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.screens.branches import BranchesScreen
@@ -77,6 +77,7 @@ class EpisodesTable(DataTable[Text]):
         super().__init__(id="episodes-table", cursor_type="row", zebra_stripes=True)
 
 
+@keys.listed("Episodes", EpisodesTable)
 class EpisodesScreen(ReaderScreen):
     """The store's episodes, newest first by default."""
 

@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 
 from agentrunner.envs.patch import ApplyResult
 from agentrunner.safe_text import one_line_visible, plain, visible
+from agentrunner.tui import keys
 from agentrunner.tui.files import FileDiff, FilesChanged, apply_change, files_changed
 from agentrunner.tui.screens.confirm import ConfirmScreen
 from agentrunner.tui.screens.diff import DiffBody
@@ -30,6 +31,7 @@ from agentrunner.tui.work import ReaderScreen
 SHOWN_LINES = 5000  # of one file's diff (``agentrunner diff`` prints it all)
 
 
+@keys.listed("Files changed")
 class FilesScreen(ReaderScreen):
     """The files an episode changed, each with its diff; apply for repository episodes."""
 

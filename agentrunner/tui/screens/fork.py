@@ -18,6 +18,7 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, TextAre
 
 from agentrunner.errors import AgentRunnerError
 from agentrunner.fork import model_spec, parse_action
+from agentrunner.tui import keys
 from agentrunner.tui.forking import ForkPrefill, ForkRequest, Mode
 
 MODES: tuple[tuple[Mode, str], ...] = (
@@ -37,6 +38,7 @@ class ModeButton(RadioButton):
         return super()._button
 
 
+@keys.listed("Fork editor")
 class ForkScreen(ModalScreen[ForkRequest | None]):
     """Dismisses with a :class:`ForkRequest`, or None when cancelled."""
 

@@ -14,9 +14,10 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from agentrunner.tui.keys import EVERYWHERE, binding_sections
+from agentrunner.tui.keys import EVERYWHERE, binding_sections, listed
 
 
+@listed("Help")
 class HelpScreen(ModalScreen[None]):
     """Lists bindings by screen, the one it was opened on first (keymap overrides applied)."""
 

@@ -24,6 +24,7 @@ from agentrunner.report.text import METRIC_COLUMNS, cells
 from agentrunner.safe_text import one_line_visible, visible
 from agentrunner.store import TraceStore
 from agentrunner.tui import format as fmt
+from agentrunner.tui import keys
 from agentrunner.tui.work import ReaderScreen
 
 BY = ("model",)
@@ -74,6 +75,7 @@ class ReportTable(DataTable[Text]):
         super().__init__(id=table_id, cursor_type="none", zebra_stripes=True)
 
 
+@keys.listed("Report")
 class ReportScreen(ReaderScreen):
     """The report of the episodes listed (by id), with what the list was filtered by."""
 

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static
 
 from agentrunner.request_diff import describe, diff, pick
 from agentrunner.store import TraceStore
+from agentrunner.tui import keys
 from agentrunner.tui.work import ReaderScreen
 
 
@@ -22,6 +23,7 @@ def request_diff_lines(store: TraceStore, episode_id: str, turn: int) -> list[Te
     return describe(diff(before, after), verbose=True)
 
 
+@keys.listed("Request diff")
 class RequestDiffScreen(ReaderScreen):
     """One model call's request compared with the one before it."""
 

@@ -23,6 +23,7 @@ from textual.widgets import Footer, Input
 
 from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, Segment
+from agentrunner.tui import keys
 from agentrunner.tui.data import (
     ADOPTED_TURN,
     EDITED_TURN,
@@ -56,6 +57,7 @@ JUMPS = {
 }
 
 
+@keys.listed("Trace")
 class TraceScreen(TraceActions):
     """One episode's trace."""
 
