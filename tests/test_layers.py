@@ -43,7 +43,10 @@ LAYERS: list[tuple[str, set[str]]] = [
 ]  # fmt: skip
 
 # Known debt (issue 24): each edge, with why it stays. Remove an entry when its edge goes.
-DIALECTS = "the recorder's dialects fold SSE with the adapters' own turn builders, kept private"
+DIALECTS = (
+    "the recorder's dialects fold SSE with the adapters' own turn builders (_adapter, _turn,"
+    " _openai_chat, _openai_responses): four modules still to make public, as usage.py was"
+)
 ALLOWED: dict[str, str] = {
     "agentrunner.record.dialects.anthropic -> providers._adapter": DIALECTS,
     "agentrunner.record.dialects.base -> providers._adapter": DIALECTS,
