@@ -33,9 +33,13 @@ async def _running(app: AgentRunnerApp, pilot) -> TraceScreen:  # type: ignore[n
     return screen
 
 
-async def _poll_once(pilot, screen: TraceScreen) -> None:  # type: ignore[no-untyped-def]
+async def _poll_once_until_cancelled(pilot, screen: TraceScreen) -> None:  # type: ignore[no-untyped-def]
+    """One poll (no timer fires during the test, so nothing else reads the store), then wait
+    for what it brings: the status read in that same poll."""
     screen.poll_now()
-    await wait_for(pilot, lambda: not screen._polling)
+    await wait_for(
+        pilot, lambda: screen.summary is not None and screen.summary.status == "cancelled"
+    )
 
 
 async def test_the_poll_that_brings_the_end_of_a_cancelled_run_shows_it_cancelled(
@@ -54,8 +58,7 @@ async def test_the_poll_that_brings_the_end_of_a_cancelled_run_shows_it_cancelle
         writer.stop.set()  # its writer cancels (as a cancel request makes it do)
         writer.thread.join(120)
         assert _ended(tui_db, writer.episode_id)
-        await _poll_once(pilot, screen)
-        assert screen.summary is not None and screen.summary.status == "cancelled"
+        await _poll_once_until_cancelled(pilot, screen)
 
 
 async def test_a_cancel_request_says_so_at_once_and_the_status_follows(
@@ -74,6 +77,5 @@ async def test_a_cancel_request_says_so_at_once_and_the_status_follows(
         await pilot.press("y")
         await wait_for(pilot, lambda: "cancel requested" in screen.note)
         writer.thread.join(120)  # the gated model polls the request: the writer stops
-        await _poll_once(pilot, screen)
-        assert screen.summary is not None and screen.summary.status == "cancelled"
-        assert screen.note == "run cancelled"
+        await _poll_once_until_cancelled(pilot, screen)
+        await wait_for(pilot, lambda: screen.note == "run cancelled")
