@@ -3,6 +3,7 @@ recorded (not when a summary timer next comes round)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,18 @@ from .conftest import BackgroundWriter, wait_for
 
 pytestmark = pytest.mark.anyio
 QUIET = 3600.0  # no timer fires during the test: it polls by hand
+
+
+def _writing(db: Path, episode: str) -> None:
+    """Wait until the writer has claimed its episode and begun (the screen reads its status
+    once when it opens: no timer re-reads it in these tests)."""
+    deadline = time.monotonic() + 120
+    while True:
+        with TraceStore(db) as store:
+            if store.episode(episode).status == "running":
+                return
+        assert time.monotonic() < deadline, "the writer never started"
+        time.sleep(0.02)
 
 
 def _ended(db: Path, episode: str) -> bool:
@@ -52,6 +65,7 @@ async def test_the_poll_that_brings_the_end_of_a_cancelled_run_shows_it_cancelle
     monkeypatch.setattr(trace, "SUMMARY_IDLE_S", QUIET)
     writer = gated_writer
     assert writer.episode_id is not None
+    _writing(tui_db, writer.episode_id)
     app = make_app(writer.episode_id, poll_s=QUIET)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _running(app, pilot)
@@ -64,11 +78,14 @@ async def test_the_poll_that_brings_the_end_of_a_cancelled_run_shows_it_cancelle
 async def test_a_cancel_request_says_so_at_once_and_the_status_follows(
     make_app: Callable[..., AgentRunnerApp],
     gated_writer: BackgroundWriter,
+    tui_db: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(trace, "SUMMARY_EVERY_S", QUIET)
     monkeypatch.setattr(trace, "SUMMARY_IDLE_S", QUIET)
     writer = gated_writer
+    assert writer.episode_id is not None
+    _writing(tui_db, writer.episode_id)
     app = make_app(writer.episode_id, poll_s=QUIET)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _running(app, pilot)
