@@ -51,6 +51,30 @@ _STATUS = (
     " ELSE 'running or interrupted' END"
 )
 
+
+def _summary_view(status: str) -> str:
+    """The ``episode_summary`` view with ``status`` as its status expression (the one rule
+    of the release that made it: a later rule is a new migration)."""
+    return f"""
+    CREATE VIEW episode_summary AS
+    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
+        {pg_json("e.model")} ->> 'spec' AS model, e.created_at,
+        last.id & {_MASK} AS last_seq, last.turn AS turns, {status} AS status,
+        CASE WHEN last.kind = {_END} THEN {pg_json("last.payload")} ->> 'stop_reason' END
+            AS stop_reason,
+        CASE WHEN last.kind = {_END}
+            THEN ({pg_json("last.payload")} ->> 'total_reward')::float8 END
+            AS total_reward,
+        {_usage_sum("input_tokens")} AS input_tokens,
+        {_usage_sum("output_tokens")} AS output_tokens,
+        {_usage_sum("cost_usd", total=False)} AS cost_usd,
+        c.writer_pid, c.heartbeat_at
+    FROM episodes e
+    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
+    LEFT JOIN control c ON c.episode_id = e.id
+    """
+
+
 P001_INITIAL = (
     """
     CREATE TABLE episodes (
@@ -191,24 +215,7 @@ P001_INITIAL = (
     """,
     "CREATE TABLE imports (source_key TEXT PRIMARY KEY,"
     " episode_id TEXT NOT NULL UNIQUE REFERENCES episodes(id))",
-    f"""
-    CREATE VIEW episode_summary AS
-    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
-        {pg_json("e.model")} ->> 'spec' AS model, e.created_at,
-        last.id & {_MASK} AS last_seq, last.turn AS turns, {_STATUS} AS status,
-        CASE WHEN last.kind = {_END} THEN {pg_json("last.payload")} ->> 'stop_reason' END
-            AS stop_reason,
-        CASE WHEN last.kind = {_END}
-            THEN ({pg_json("last.payload")} ->> 'total_reward')::float8 END
-            AS total_reward,
-        {_usage_sum("input_tokens")} AS input_tokens,
-        {_usage_sum("output_tokens")} AS output_tokens,
-        {_usage_sum("cost_usd", total=False)} AS cost_usd,
-        c.writer_pid, c.heartbeat_at
-    FROM episodes e
-    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
-    LEFT JOIN control c ON c.episode_id = e.id
-    """,
+    _summary_view(_STATUS),
     f"""
     CREATE VIEW episode_history AS
     WITH RECURSIVE part(episode_id, source, lo, hi, parent, next_hi) AS (
@@ -233,24 +240,7 @@ P002_DECISION_OUTCOMES = (
 
 P003_ONE_STATUS_RULE = (
     "DROP VIEW episode_summary",
-    f"""
-    CREATE VIEW episode_summary AS
-    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
-        {pg_json("e.model")} ->> 'spec' AS model, e.created_at,
-        last.id & {_MASK} AS last_seq, last.turn AS turns, {status_sql(POSTGRES)} AS status,
-        CASE WHEN last.kind = {_END} THEN {pg_json("last.payload")} ->> 'stop_reason' END
-            AS stop_reason,
-        CASE WHEN last.kind = {_END}
-            THEN ({pg_json("last.payload")} ->> 'total_reward')::float8 END
-            AS total_reward,
-        {_usage_sum("input_tokens")} AS input_tokens,
-        {_usage_sum("output_tokens")} AS output_tokens,
-        {_usage_sum("cost_usd", total=False)} AS cost_usd,
-        c.writer_pid, c.heartbeat_at
-    FROM episodes e
-    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
-    LEFT JOIN control c ON c.episode_id = e.id
-    """,
+    _summary_view(status_sql(POSTGRES)),
 )
 """``episode_summary.status`` follows the rule ``agentrunner ls`` follows
 (:mod:`agentrunner.store.status`), made from the rule of this release (a later change of the

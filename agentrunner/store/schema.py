@@ -268,22 +268,25 @@ _END = eventlog.KIND_CODE["episode.end"]
 _USAGE = eventlog.KIND_CODE["usage"]
 _BITS, _MASK = eventlog.SEQ_BITS, eventlog.SEQ_MASK
 _OWN = f"l.id BETWEEN (e.key << {_BITS}) + 1 AND (e.key << {_BITS}) + {_MASK}"
-_VIEWS = (
-    # One row per episode: its own rows' ending, turns and spend (a fork's inherited part is
-    # its ancestors'). `status` is 'running or interrupted' until an episode.end: whether its
-    # writer is alive is what `agentrunner ls` checks (writer_pid, heartbeat_at help).
-    f"""
+_FIRST_STATUS = f"""CASE WHEN last.kind = {_END} THEN
+            CASE json_extract(last.payload, '$.stop_reason')
+                WHEN 'done' THEN 'completed' WHEN 'max_turns' THEN 'completed'
+                WHEN 'max_steps' THEN 'completed' WHEN 'cancelled' THEN 'cancelled'
+                ELSE 'failed' END
+            ELSE 'running or interrupted' END"""
+"""The view's status before ``m010_one_status_rule`` (what ``m006`` made)."""
+
+
+def _summary_view(status: str) -> str:
+    """The ``episode_summary`` view with ``status`` as its status expression (the rule of
+    the release that made it: a later rule is a new migration)."""
+    return f"""
     CREATE VIEW episode_summary AS
     SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
         json_extract(e.model, '$.spec') AS model, e.created_at,
         last.id & {eventlog.SEQ_MASK} AS last_seq,
         last.turn AS turns,
-        CASE WHEN last.kind = {_END} THEN
-            CASE json_extract(last.payload, '$.stop_reason')
-                WHEN 'done' THEN 'completed' WHEN 'max_turns' THEN 'completed'
-                WHEN 'max_steps' THEN 'completed' WHEN 'cancelled' THEN 'cancelled'
-                ELSE 'failed' END
-            ELSE 'running or interrupted' END AS status,
+        {status} AS status,
         CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.stop_reason') END
             AS stop_reason,
         CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.total_reward') END
@@ -298,7 +301,14 @@ _VIEWS = (
     FROM episodes e
     LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
     LEFT JOIN control c ON c.episode_id = e.id
-    """,
+    """
+
+
+_VIEWS = (
+    # One row per episode: its own rows' ending, turns and spend (a fork's inherited part is
+    # its ancestors'). `status` is 'running or interrupted' until an episode.end: whether its
+    # writer is alive is what `agentrunner ls` checks (writer_pid, heartbeat_at help).
+    _summary_view(_FIRST_STATUS),
     # Every episode's full history, a fork's inherited events included (numbered as the
     # fork numbers them): SELECT * FROM episode_history WHERE episode_id = ? ORDER BY seq.
     f"""
@@ -350,28 +360,7 @@ def m009_decision_outcomes(db: Database) -> None:
     )
 
 
-_SUMMARY_WITH_ONE_STATUS_RULE = f"""
-    CREATE VIEW episode_summary AS
-    SELECT e.id AS episode_id, e.parent_episode_id, e.fork_seq, e.task_id, e.seed,
-        json_extract(e.model, '$.spec') AS model, e.created_at,
-        last.id & {eventlog.SEQ_MASK} AS last_seq,
-        last.turn AS turns,
-        {status_sql(SQLITE)} AS status,
-        CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.stop_reason') END
-            AS stop_reason,
-        CASE WHEN last.kind = {_END} THEN json_extract(last.payload, '$.total_reward') END
-            AS total_reward,
-        (SELECT total(json_extract(l.payload, '$.input_tokens')) FROM event_log l
-            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS input_tokens,
-        (SELECT total(json_extract(l.payload, '$.output_tokens')) FROM event_log l
-            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS output_tokens,
-        (SELECT sum(json_extract(l.payload, '$.cost_usd')) FROM event_log l
-            WHERE l.kind = {_USAGE} AND l.kind <> {eventlog.CHUNK} AND {_OWN}) AS cost_usd,
-        c.writer_pid, c.heartbeat_at
-    FROM episodes e
-    LEFT JOIN event_log last ON last.id = (SELECT max(l.id) FROM event_log l WHERE {_OWN})
-    LEFT JOIN control c ON c.episode_id = e.id
-    """
+_SUMMARY_WITH_ONE_STATUS_RULE = _summary_view(status_sql(SQLITE))
 
 
 @_migration
