@@ -14,23 +14,12 @@ from typing import Any
 
 import pytest
 from cli_process import run_cli
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "foreign-traces"
-CLAUDE = TRACES / "claude-code" / "short.jsonl"
-CODEX = TRACES / "codex" / "rollout-2026-05-11T13-28-45-019e1695-0522-7c83-8b39-0dd379793f80.jsonl"
+from unjudged_support import CLAUDE, TRACES, unjudged_store
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not (CLAUDE.is_file() and CODEX.is_file()):
-        pytest.skip(f"the shared foreign-trace fixtures are absent ({TRACES})")
-    path = tmp_path_factory.mktemp("unjudged-export") / "traces.db"
-    for trace in (CLAUDE, CODEX):
-        done = run_cli("import", "--db", str(path), str(trace))
-        assert done.returncode == 0, done.stderr
-    ran = run_cli("run", "--db", str(path), "--model", "scripted:demo", "--task", "demo-mean")
-    assert ran.returncode == 0, ran.stderr
-    return path
+    return unjudged_store(tmp_path_factory.mktemp("unjudged-export"))
 
 
 def _export(db: Path, out: Path, *args: str) -> tuple[list[dict[str, Any]], str]:
