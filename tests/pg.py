@@ -42,9 +42,24 @@ def why_not() -> str | None:
         return "Postgres is not installed (apt-get install postgresql)"
     if os.geteuid() == 0:
         try:
-            pwd.getpwnam("postgres")
+            entry = pwd.getpwnam("postgres")
         except KeyError:
             return "running as root and there is no 'postgres' user to run the server as"
+        closed = _closed_to(entry.pw_uid, Path(tempfile.gettempdir()))
+        if closed is not None:
+            return (
+                f"running as root, the server runs as 'postgres', which cannot enter {closed}"
+                " on the way to TMPDIR (chmod o+x it, as .ci/run does for its folder)"
+            )
+    return None
+
+
+def _closed_to(uid: int, folder: Path) -> Path | None:
+    """The first folder on the way to ``folder`` that user ``uid`` may not enter."""
+    for part in [*reversed(folder.resolve().parents), folder.resolve()]:
+        mode = part.stat()
+        if mode.st_uid != uid and not mode.st_mode & 0o001:
+            return part
     return None
 
 
