@@ -97,10 +97,15 @@ def _stop(reason: str) -> list[str]:
     return [sse(delta, "message_delta"), sse({"type": "message_stop"}, "message_stop")]
 
 
-def responses_call(call_id: str, name: str, arguments: dict[str, Any]) -> list[str]:
-    """A Responses stream answering with one function call."""
+def responses_call(
+    call_id: str, name: str, arguments: dict[str, Any], *, namespace: str | None = None
+) -> list[str]:
+    """A Responses stream answering with one function call (of a tool in ``namespace``: a
+    Codex namespace such as ``multi_agent_v1``)."""
     item = {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": name,
             "arguments": "", "status": "in_progress"}  # fmt: skip
+    if namespace is not None:
+        item["namespace"] = namespace
     text = json.dumps(arguments)
     done = {**item, "arguments": text, "status": "completed"}
     return [

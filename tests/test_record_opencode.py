@@ -128,7 +128,7 @@ def project(tmp_path: Path, upstream: str) -> tuple[Path, dict[str, str]]:
 
 
 def record(
-    db: Path, repo: Path, env: dict[str, str], *options: str
+    db: Path, repo: Path, env: dict[str, str], *options: str, prompt: str = "copy the notes"
 ) -> subprocess.CompletedProcess[str]:
     opencode = str(client("opencode"))
     return subprocess.run(
@@ -144,7 +144,7 @@ def record(
             "--",
             opencode,
             "run",
-            "copy the notes",
+            prompt,
             "--model",
             "local/m",
         ],
@@ -199,3 +199,60 @@ def test_a_recorded_opencode_session_replays_offline_with_the_same_effect(tmp_pa
     assert again.returncode == 0, again.stderr[-3000:]
     assert reached == []
     assert (repo / "copy.txt").read_text() == "opencode notes\n"
+
+
+SUB_PROMPT = "Write the word hi into sub.txt."
+
+
+def _tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> Reply:
+    call = {"index": 0, "id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
+    return Reply(events=[chunk({"role": "assistant", "tool_calls": [call]}),
+                         chunk({}, "tool_calls"), usage(), "data: [DONE]"])  # fmt: skip
+
+
+def _text(text: str) -> Reply:
+    return Reply(events=[chunk({"role": "assistant", "content": text}), chunk({}, "stop"),
+                         usage(), "data: [DONE]"])  # fmt: skip
+
+
+def _sub_agents(request: Received) -> Reply | None:
+    """A model that starts a sub-agent with OpenCode's ``task`` tool; the sub-agent (its own
+    session, whose first user message is the prompt) writes a file and answers."""
+    if request.method != "POST":
+        return None
+    named = title(request)
+    if named is not None:
+        return named
+    messages = request.json["messages"]
+    done = any(m["role"] == "tool" for m in messages)
+    if any(m["role"] == "user" and m["content"] == SUB_PROMPT for m in messages):
+        if done:
+            return _text("Wrote sub.txt.")
+        return _tool_call("call_s1", "bash", {"command": "echo hi > sub.txt", "description": "w"})
+    if done:
+        return _text("All done.")
+    task = {"description": "write sub", "prompt": SUB_PROMPT, "subagent_type": "general"}
+    return _tool_call("call_m1", "task", task)
+
+
+def test_a_sub_agent_opencode_starts_with_its_task_tool_is_a_child_episode(
+    tmp_path: Path,
+) -> None:
+    """OpenCode runs a ``task`` sub-agent in a session of its own that names the parent
+    session (``x-parent-session-id``): its calls are a child episode linked to the call."""
+    with SSEReplayServer(aside=_sub_agents) as upstream:
+        repo, env = project(tmp_path, upstream.url)
+        done = record(tmp_path / "t.db", repo, env, prompt="Use a sub-agent to write sub.txt")
+        sessions = {r.headers.get("x-session-id") for r in upstream.requests}
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (repo / "sub.txt").read_text() == "hi\n" and len(sessions) == 2
+    with TraceStore(tmp_path / "t.db") as store:
+        episodes = [store.episode(e) for e in last_json(done.stdout)["episodes"]]
+        spawners = [e for e in episodes if store.events(e.episode_id, kinds=["tool.call"])]
+        parent = next(e for e in spawners if "spawned_by" not in e.env)
+        (child,) = [e for e in episodes if "spawned_by" in e.env]
+        (called,) = store.events(child.episode_id, kinds=["tool.call"])
+    assert child.env["spawned_by"] == {"episode_id": parent.episode_id, "call_id": "call_m1"}
+    assert child.env["parent_session_id"] == parent.env["session_id"]
+    assert called.payload["name"] == "bash"

@@ -5,8 +5,10 @@ of messages holds that request's last one), within the same client session when 
 names one. Messages are compared as the client means them: marks whose placement moves from
 call to call (``cache_control``), and call ids a client invents each run (Gemini's), are left
 out of the comparison, never out of the record.
-A conversation that begins with the prompt an open ``Agent``/``Task``
-tool call of another conversation passed is that call's sub-agent.
+A conversation whose first request ends a user message with the prompt a sub-agent tool call
+of another conversation passed (Claude Code's ``Agent``/``Task``, OpenCode's ``task``, Codex's
+``spawn_agent``), in the same client session or the session its client names as the parent, is
+that call's sub-agent.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from agentrunner.recorder import Recorder
 from agentrunner.store.hashing import canonical_json
 from agentrunner.types import Message
 
-SPAWNING_TOOLS = frozenset({"Agent", "Task", "task", "spawn_agent"})
+SPAWNING_TOOLS = {"Agent": "prompt", "Task": "prompt", "task": "prompt", "spawn_agent": "message"}
+"""Sub-agent tools: the argument holding the prompt (Codex's ``spawn_agent`` may pass ``items``
+instead: structured input whose text items end the sub-agent's first message)."""
+DETACHED = frozenset({"spawn_agent"})
+"""Sub-agent tools whose result comes back at once (the sub-agent's id) while the sub-agent
+works on: their prompt stays open until a conversation takes it, not until the result."""
 VOLATILE_KEYS = frozenset({"cache_control"})
 INVENTED_IDS = frozenset({"functionCall", "functionResponse"})
 """Gemini parts whose ``id`` a client may invent per run (Gemini CLI stamps the time in it)."""
@@ -77,6 +84,15 @@ def keys(messages: list[Message]) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Spawn:
+    """A sub-agent tool call waiting for its sub-agent's first request."""
+
+    prompt: str
+    detached: bool
+    """The call's result comes back before the sub-agent ends (see :data:`DETACHED`)."""
+
+
 @dataclass
 class Conversation:
     """One recorded episode being written: its recorder and what the next call continues."""
@@ -90,8 +106,8 @@ class Conversation:
     """The same messages' places as compared (:func:`keys`)."""
     open_calls: dict[str, str] = field(default_factory=dict)
     """Tool calls the model made whose results have not come back: call id -> tool name."""
-    prompts: dict[str, str] = field(default_factory=dict)
-    """Open sub-agent calls: the prompt each passed -> its call id."""
+    prompts: dict[str, Spawn] = field(default_factory=dict)
+    """Sub-agent calls no conversation has taken yet, by call id."""
     calls: int = 0
 
 
@@ -120,31 +136,49 @@ class Conversations:
         if places and places[-1]:
             self._by_tip[(conversation.session, places[-1])] = conversation
 
-    def spawner(self, session: str | None, messages: list[Message]) -> tuple[str, str] | None:
-        """(episode, tool call) of the open sub-agent call whose prompt the first user message
-        of ``messages`` carries (whole, or after context the client put before it: Claude
-        Code sends a reminder block first); the longest such prompt when several fit."""
-        first = next((m.content for m in messages if m.role == "user" and m.content), None)
-        if first is None:
-            return None
-        text = first.strip()
-        found: tuple[int, str, str] | None = None
+    def spawner(
+        self, sessions: tuple[str | None, ...], messages: list[Message]
+    ) -> tuple[str, str] | None:
+        """(episode, tool call) of the sub-agent call whose prompt ends one of the user messages
+        of a new conversation's first request (whole, or after context the client put before
+        it: Claude Code sends a reminder block first, Codex sends its AGENTS.md and environment
+        as earlier user messages), among the conversations of ``sessions`` (the request's
+        session, and the parent session its client names); the longest such prompt, the
+        earliest call among equals. The call is taken: a second conversation with the same
+        prompt is another call's sub-agent, or none."""
+        texts = [m.content.strip() for m in messages if m.role == "user" and m.content]
+        found: tuple[int, Conversation, str] | None = None
         for conversation in self.all:
-            if conversation.session != session:
+            if conversation.session not in sessions:
                 continue
-            for prompt, call_id in conversation.prompts.items():
-                if text.endswith(prompt) and (found is None or len(prompt) > found[0]):
-                    found = (len(prompt), conversation.episode_id, call_id)
-        return (found[1], found[2]) if found is not None else None
+            for call_id, spawn in conversation.prompts.items():
+                if not any(text.endswith(spawn.prompt) for text in texts):
+                    continue
+                if found is None or len(spawn.prompt) > found[0]:
+                    found = (len(spawn.prompt), conversation, call_id)
+        if found is None:
+            return None
+        conversation, call_id = found[1], found[2]
+        del conversation.prompts[call_id]
+        return conversation.episode_id, call_id
 
 
-def spawned_prompt(name: str, arguments: str) -> str | None:
-    """The prompt a sub-agent tool call passes (None: not a sub-agent call)."""
-    if name not in SPAWNING_TOOLS:
+def spawned(name: str, arguments: str) -> Spawn | None:
+    """The sub-agent a tool call starts (None: not a sub-agent call)."""
+    field_name = SPAWNING_TOOLS.get(name)
+    if field_name is None:
         return None
     try:
         parsed = json.loads(arguments)
     except json.JSONDecodeError:
         return None
-    prompt = parsed.get("prompt") if isinstance(parsed, dict) else None
-    return prompt.strip() if isinstance(prompt, str) and prompt.strip() else None
+    if not isinstance(parsed, dict):
+        return None
+    prompt = parsed.get(field_name)
+    items = parsed.get("items")
+    if not isinstance(prompt, str) and isinstance(items, list):
+        texts = [i.get("text") for i in items if isinstance(i, dict) and i.get("type") == "text"]
+        prompt = next((t for t in reversed(texts) if isinstance(t, str) and t.strip()), None)
+    if not isinstance(prompt, str) or not prompt.strip():
+        return None
+    return Spawn(prompt=prompt.strip(), detached=name in DETACHED)

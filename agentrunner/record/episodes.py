@@ -99,10 +99,12 @@ class Episodes:
         messages: list[Message],
         *,
         snapshot: str | None = None,
+        parent_session: str | None = None,
     ) -> Conversation:
         """A new recorded episode for a conversation's first request; ``snapshot``: the
-        agent's folder as that request arrived (``record --snapshots``), its ``env.base``."""
-        spawner = self.conversations.spawner(session, messages)
+        agent's folder as that request arrived (``record --snapshots``), its ``env.base``;
+        ``parent_session``: the session its client says started it (a sub-agent's)."""
+        spawner = self.conversations.spawner((session, parent_session), messages)
         redactor = Redactor(self.secrets)
         env: dict[str, Any] = {
             **self.origin.links,
@@ -114,6 +116,8 @@ class Episodes:
             "upstreams": self.origin.upstreams,
             "session_id": session,
         }
+        if parent_session is not None:
+            env["parent_session_id"] = parent_session
         if self.origin.run is not None:
             env["record_run"] = self.origin.run
         if spawner is not None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from agentrunner import events as ev
 from agentrunner.errors import EnvironmentFailure
-from agentrunner.record.conversations import Conversation, keys, spawned_prompt
+from agentrunner.record.conversations import Conversation, keys, spawned
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
 from agentrunner.record.episodes import Episodes, Origin, chain_of
@@ -206,10 +206,13 @@ class Journal:
         agent: str | None,
         into: Conversation | None = None,
         path: str = "",
+        *,
+        parent_session: str | None = None,
     ) -> Call:
         """Append what a request adds (tool results, messages) and its ``model.request``, in
         the conversation it continues (``into``: a fork made for it); ``path`` is the
-        request's path and query (where Gemini names the model)."""
+        request's path and query (where Gemini names the model); ``parent_session``: the
+        session the client names as the one that started this one (a sub-agent's)."""
         wire = dialect(api)
         split = wire.split(json.loads(body), path)
         book = self.episodes
@@ -226,7 +229,13 @@ class Journal:
         )
         if conversation is None:
             conversation = self.episodes.open(
-                wire, split.model, session, agent, messages, snapshot=snapshot
+                wire,
+                split.model,
+                session,
+                agent,
+                messages,
+                snapshot=snapshot,
+                parent_session=parent_session,
             )
         rec = conversation.recorder
         stored = _shared_prefix(conversation.chain, chain)
@@ -298,9 +307,9 @@ class Journal:
         for i, (m, digest, outputs) in enumerate(zip(messages, hashes, every, strict=True)):
             for out in outputs:
                 name = conversation.open_calls.pop(out.call_id, None)
-                conversation.prompts = {
-                    p: c for p, c in conversation.prompts.items() if c != out.call_id
-                }
+                spawn = conversation.prompts.get(out.call_id)
+                if spawn is not None and not spawn.detached:  # the sub-agent has ended
+                    del conversation.prompts[out.call_id]
                 rec.record(
                     ev.ToolResult(
                         call_id=out.call_id,
@@ -408,9 +417,9 @@ class Journal:
                 parsed, problem = None, str(exc)
             rec.tool_call(tool_call, parsed, problem)
             call.conversation.open_calls[tool_call.call_id] = tool_call.name
-            prompt = spawned_prompt(tool_call.name, tool_call.arguments)
-            if prompt is not None:
-                call.conversation.prompts[prompt] = tool_call.call_id
+            spawn = spawned(tool_call.name, tool_call.arguments)
+            if spawn is not None:
+                call.conversation.prompts[tool_call.call_id] = spawn
         if call.failure is not None:
             rec.failure("generate", "stream error", call.failure, retryable=True)
         elif turn.stop_reason is None:

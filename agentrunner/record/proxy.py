@@ -49,7 +49,9 @@ HOP_BY_HOP = frozenset(
     }
 )
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
-SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "x-session-id")
+SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "x-session-id", "session-id")
+PARENT_SESSION_HEADERS = ("x-parent-session-id",)
+"""Where a client names the session that started this one (OpenCode's sub-agent sessions)."""
 TOKEN_HEADER = "x-agentrunner-token"
 NOT_FORWARDED = HOP_BY_HOP | {TOKEN_HEADER}
 """Request headers the upstream never gets (the proxy's own token is the proxy's)."""
@@ -228,10 +230,13 @@ class Proxy:
         if request.query.get("key"):
             key = request.query["key"]
             self.journal.submit(partial(self.journal.episodes.learn_secret, "query key", key))
-        session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
+        session = _header(request, SESSION_HEADERS)
+        parent = _header(request, PARENT_SESSION_HEADERS)
         agent = request.headers.get("user-agent")
         where = rest + (f"?{request.query_string}" if request.query_string else "")
-        job = partial(self.journal.begin, api, body, session, agent, into, where)
+        job = partial(
+            self.journal.begin, api, body, session, agent, into, where, parent_session=parent
+        )
         try:
             return await asyncio.wrap_future(self.journal.submit(job))
         except Exception:  # not a body the dialect reads (reported): forwarded all the same
@@ -315,7 +320,7 @@ class Proxy:
         recording at this call (``plan``: the fork asked for, with its edits)."""
         self.live = True
         self.went_live = (episode_id, turn)
-        session = next((request.headers[h] for h in SESSION_HEADERS if h in request.headers), None)
+        session = _header(request, SESSION_HEADERS)
         job = partial(self.journal.episodes.fork, episode_id, turn, session=session)
         conversation = await asyncio.wrap_future(self.journal.submit(job))
         if plan is not None and plan.message is not None:
@@ -402,3 +407,8 @@ class ProxyThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+def _header(request: web.Request, names: tuple[str, ...]) -> str | None:
+    """The first of these headers the request has."""
+    return next((request.headers[h] for h in names if h in request.headers), None)
