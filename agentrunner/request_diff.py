@@ -34,6 +34,12 @@ class Call:
     turn: int
     call_id: str
     request: ModelInput
+    episode_id: str = ""
+
+    def named(self, other: Call) -> str:
+        """How a line names this call beside ``other`` (its episode too when they differ)."""
+        where = f"{self.episode_id} " if self.episode_id != other.episode_id else ""
+        return f"{where}call {self.turn} ({self.call_id})"
 
 
 @dataclass
@@ -82,8 +88,16 @@ class RequestDiff:
             return None if m is None else m.model_dump(mode="json", exclude_none=True)
 
         return {
-            "before": {"turn": self.before.turn, "call_id": self.before.call_id},
-            "after": {"turn": self.after.turn, "call_id": self.after.call_id},
+            "before": {
+                "episode_id": self.before.episode_id,
+                "turn": self.before.turn,
+                "call_id": self.before.call_id,
+            },
+            "after": {
+                "episode_id": self.after.episode_id,
+                "turn": self.after.turn,
+                "call_id": self.after.call_id,
+            },
             "model": list(self.model) if self.model else None,
             "params": {
                 "added": self.params_added,
@@ -121,12 +135,11 @@ def calls(store: TraceStore, episode_id: str) -> list[tuple[int, str]]:
 
 def pick(store: TraceStore, episode_id: str, spec: str) -> tuple[Call, Call]:
     """The two calls ``spec`` names: ``K`` (call K against K-1) or ``A,B`` (each a turn
-    number or a call id of the episode)."""
-    known = calls(store, episode_id)
-    if not known:
-        raise UsageError(f"episode {episode_id} has no model call")
+    number or a call id of the episode, or ``EP:K`` for one of another episode: a fork or a
+    replay against its original)."""
     parts = [p.strip() for p in spec.split(",")]
     if len(parts) == 1:
+        known = _calls(store, episode_id)
         later = _turn(parts[0], known, episode_id)
         earlier = max((t for t, _ in known if t < later), default=None)
         if earlier is None:
@@ -134,14 +147,32 @@ def pick(store: TraceStore, episode_id: str, spec: str) -> tuple[Call, Call]:
                 f"call {later} is the first model call of episode {episode_id}: nothing came"
                 " before it (name two calls: --request-diff A,B)"
             )
-        turns = (earlier, later)
-    elif len(parts) == 2:
-        turns = (_turn(parts[0], known, episode_id), _turn(parts[1], known, episode_id))
-    else:
-        raise UsageError(f"--request-diff takes K or A,B, not {spec!r}")
-    ids = dict(known)
-    a, b = (Call(t, ids[t], store.reconstruct_request(episode_id, t)) for t in turns)
-    return a, b
+        return _call(store, episode_id, earlier, known), _call(store, episode_id, later, known)
+    if len(parts) == 2:
+        a, b = (_side(store, episode_id, part) for part in parts)
+        return a, b
+    raise UsageError(f"--request-diff takes K, A,B or A,EP:B, not {spec!r}")
+
+
+def _side(store: TraceStore, episode_id: str, part: str) -> Call:
+    """One side of ``A,B``: a call of ``episode_id``, or of the episode ``EP:`` names."""
+    if ":" in part:
+        named, part = part.split(":", 1)
+        episode_id = store.resolve(named)
+    known = _calls(store, episode_id)
+    return _call(store, episode_id, _turn(part, known, episode_id), known)
+
+
+def _calls(store: TraceStore, episode_id: str) -> list[tuple[int, str]]:
+    known = calls(store, episode_id)
+    if not known:
+        raise UsageError(f"episode {episode_id} has no model call")
+    return known
+
+
+def _call(store: TraceStore, episode_id: str, turn: int, known: list[tuple[int, str]]) -> Call:
+    request = store.reconstruct_request(episode_id, turn)
+    return Call(turn, dict(known)[turn], request, episode_id)
 
 
 def _turn(part: str, known: list[tuple[int, str]], episode_id: str) -> int:
@@ -242,7 +273,7 @@ def _value(value: Any) -> str:
 def describe(found: RequestDiff, *, verbose: bool = False) -> list[Text]:
     """The diff as lines for a terminal or the TUI (recorded text shown, never obeyed)."""
     a, b = found.before, found.after
-    lines = [Text(f"call {b.turn} ({b.call_id}) against call {a.turn} ({a.call_id})", "bold")]
+    lines = [Text(f"{b.named(a)} against {a.named(b)}", "bold")]
     if found.unchanged:
         lines.append(Text("  the two requests are the same"))
         return lines

@@ -61,7 +61,11 @@ def test_two_calls_can_be_named_by_turn_or_call_id(tmp_path: Path) -> None:
         call_id = store.events(episode, kinds=["model.request"])[0].payload["call_id"]
     shown = cli("show", episode, "--request-diff", f"{call_id},4", "--json", db=db)
     assert shown.returncode == 0, shown.stderr
-    assert last_json(shown.stdout)["before"] == {"turn": 1, "call_id": call_id}
+    assert last_json(shown.stdout)["before"] == {
+        "episode_id": episode,
+        "turn": 1,
+        "call_id": call_id,
+    }
 
 
 def test_the_first_call_or_a_call_that_is_not_there_is_a_one_line_usage_error(
@@ -115,3 +119,26 @@ def test_a_changed_system_prompt_and_parameter_are_named_beside_the_messages_add
     printed = cli("show", episode, "--request-diff", "2", db=db)
     assert "system    changed" in printed.stdout and "+Answer in French." in printed.stdout
     assert json.dumps(second["messages"][2]["content"])[1:-1] in printed.stdout
+
+
+def test_a_forks_call_is_compared_with_its_originals_call_across_episodes(
+    tmp_path: Path,
+) -> None:
+    """``A,EP:B``: a fork's call 3 (after an injected message) against the original's call 3
+    names exactly that message as added, and both episodes."""
+    db, episode = demo(tmp_path)
+    forked = cli("fork", episode, "--turn", "3", "--message", "Check the tests first.",
+                 "--run", "--json", db=db)  # fmt: skip
+    assert forked.returncode == 0, forked.stderr
+    (fork,) = last_json(forked.stdout)["forks"]
+    shown = cli("show", fork, "--request-diff", f"{episode[:10]}:3,3", "--json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    found = last_json(shown.stdout)
+    assert (found["before"]["episode_id"], found["after"]["episode_id"]) == (episode, fork)
+    (change,) = found["messages"]["changes"]
+    assert change["kind"] == "added" and change["after"]["content"] == "Check the tests first."
+    printed = cli("show", fork, "--request-diff", f"{episode}:3,3", db=db)
+    first = printed.stdout.splitlines()[0]
+    assert first.startswith(f"{fork} call 3 (") and f" against {episode} call 3 (" in first
+    missing = cli("show", fork, "--request-diff", "NOSUCHEPISODE:3,3", db=db)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr

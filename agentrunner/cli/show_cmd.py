@@ -54,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--request-diff",
         metavar="K|A,B",
         help="what changed in the request of model call K against call K-1 (or call B against"
-        " call A; each a turn number or a call id): model, parameters, system prompt, tools,"
-        " messages added, removed or changed",
+        " call A; each a turn number or a call id, or EP:K for a call of another episode, such"
+        " as a fork's or a replay's against its original): model, parameters, system prompt,"
+        " tools, messages added, removed or changed",
     )
 
 
