@@ -16,7 +16,7 @@ from agentrunner.model import Model
 PROVIDERS: dict[str, str] = {
     "scripted": "providers.scripted",
     "openai": "providers.openai_adapter",  # the Responses API
-    "openai-chat": "providers._openai_chat",  # Chat Completions, OpenAI-compatible servers
+    "openai-chat": "providers.openai_chat",  # Chat Completions, OpenAI-compatible servers
     "anthropic": "providers.anthropic_adapter",  # the Messages API
 }
 

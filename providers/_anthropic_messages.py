@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrunner.types import AgentToolCall, Message, OpaquePart, ToolSpec
-from providers._turn import UNKNOWN_EVENTS
+from providers.turn_builder import UNKNOWN_EVENTS
 
 PROVIDER = "anthropic"
 _PLACEHOLDERS = frozenset({"text", "tool_use"})

@@ -13,9 +13,9 @@ import os
 from typing import Any
 
 from agentrunner.errors import ModelError
-from providers._adapter import StreamingAdapter
 from providers._errors import classify, connection_detail, missing_key
 from providers._retry import parse_retry_after, with_retry_after
+from providers.streaming import StreamingAdapter
 
 ENV_KEY = "OPENAI_API_KEY"
 DEFAULT_URL = "https://api.openai.com/v1"

@@ -24,11 +24,11 @@ from typing import Any
 from agentrunner.errors import ModelError, UsageError
 from agentrunner.model import AgentContext
 from agentrunner.types import AgentTurn
-from providers._adapter import Fold, SdkStream, StreamingAdapter
 from providers._anthropic_messages import layout_parts, request_messages, tools_param
 from providers._errors import classify, connection_detail, missing_key
 from providers._retry import parse_retry_after, with_retry_after
-from providers._turn import TurnBuilder
+from providers.streaming import Fold, SdkStream, StreamingAdapter
+from providers.turn_builder import TurnBuilder
 from providers.usage import from_anthropic
 
 ENV_KEY = "ANTHROPIC_API_KEY"

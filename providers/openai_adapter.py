@@ -4,7 +4,7 @@ Stateless multi-turn: every request is sent with ``store=False`` and
 ``include=["reasoning.encrypted_content"]``, and carries the whole history, the previous
 turns' reasoning items passed back verbatim next to their function calls (see
 :mod:`providers.openai_messages`). Chat Completions and OpenAI-compatible servers are
-``openai-chat:MODEL`` (:mod:`providers._openai_chat`).
+``openai-chat:MODEL`` (:mod:`providers.openai_chat`).
 
 Options (``get_model("openai:gpt-5", **options)``): ``api_key`` (else ``OPENAI_API_KEY``),
 ``base_url`` (else ``OPENAI_BASE_URL``), ``reasoning_effort``, ``reasoning_summary``
@@ -20,12 +20,12 @@ import re
 from typing import Any
 
 from agentrunner.model import AgentContext
-from providers._adapter import Fold, SdkStream
-from providers._openai_chat import OpenAIChatModel
-from providers._openai_chat import create as create_chat
 from providers._openai_client import OpenAIAdapter
-from providers._openai_responses import ResponsesFold
+from providers.openai_chat import OpenAIChatModel
+from providers.openai_chat import create as create_chat
 from providers.openai_messages import responses_input, responses_tools
+from providers.openai_responses import ResponsesFold
+from providers.streaming import Fold, SdkStream
 
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)", re.IGNORECASE)
 _DEFAULT = object()

@@ -42,24 +42,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("front ends", _ours("cli tui")),
 ]  # fmt: skip
 
-# Known debt (issue 24): each edge, with why it stays. Remove an entry when its edge goes.
-DIALECTS = (
-    "the recorder's dialects fold SSE with the adapters' own turn builders (_adapter, _turn,"
-    " _openai_chat, _openai_responses): four modules still to make public, as usage.py was"
-)
-ALLOWED: dict[str, str] = {
-    "agentrunner.record.dialects.anthropic -> providers._adapter": DIALECTS,
-    "agentrunner.record.dialects.base -> providers._adapter": DIALECTS,
-    "agentrunner.record.dialects.base -> providers._turn": DIALECTS,
-    "agentrunner.record.dialects.gemini -> providers._adapter": DIALECTS,
-    "agentrunner.record.dialects.gemini -> providers._turn": DIALECTS,
-    "agentrunner.record.dialects.openai_chat -> providers._adapter": DIALECTS,
-    "agentrunner.record.dialects.openai_chat -> providers._openai_chat": DIALECTS,
-    "agentrunner.record.dialects.openai_responses -> providers._adapter": DIALECTS,
-    "agentrunner.record.dialects.openai_responses -> providers._openai_responses": DIALECTS,
-    "agentrunner.record.journal -> providers._adapter": DIALECTS,
-    "agentrunner.record.journal -> providers._turn": DIALECTS,
-}
+# Known debt: each edge, with why it stays. Remove an entry when its edge goes.
+ALLOWED: dict[str, str] = {}
 
 # Packages that must not import one another, whatever their layers.
 FORBIDDEN = [("agentrunner.tui", "providers", "the TUI builds models through the lifecycle API")]

@@ -28,7 +28,7 @@ from agentrunner.model import AgentContext
 from agentrunner.runner import Rollout
 from agentrunner.types import Message
 from providers import get_model
-from providers._openai_messages import responses_input
+from providers.openai_messages import responses_input
 
 KEY = "sk-test-openai-0123456789abcdef"
 MODEL = "gpt-5-2025-08-07"

@@ -25,7 +25,7 @@ from sse_replay import Reply, SSEReplayServer, ToolTableEnv, events_from_file
 from agentrunner import TraceStore, run_agent_episode
 from providers import get_model
 from providers._anthropic_messages import request_messages
-from providers._openai_messages import responses_input
+from providers.openai_messages import responses_input
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "provider-streams"
 if not FIXTURES.is_dir():

@@ -35,8 +35,8 @@ from agentrunner.redaction import scrub
 from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S
 from agentrunner.types import Chunk, Message
-from providers._adapter import StreamFailure
-from providers._turn import TurnBuilder
+from providers.streaming import StreamFailure
+from providers.turn_builder import TurnBuilder
 from providers.usage import priced
 
 _Job = tuple[Callable[[], Any], "Future[Any]", bool]

@@ -15,7 +15,7 @@ from agentrunner.imports import codex
 from agentrunner.imports.importer import FINISH_PART, import_file
 from agentrunner.store.records import EventRow
 from agentrunner.types import AgentUsage, Message
-from providers._usage import priced
+from providers.usage import priced
 from tests.imports.conftest import FIXTURES, fixture_files, needs
 
 SAMPLES = fixture_files("codex", "*.jsonl")

@@ -15,7 +15,7 @@ import pytest
 from agentrunner import TraceStore
 from agentrunner.imports import mini_swe_agent
 from agentrunner.imports.importer import import_file, positioned
-from providers._openai_messages import responses_input
+from providers.openai_messages import responses_input
 from tests.imports.conftest import (
     FIXTURES,
     fixture_files,

@@ -21,8 +21,8 @@ from agentrunner.record.dialects.base import (
     tool_spec,
 )
 from agentrunner.types import AgentToolCall, Message, ToolSpec
-from providers._adapter import Fold
 from providers.anthropic_adapter import MessagesFold
+from providers.streaming import Fold
 
 api = "anthropic-messages"
 provider = "anthropic"

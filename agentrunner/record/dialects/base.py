@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from agentrunner.model import AgentContext
 from agentrunner.types import Chunk, Message, ToolSpec
-from providers._adapter import Fold
-from providers._turn import TurnBuilder
+from providers.streaming import Fold
+from providers.turn_builder import TurnBuilder
 
 
 @dataclass(frozen=True)

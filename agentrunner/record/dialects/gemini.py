@@ -26,8 +26,8 @@ from typing import Any
 
 from agentrunner.record.dialects.base import Split, ToolOutput
 from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Message, OpaquePart, ToolSpec
-from providers._adapter import Fold
-from providers._turn import TurnBuilder
+from providers.streaming import Fold
+from providers.turn_builder import TurnBuilder
 
 api = "gemini"
 provider = "google"

@@ -2,7 +2,7 @@
 
 Every message of ``messages`` is one message of the chain, kept verbatim; ``role: tool``
 messages are the results of the calls the model made before. Chunks are folded by the
-native adapter's :class:`~providers._openai_chat.ChatFold`.
+native adapter's :class:`~providers.openai_chat.ChatFold`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from agentrunner.record.dialects.base import (
     tool_spec,
 )
 from agentrunner.types import AgentToolCall, Message, ToolSpec
-from providers._adapter import Fold
-from providers._openai_chat import ChatFold
+from providers.openai_chat import ChatFold
+from providers.streaming import Fold
 
 api = "openai-chat"
 provider = "openai"

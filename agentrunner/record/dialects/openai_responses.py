@@ -4,7 +4,7 @@
 of ``input`` one message of the chain, kept verbatim (a plain-string ``input`` is one user
 message with ``body_field="input"``); ``function_call_output`` and ``custom_tool_call_output``
 items are the results of the calls the model made before. Events are folded by the native
-adapter's :class:`~providers._openai_responses.ResponsesFold`.
+adapter's :class:`~providers.openai_responses.ResponsesFold`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from agentrunner.record.dialects.base import (
     tool_spec,
 )
 from agentrunner.types import AgentToolCall, Message, ToolSpec
-from providers._adapter import Fold
-from providers._openai_responses import ResponsesFold
+from providers.openai_responses import ResponsesFold
+from providers.streaming import Fold
 
 api = "openai-responses"
 provider = "openai"

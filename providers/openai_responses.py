@@ -14,10 +14,10 @@ from typing import Any
 
 from agentrunner.errors import ModelError
 from agentrunner.types import AgentTurn
-from providers._adapter import StreamFailure
 from providers._errors import classify
-from providers._turn import TurnBuilder
 from providers.openai_messages import layout_parts
+from providers.streaming import StreamFailure
+from providers.turn_builder import TurnBuilder
 from providers.usage import from_openai_responses
 
 # Known events that carry nothing the turn needs beyond what other events already give.

@@ -14,10 +14,10 @@ from typing import Any
 
 from agentrunner.model import AgentContext
 from agentrunner.types import AgentTurn
-from providers._adapter import Fold, SdkStream
 from providers._openai_client import OpenAIAdapter
-from providers._turn import TurnBuilder
 from providers.openai_messages import chat_messages, chat_tools
+from providers.streaming import Fold, SdkStream
+from providers.turn_builder import TurnBuilder
 from providers.usage import from_openai_chat
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")

@@ -21,7 +21,7 @@ from agentrunner.model import AgentContext
 from agentrunner.redaction import public_url
 from agentrunner.types import AgentTurn
 from providers._retry import call_with_retries
-from providers._turn import TurnBuilder
+from providers.turn_builder import TurnBuilder
 from providers.usage import priced
 
 REQUEST_ID_HEADERS = ("x-request-id", "request-id")
