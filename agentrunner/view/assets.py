@@ -40,6 +40,7 @@ pre.args { border-left-color: #72b7b2; }
 .blk.notice p { margin: 2px 0; font-weight: 600; }
 .error { color: #b42318; } .warn { color: #7b6d00; } .cancel { color: #7b6d00; }
 .resume { color: #8e44ad; } .end { color: #2f7d32; }
+.forked { color: #8e44ad; font-weight: 600; margin: 6px 0; }
 .step { margin: 6px 0 6px 12px; }
 .call { font-weight: 600; color: #0b6e79; margin: 4px 0 0; }
 .arg .key { font-size: 12px; color: #52606d; }

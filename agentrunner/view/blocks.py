@@ -41,22 +41,47 @@ class BlockWriter:
         self.link = link
         self.whole = f"agentrunner show {episode_id} -v"
 
-    def transcript(self, t: Transcript, *, parent_in_page: bool) -> str:
+    def transcript(
+        self, t: Transcript, *, parent: str | None, forks: Sequence[tuple[int, str]] = ()
+    ) -> str:
+        """The blocks of ``t``: those it inherits folded (or, when ``parent`` is given, its
+        parent being in the page, a link to them there), then its own, with a line where
+        each of ``forks`` (``(fork_seq, fork id)``) branches off."""
         inherited = [b for b in t.blocks if b.seq and b.seq < t.own_from]
         own = [b for b in t.blocks if not (b.seq and b.seq < t.own_from)]
         head = ""
-        if inherited and parent_in_page:
+        if inherited and parent is not None:
             head = (
                 f'<p class="meta">Seqs 1 to {t.own_from - 1} ({len(inherited)} blocks) are '
-                "inherited: they are shown in the parent's section above.</p>"
+                f"inherited from {self.link(parent)}: its section shows them.</p>"
             )
         elif inherited:
             summary = f"inherited history: seqs 1 to {t.own_from - 1} ({len(inherited)} blocks)"
-            head = folded(esc(summary), self.blocks(inherited), "inherited")
-        return head + self.blocks(own)
+            inner = self.blocks(inherited, forks, before=t.own_from)
+            head = folded(esc(summary), inner, "inherited")
+        return head + self.blocks(own, [f for f in forks if f[0] >= t.own_from])
 
-    def blocks(self, blocks: Sequence[Block]) -> str:
-        return "".join(self.block(b) for b in blocks)
+    def blocks(
+        self,
+        blocks: Sequence[Block],
+        forks: Sequence[tuple[int, str]] = (),
+        *,
+        before: int | None = None,
+    ) -> str:
+        """The blocks, each fork's line before the first block after its fork point (a
+        fork after the last block: at the end, if its point is before ``before``)."""
+        points = sorted(forks)
+        out = []
+        for block in blocks:
+            while points and block.seq and points[0][0] < block.seq:
+                out.append(self._fork_line(*points.pop(0)))
+            out.append(self.block(block))
+        out.extend(self._fork_line(*p) for p in points if before is None or p[0] < before)
+        return "".join(out)
+
+    def _fork_line(self, fork_seq: int, fork_id: str) -> str:
+        where = f"branches off here (after seq {fork_seq})"
+        return f'<div class="blk"><p class="forked">⑂ fork {self.link(fork_id)} {where}</p></div>'
 
     def block(self, block: Block) -> str:
         match block:

@@ -111,11 +111,12 @@ def _index(summaries: Sequence[EpisodeSummary], link: _Links) -> str:
 def _section(store: TraceStore, e: EpisodeSummary, link: _Links) -> str:
     transcript = read_transcript(store, e.episode_id)
     writer = BlockWriter(e.episode_id, link)
-    parent_in_page = e.parent_episode_id in link.in_page
+    parent = e.parent_episode_id if e.parent_episode_id in link.in_page else None
+    forks = [(store.episode(c).fork_seq or 0, c) for c in store.children(e.episode_id)]
     return (
         f'<section class="episode" id="{anchor(e.episode_id)}">'
         f"<h2>episode <code>{esc_line(e.episode_id)}</code></h2>{facts(e)}"
         f"{lineage(store, e, link)}"
-        f"<h3>Transcript</h3>{writer.transcript(transcript, parent_in_page=parent_in_page)}"
+        f"<h3>Transcript</h3>{writer.transcript(transcript, parent=parent, forks=forks)}"
         f"{workspace_change(store, e.episode_id)}</section>"
     )

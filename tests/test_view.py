@@ -1,0 +1,345 @@
+"""``agentrunner view``: episodes as one self-contained HTML page, opened in a real headless
+Chromium with every network request sent to a recording proxy on loopback (as the report
+page's test does).
+
+The store: the demo episode (``run`` with the scripted model), a fork of it made at turn 3
+with an injected message and run, and a hostile episode whose scripted model writes HTML,
+script tags, ANSI and OSC sequences in its reasoning, its text, a command and a file.
+``view`` is driven as a user runs it, in a subprocess, with the command registered the way
+``agentrunner/cli/main.py`` registers the others.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from cli_process import last_json
+from test_report_html import _chromium, _console, _page_requests, _Recorder
+
+from agentrunner import TraceStore
+from agentrunner.events import ModelRequest, ToolCall, ToolResult
+from agentrunner.safe_text import visible
+from agentrunner.view import assets
+
+HOSTILE = (
+    "<script>alert(1)</script> <img src=x onerror=alert(2)> \x1b[31mred\x1b[0m"
+    " \x1b]8;;http://x\x07link\x1b]8;;\x07 <b>bold</b>"
+)
+HOSTILE_COMMAND = "printf '%s' '<script>alert(3)</script><iframe src=http://x></iframe>'"
+HOSTILE_FILE = "<script>alert(4)</script>\n<img src=x onerror=alert(5)>\n"
+INJECTED = "Check the tests first."
+RESOURCE_ATTRIBUTES = ("src", "href", "data", "srcset", "action", "poster", "xlink:href")
+REGISTERED = (
+    "import sys; from agentrunner.cli import main, view_cmd\n"
+    "if view_cmd not in main.COMMAND_MODULES:\n"
+    "    main.COMMAND_MODULES = (*main.COMMAND_MODULES, view_cmd)\n"
+    "sys.exit(main.main(sys.argv[1:]))"
+)
+
+
+def cli(*args: str, db: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``agentrunner ARGS --db DB``; ``view`` registered as main.py registers commands."""
+    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0", "AGENTRUNNER_SANDBOX": "process"}
+    env.pop("AGENTRUNNER_DB", None)
+    return subprocess.run(
+        [sys.executable, "-c", REGISTERED, *args, "--db", str(db)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _run(db: Path, *args: str) -> str:
+    done = cli(*args, "--json", db=db)
+    assert done.returncode == 0, done.stderr
+    found = last_json(done.stdout)
+    return str(found["forks"][0] if "forks" in found else found["episode_id"])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The store and its episodes by role: demo, fork (of the demo), hostile."""
+    root = tmp_path_factory.mktemp("view")
+    turns = [
+        {"reasoning": f"thinking {HOSTILE}", "text": f"said {HOSTILE}",
+         "tool_calls": [{"name": "bash", "arguments": {"command": HOSTILE_COMMAND}}]},
+        {"text": "writing", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "evil.html", "content": HOSTILE_FILE}}]},
+    ]  # fmt: skip
+    script = root / "hostile.json"
+    script.write_text(json.dumps({"name": "hostile", "episodes": [{"match": "", "turns": turns}]}))
+    db = root / "t.db"
+    demo = _run(db, "run")
+    fork = _run(db, "fork", demo, "--turn", "3", "--message", INJECTED, "--run")
+    hostile = _run(db, "run", "--model", f"scripted:{script}")
+    return db, {"demo": demo, "fork": fork, "hostile": hostile}
+
+
+def _page(store: tuple[Path, dict[str, str]], *names: str, extra: tuple[str, ...] = ()) -> Path:
+    db, ids = store
+    out = db.parent / f"{'-'.join(names)}{'-'.join(extra)}.html"
+    made = cli("view", *(ids[n] for n in names), *extra, "-o", str(out), db=db)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == str(out)
+    return out
+
+
+class _Dom(HTMLParser):
+    """Every element with its attributes, and the text (references resolved)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _dom(markup: str) -> _Dom:
+    parsed = _Dom()
+    parsed.feed(markup)
+    return parsed
+
+
+def resources(markup: str) -> list[str]:
+    """What a page would load: any URL-bearing attribute but a link within the page, and
+    any ``url(...)`` or ``@import`` in its styles."""
+    found = [
+        f"{tag} {name}={value}"
+        for tag, attrs in _dom(markup).tags
+        for name, value in attrs.items()
+        if name in RESOURCE_ATTRIBUTES and value is not None and not value.startswith("#")
+    ]
+    styles = re.findall(r"<style[^>]*>(.*?)</style>", markup, flags=re.S)
+    found += [m for css in styles for m in re.findall(r"url\([^)]*\)|@import[^;]*", css)]
+    return found
+
+
+@pytest.fixture
+def proxy() -> Iterator[tuple[str, list[str]]]:
+    """A loopback proxy that forwards nothing and notes every request (the report test's)."""
+    seen: list[str] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Rec", (_Recorder,), {"seen": seen}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _shown(page: Path, proxy: tuple[str, list[str]], tmp_path: Path) -> str:
+    """The page's DOM after Chromium ran it; no console message, no request made."""
+    address, seen = proxy
+    shown = _chromium(page.as_uri(), address, tmp_path / "profile")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert _console(shown.stderr) == []
+    assert _page_requests(seen) == []
+    return shown.stdout
+
+
+def test_the_demo_page_renders_in_chromium_with_no_console_message_or_request(
+    store: tuple[Path, dict[str, str]], proxy: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    dom = _dom(_shown(_page(store, "demo"), proxy, tmp_path))
+    _, ids = store
+    assert [a.get("id") for t, a in dom.tags if t == "section"] == [f"ep-{ids['demo']}"]
+    assert "Files changed" in dom.text
+
+
+def test_every_model_turn_and_tool_call_of_the_store_is_on_the_page(
+    store: tuple[Path, dict[str, str]],
+) -> None:
+    db, ids = store
+    page = _page(store, "demo").read_text(encoding="utf-8")
+    turns, calls, results = 0, 0, 0
+    with TraceStore(db) as opened:
+        for row in opened.iter_events(ids["demo"]):
+            match row.typed():
+                case ModelRequest():
+                    turns += 1
+                    assert f'id="ep-{ids["demo"]}-{row.seq}"><h4>turn {row.turn} ' in page
+                case ToolCall(call_id=call_id, name=name):
+                    calls += 1
+                    assert f'▶ {name} <span class="meta">{call_id}</span>' in page
+                case ToolResult(observation=observation):
+                    results += 1
+                    assert html.escape(visible(observation)) in page
+    assert (turns, calls, results) == (7, 6, 6)
+    assert page.count('<div class="blk turn"') == turns
+    assert page.count("usage: ") == turns
+
+
+def test_the_demo_page_holds_the_change_as_the_diff_command_prints_it(
+    store: tuple[Path, dict[str, str]],
+) -> None:
+    db, ids = store
+    patch = cli("diff", ids["demo"], db=db)
+    assert patch.returncode == 0 and patch.stdout, patch.stderr
+    text = "".join(_dom(_page(store, "demo").read_text(encoding="utf-8")).text)
+    assert patch.stdout.rstrip("\n") in text
+    assert "-    return total / (len(values) - 1)" in text
+
+
+def test_the_demo_page_is_small(store: tuple[Path, dict[str, str]]) -> None:
+    size = _page(store, "demo").stat().st_size
+    assert size < 100_000, size  # 7 turns, 149 events: about 13 kB
+
+
+def test_a_fork_and_its_parent_link_to_each_other_in_one_page(
+    store: tuple[Path, dict[str, str]],
+) -> None:
+    _, ids = store
+    page = _page(store, "demo", "fork").read_text(encoding="utf-8")
+    demo, fork = ids["demo"], ids["fork"]
+    parent_part, fork_part = page.split(f'<section class="episode" id="ep-{fork}">')
+    assert f'fork <a href="#ep-{fork}">' in parent_part  # its lineage and the fork point
+    assert f'fork of <a href="#ep-{demo}">' in fork_part
+    assert f'inherited from <a href="#ep-{demo}">' in fork_part  # not repeated
+    assert INJECTED in fork_part
+    assert '<nav class="index">' in page  # two episodes: an index first
+
+
+def test_forks_brings_the_forks_below_an_episode_into_its_page(
+    store: tuple[Path, dict[str, str]],
+) -> None:
+    _, ids = store
+    page = _page(store, "demo", extra=("--forks",)).read_text(encoding="utf-8")
+    assert f'<section class="episode" id="ep-{ids["fork"]}">' in page
+
+
+def test_a_fork_outside_the_page_is_named_but_not_linked(
+    store: tuple[Path, dict[str, str]],
+) -> None:
+    _, ids = store
+    alone = _page(store, "fork").read_text(encoding="utf-8")
+    assert 'href="#ep-' + ids["demo"] not in alone
+    assert f'fork of <code title="not in this page">{ids["demo"][:8]}' in alone
+    assert '<details class="inherited">' in alone  # the inherited turns, folded
+
+
+def test_a_hostile_episode_renders_inert_with_its_text_visible(
+    store: tuple[Path, dict[str, str]], proxy: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    page = _page(store, "hostile")
+    assert "\x1b" not in page.read_text(encoding="utf-8")
+    dom = _dom(_shown(page, proxy, tmp_path))
+    made = {tag for tag, _ in dom.tags}
+    assert made.isdisjoint({"img", "iframe", "b"})
+    assert [tag for tag, _ in dom.tags].count("script") == 1  # the page's own find script
+    assert not [name for _, attrs in dom.tags for name in attrs if name.startswith("on")]
+    text = "".join(dom.text)
+    shown = visible(HOSTILE)  # ESC as ^[, BEL as ^G
+    assert f"thinking {shown}" in text and f"said {shown}" in text
+    assert "^[[31mred^[[0m" in text and "^[]8;;http://x^Glink" in text
+    assert HOSTILE_COMMAND in text
+    assert "+<script>alert(4)</script>" in text  # the file it wrote, in the diff
+
+
+def test_the_pages_reference_no_url_as_a_resource(store: tuple[Path, dict[str, str]]) -> None:
+    for names in (("demo",), ("hostile",), ("demo", "fork")):
+        markup = _page(store, *names).read_text(encoding="utf-8")
+        assert resources(markup) == []
+        values = [v for _, attrs in _dom(markup).tags for v in attrs.values() if v]
+        assert [v for v in values if re.search(r"https?:|//", v)] == []  # in no attribute
+
+
+def test_the_resource_check_finds_what_a_page_would_load() -> None:
+    bad = (
+        '<link rel="stylesheet" href="https://cdn.example/x.css"><img src="x.png">'
+        '<style>body { background: url(http://example.invalid/a.png) }</style><a href="#ok">'
+    )
+    assert resources(bad) == [
+        "link href=https://cdn.example/x.css",
+        "img src=x.png",
+        "url(http://example.invalid/a.png)",
+    ]
+
+
+def test_the_page_allows_only_its_own_style_and_script() -> None:
+    policy = assets.policy()
+    assert policy.startswith("default-src 'none';")
+    assert policy.count("'sha256-") == 2 and "unsafe" not in policy
+
+
+def test_the_find_script_reads_text_and_never_writes_markup() -> None:
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in assets.SCRIPT
+    assert "textContent" in assets.SCRIPT
+
+
+def test_the_page_goes_to_the_episode_id_in_the_working_folder_by_default(
+    store: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    db, ids = store
+    made = cli("view", ids["demo"][:10], db=db, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == f"{ids['demo']}.html"
+    assert (tmp_path / f"{ids['demo']}.html").read_text(encoding="utf-8").startswith("<!doctype")
+
+
+def test_json_names_the_page_its_episodes_and_its_size(
+    store: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    db, ids = store
+    out = tmp_path / "p.html"
+    made = cli("view", ids["demo"], ids["fork"], "-o", str(out), "--json", db=db)
+    assert made.returncode == 0, made.stderr
+    assert last_json(made.stdout) == {
+        "path": str(out),
+        "episodes": [ids["demo"], ids["fork"]],
+        "bytes": out.stat().st_size,
+    }
+
+
+def test_an_unknown_episode_is_a_one_line_usage_error(
+    store: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    db, _ = store
+    made = cli("view", "NOSUCHEPISODE", db=db, cwd=tmp_path)
+    assert made.returncode == 2
+    assert made.stderr.strip().splitlines() == [f"error: no episode 'NOSUCHEPISODE' in {db}"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_file_is_a_one_line_error_naming_it(
+    store: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    db, ids = store
+    target = tmp_path / "missing-folder" / "p.html"
+    made = cli("view", ids["demo"], "-o", str(target), db=db)
+    assert made.returncode == 2
+    (said,) = made.stderr.strip().splitlines()
+    assert said.startswith(f"error: cannot write the page to {target}: ")
+
+
+def test_view_without_an_episode_or_batch_is_a_usage_error(
+    store: tuple[Path, dict[str, str]],
+) -> None:
+    made = cli("view", db=store[0])
+    assert made.returncode == 2 and "name an episode (EP) or a batch" in made.stderr
+
+
+def test_view_help_describes_the_page() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-c", REGISTERED, "view", "--help"], capture_output=True, text=True
+    )
+    assert shown.returncode == 0
+    assert "self-contained HTML page" in shown.stdout and "--batch B" in shown.stdout
