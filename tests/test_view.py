@@ -11,6 +11,7 @@ script tags, ANSI and OSC sequences in its reasoning, its text, a command and a 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -22,12 +23,15 @@ from collections.abc import Iterator
 from html.parser import HTMLParser
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_process import last_json
 from test_report_html import _chromium, _console, _page_requests, _Recorder
 
-from agentrunner import TraceStore
+from agentrunner import TraceStore, run_agent_episode
+from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.errors import BadRequestError
 from agentrunner.events import ModelRequest, ToolCall, ToolResult
 from agentrunner.safe_text import visible
 from agentrunner.view import assets
@@ -38,6 +42,7 @@ HOSTILE = (
 )
 HOSTILE_COMMAND = "printf '%s' '<script>alert(3)</script><iframe src=http://x></iframe>'"
 HOSTILE_FILE = "<script>alert(4)</script>\n<img src=x onerror=alert(5)>\n"
+REFUSED = "bad request <b>bold</b> <script>alert(6)</script>"
 INJECTED = "Check the tests first."
 RESOURCE_ATTRIBUTES = ("src", "href", "data", "srcset", "action", "poster", "xlink:href")
 REGISTERED = (
@@ -343,3 +348,47 @@ def test_view_help_describes_the_page() -> None:
     )
     assert shown.returncode == 0
     assert "self-contained HTML page" in shown.stdout and "--batch B" in shown.stdout
+
+
+class _Refused:
+    """A model whose every call fails with a provider error (recorded: a failed episode)."""
+
+    provider, model, params = "scripted", "refused", {}
+
+    def spec(self) -> dict[str, Any]:
+        return {"spec": "scripted:refused", "provider": "scripted", "model": "refused"}
+
+    def __call__(self, context: Any) -> Any:
+        raise BadRequestError(REFUSED)
+
+
+def test_a_model_error_and_the_end_it_caused_are_shown_escaped(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with TraceStore(db) as opened, WorkspaceEnv(snapshot_dir=tmp_path / "snaps") as env:
+        with contextlib.suppress(BadRequestError):
+            run_agent_episode(
+                env=env, task_id="demo-mean", seed=0, model_fn=_Refused(), store=opened
+            )
+        (episode,) = [e.episode_id for e in opened.list_episodes()]
+    out = tmp_path / "p.html"
+    assert cli("view", episode, "-o", str(out), db=db).returncode == 0
+    dom = _dom(out.read_text(encoding="utf-8"))
+    text = "".join(dom.text)
+    assert f"error in generate: BadRequestError: {REFUSED}" in text
+    assert "end: error after 1 turn(s)" in text
+    assert "b" not in {tag for tag, _ in dom.tags}
+
+
+def test_a_batch_page_indexes_its_episodes_and_links_each(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    ran = cli("batch", "--task", "demo-mean", "--seeds", "0-1", "--json", db=db)
+    assert ran.returncode == 0, ran.stderr
+    batch = last_json(ran.stdout)
+    made = cli("view", "--batch", batch["batch_id"], db=db, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == f"{batch['batch_id']}.html"
+    page = (tmp_path / made.stdout.strip()).read_text(encoding="utf-8")
+    index = page.split('<nav class="index">')[1].split("</nav>")[0]
+    for episode in batch["episodes"]:
+        assert f'href="#ep-{episode["episode_id"]}"' in index
+        assert f'<section class="episode" id="ep-{episode["episode_id"]}">' in page
