@@ -28,6 +28,8 @@ import httpx
 import pytest
 from cli_process import last_json, run_cli
 
+from agentrunner.store import TraceStore
+
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "foreign-traces"
 CLAUDE = TRACES / "claude-code" / "short.jsonl"
 
@@ -82,6 +84,32 @@ def imported_episode(db: Path) -> str:
     imported = [i for i, e in kinds.items() if e.get("env") == "import"]
     assert imported, kinds
     return imported[0]
+
+
+def imported_subagent(db: Path) -> tuple[str, str]:
+    """A real Claude Code session that started a sub-agent (its Task tool), imported: the
+    session's and the sub-agent's episode ids (skip when absent)."""
+    session = TRACES / "claude-code" / "subagent.jsonl"
+    if not session.is_file():
+        pytest.skip(f"the shared foreign-trace fixtures are absent ({TRACES})")
+    done = run_cli("import", "--db", str(db), str(session))
+    assert done.returncode == 0, done.stderr
+    with TraceStore(db) as store:
+        (child,) = [e for e in store.list_episodes() if e.env.get("parent_episode")]
+        return str(child.env["parent_episode"]), child.episode_id
+
+
+def failed_episode(db: Path) -> str:
+    """A run whose model server is not there (a closed loopback port): every attempt of its
+    first call fails and the episode fails."""
+    done = run_cli(
+        "run", "--db", str(db), "--model", "openai:gpt-5", "--base-url",
+        f"http://127.0.0.1:{_free_port()}/v1", "--json",
+        env={"OPENAI_API_KEY": "sk-test-otlp-0123456789"},
+    )  # fmt: skip
+    found = last_json(done.stdout)
+    assert found["status"] == "failed", done.stderr
+    return str(found["episode_id"])
 
 
 def listing(db: Path) -> list[dict[str, Any]]:

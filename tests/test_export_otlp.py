@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 from otlp_support import (
+    failed_episode,
     fanout_episodes,
     fork_episode,
     imported_episode,
+    imported_subagent,
     native_episode,
     own_tool_calls,
     own_usage,
@@ -184,9 +186,16 @@ def test_without_content_no_message_argument_or_result_is_exported(
 ) -> None:
     db, parent, _ = family
     spans = exported(db, [parent], tmp_path / "t.jsonl", content=False)
-    content_keys = ("gen_ai.input", "gen_ai.output", "llm.input_messages", "llm.output_messages")
-    content_keys += ("input.value", "output.value", "gen_ai.tool.call.arguments")
-    content_keys += ("gen_ai.tool.call.result",)
+    content_keys = (
+        "gen_ai.input",
+        "gen_ai.output",
+        "llm.input_messages",
+        "llm.output_messages",
+        "input.value",
+        "output.value",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    )
     assert not [k for s in spans for k in attrs(s) if k.startswith(content_keys)]
     assert of_episode(spans, parent, "execute_tool read_file")  # names stay
 
@@ -215,6 +224,31 @@ def test_an_imported_session_exports_as_a_trace(tmp_path: Path) -> None:
     assert len(chats) == len(own_usage(db, episode)) > 0
     names = [value(s, "gen_ai.tool.name") for s in of_episode(spans, episode, "execute_tool ")]
     assert names == [name for _, name in own_tool_calls(db, episode)]
+
+
+def test_a_sub_agent_is_its_own_trace_linked_to_the_tool_call_that_started_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "t.db"
+    parent, child = imported_subagent(db)
+    spans = exported(db, [parent, child], tmp_path / "t.jsonl")
+    (agent,) = of_episode(spans, child, "invoke_agent")
+    (link,) = agent.links
+    (task,) = [s for s in of_episode(spans, parent, "execute_tool ") if s.span_id == link.span_id]
+    assert link.trace_id == task.trace_id != agent.trace_id
+    assert value(task, "gen_ai.tool.name") == "Task"
+
+
+def test_a_failed_model_call_and_episode_carry_the_error_as_their_status(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    episode = failed_episode(db)
+    spans = exported(db, [episode], tmp_path / "t.jsonl")
+    (agent,) = of_episode(spans, episode, "invoke_agent")
+    (chat,) = of_episode(spans, episode, "chat ")
+    assert chat.status.code == agent.status.code == Status.STATUS_CODE_ERROR
+    assert chat.status.message.startswith("ProviderServerError: cannot reach")
+    assert agent.status.message.startswith("failed: error (ProviderServerError")
+    assert [e.name for e in chat.events] == ["exception"] * 5  # each attempt
 
 
 # ------------------------------------------------------------------ to an endpoint

@@ -302,7 +302,7 @@ def _agent_status(episode: EpisodeSummary, walk: _Walk) -> Status | None:
         case EpisodeStatus.CANCELLED:
             return Status(code=Status.STATUS_CODE_ERROR, message="cancelled")
         case EpisodeStatus.FAILED:
-            errors = [e for e in walk.agent_events] + [e for s in walk.spans for e in s.events]
+            errors = [*walk.agent_events, *(e for s in walk.spans for e in s.events)]
             last = max(errors, key=lambda e: e.time_unix_nano, default=None)
             message = f"failed: {episode.stop_reason or 'error'}"
             if last is not None:
