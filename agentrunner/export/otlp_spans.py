@@ -162,9 +162,8 @@ class _Walk:
                 self._request(row, event)
             case ModelResponse():
                 self._response(row, event)
-            case Usage() if self.call is not None:
-                self.call.attributes.update(usage_attributes(event))
-                self.call.close(row)
+            case Usage():
+                self._usage(row, event)
             case ToolCall():
                 self._tool_call(row, event)
             case ToolResult():
@@ -196,8 +195,19 @@ class _Walk:
         self.answered = False
         self.spans.append(self.call)
 
-    def _response(self, row: EventRow, response: ModelResponse) -> None:
+    def _call_for(self, call_id: str) -> _Open | None:
+        """The current chat span, if it is model call ``call_id``'s."""
         call = self.call
+        return call if call and call.attributes["agentrunner.call_id"] == call_id else None
+
+    def _usage(self, row: EventRow, usage: Usage) -> None:
+        call = self._call_for(usage.call_id)
+        if call is not None:
+            call.attributes.update(usage_attributes(usage))
+            call.close(row)
+
+    def _response(self, row: EventRow, response: ModelResponse) -> None:
+        call = self._call_for(response.call_id)
         if call is None:
             return
         call.close(row)
