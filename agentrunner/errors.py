@@ -9,7 +9,11 @@ once, at the boundary where they happen; nothing else catches broadly.
     ├── StoreError            the trace store cannot be used
     │   ├── StoreCorruptError     not a SQLite file, or integrity check failed
     │   ├── StoreSchemaError      written by a newer agentrunner
-    │   └── EpisodeNotFoundError  no such episode (or an ambiguous id prefix)
+    │   ├── EpisodeNotFoundError  no such episode (or an ambiguous id prefix)
+    │   └── StoreDriverError      the database driver failed a statement (sqlite3, psycopg)
+    │       ├── StoreRefusedError     a row refused (a constraint, the log's append-only rule)
+    │       ├── StoreFailedError      locked, read-only, full, server gone, not permitted
+    │       └── StoreDamagedError     anything else the database reports (a damaged file)
     ├── EnvironmentFailure    the environment itself broke (not a tool error)
     │   └── DivergenceError       replaying recorded actions gave other observations
     ├── ModelError            the model call failed
@@ -68,6 +72,31 @@ class EpisodeNotFoundError(StoreError):
     """No episode matches the given id or prefix (or more than one does)."""
 
     exit_code = 2
+
+
+class StoreDriverError(StoreError):
+    """The database driver failed a statement; translated where the store's connection ran
+    it (``agentrunner/store/driver.py``). The message is the driver's own; ``driver`` names
+    the driver's error class, ``server`` the database that reported it (``sqlite``,
+    ``postgres``)."""
+
+    def __init__(self, message: str, *, driver: str, server: str) -> None:
+        super().__init__(message)
+        self.driver = driver
+        self.server = server
+
+
+class StoreRefusedError(StoreDriverError):
+    """The database refused a row: a constraint, or the log's append-only triggers."""
+
+
+class StoreFailedError(StoreDriverError):
+    """The statement could not run: the store locked, read-only or full, its server gone, a
+    permission missing."""
+
+
+class StoreDamagedError(StoreDriverError):
+    """Any other failure the database reports, such as a damaged file."""
 
 
 class EnvironmentFailure(AgentRunnerError):

@@ -8,7 +8,6 @@ also delivered as an interrupt so that a blocking model call or tool step stops 
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -79,7 +78,7 @@ class Heartbeat:
             except LeaseLostError as exc:  # taken over: the next append would fail anyway
                 self._on_store_lost(str(exc))
                 continue
-            except (StoreError, sqlite3.Error) as exc:  # a full disk: the next beat tries again
+            except StoreError as exc:  # a full disk: the next beat tries again
                 failing_since = failing_since or time.monotonic()
                 self._silent_too_long(time.monotonic() - failing_since, exc)
                 continue

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 
@@ -11,7 +10,7 @@ import pytest
 from pg import PostgresServer
 
 from agentrunner import TraceStore
-from agentrunner.errors import StoreError
+from agentrunner.errors import StoreError, StoreFailedError
 from agentrunner.liveness import Heartbeat
 
 psycopg = pytest.importorskip("psycopg")
@@ -55,7 +54,7 @@ def test_a_role_that_may_only_read_opens_an_up_to_date_store(pg_url: str) -> Non
     viewer_url = pg_url.replace("postgres@", f"{role}@", 1)
     with TraceStore(viewer_url, create=False) as store:
         assert [e.episode_id for e in store.list_episodes()] == [ep]
-        with pytest.raises(sqlite3.OperationalError, match="permission denied"):
+        with pytest.raises(StoreFailedError, match="permission denied"):
             store.create_episode(task_id="t", seed=1, env={}, model={})
     admin.close()
 

@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import signal
-import sqlite3
 import sys
 import traceback
 from collections.abc import Sequence
@@ -37,10 +36,9 @@ from agentrunner.cli import (
     verify_cmd,
 )
 from agentrunner.cli.common import add_common, print_json, stderr_console
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, StoreDriverError
 from agentrunner.safe_text import line
 from agentrunner.store.location import default_db_path
-from agentrunner.store.postgres import FromPostgres
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with interrupts.cancel_is_final():
             return int(args.handler(args))
+    except StoreDriverError as exc:  # a read path met a damaged or unwritable store
+        return _fail(args, store_problem(exc), exc.driver, 1)
     except AgentRunnerError as exc:
         return _fail(args, as_flags(str(exc)), type(exc).__name__, exc.exit_code)
     except KeyboardInterrupt as exc:
@@ -115,8 +115,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()  # the reader went away (`| head`): nothing more to say to it
         return 141
-    except sqlite3.DatabaseError as exc:  # a read path met a damaged or unwritable store
-        return _fail(args, store_problem(exc), type(exc).__name__, 1)
 
 
 def _fail(
@@ -139,10 +137,10 @@ def as_flags(message: str) -> str:
     return re.sub(r"`([a-z][a-z_]*)`", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
-def store_problem(exc: sqlite3.DatabaseError) -> str:
-    """What a raw SQLite (or translated Postgres) error on the trace store means for the user."""
+def store_problem(exc: StoreDriverError) -> str:
+    """What the database's own error on the trace store means for the user."""
     text = str(exc)
-    if isinstance(exc, FromPostgres):
+    if exc.server == "postgres":
         return f"the Postgres trace store failed ({text}); check the server and the --db URL"
     if "readonly" in text:
         return f"the trace store is read-only ({text}); give a writable --db"

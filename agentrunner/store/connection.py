@@ -15,6 +15,7 @@ from sqlite_utils import Database
 
 from agentrunner.errors import StoreCorruptError, StoreError, StoreSchemaError
 from agentrunner.store.dialect import Conn
+from agentrunner.store.driver import SqliteConnection
 from agentrunner.store.location import user_db_path
 from agentrunner.store.schema import KNOWN_MIGRATIONS, MIGRATION_SET, migrations
 
@@ -69,19 +70,20 @@ def _writable(path: Path) -> bool:
 
 
 class Connections:
-    """Per-thread SQLite connections to one store file, opened with the store's pragmas."""
+    """Per-thread SQLite connections to one store file, opened with the store's pragmas, their
+    driver errors translated (:mod:`agentrunner.store.driver`)."""
 
     def __init__(self, path: Path, synchronous: Synchronous = "NORMAL") -> None:
         self.path = path
         self.synchronous = synchronous
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[SqliteConnection] = []
         self._lock = threading.Lock()
 
-    def get(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    def get(self) -> SqliteConnection:
+        conn: SqliteConnection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._open()
+            conn = SqliteConnection(self._open())
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
@@ -114,7 +116,7 @@ class Connections:
 
     def close_current(self) -> None:
         """Close this thread's connection (a thread that is done with the store)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn: SqliteConnection | None = getattr(self._local, "conn", None)
         if conn is not None:
             self._local.conn = None
             with self._lock:
@@ -204,5 +206,5 @@ def open_connections(
         except OSError as exc:
             raise StoreError(f"cannot create the store's folder {path.parent}: {exc}") from None
     conns = Connections(path, synchronous)
-    migrate(conns.get(), path)
+    migrate(conns.get().raw, path)
     return conns

@@ -19,6 +19,7 @@ from agentrunner.errors import StoreError
 from agentrunner.store import control
 from agentrunner.store.connection import BUSY_TIMEOUT_S
 from agentrunner.store.dialect import Conn
+from agentrunner.store.driver import SqliteConnection
 
 _TRY_S = 1.0
 """How long to try for the exclusive lock (processes opening the store wait meanwhile)."""
@@ -94,13 +95,14 @@ def sqlite_exclusive(path: Path) -> Iterator[Conn]:
             conn.execute("SELECT count(*) FROM blobs").fetchone()  # takes the file's lock
         except sqlite3.OperationalError as exc:
             raise StoreInUseError(f"another process opened the store meanwhile ({exc})") from None
+        translated = SqliteConnection(conn)
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            yield conn
-            conn.execute("COMMIT")
+            translated.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            yield translated
+            translated.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if translated.in_transaction:
+                translated.execute("ROLLBACK")
             raise
     finally:
         conn.close()

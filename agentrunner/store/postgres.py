@@ -15,9 +15,9 @@ only connecting, the schema and its migrations, and the write lock differ.
   claiming a lease, removing a tree) take a transaction-scoped advisory lock, which works
   behind transaction-pooling proxies (PgBouncer) because it ends with the transaction, and
   commit with ``synchronous_commit`` on (a new episode's ``episode.start`` is among them).
-- Errors are translated where the connection raises them, into the DB-API classes the store
-  already handles (``sqlite3.IntegrityError`` for a refused row, ``OperationalError`` for
-  the rest), so every store method reports them as it does for SQLite.
+- Errors are translated where the connection raises them, as the SQLite connection's are
+  (:mod:`agentrunner.store.driver`): :class:`~agentrunner.errors.StoreRefusedError` for a
+  refused row, :class:`~agentrunner.errors.StoreFailedError` for the rest.
 - Credentials never leave this module: :attr:`PostgresStore.where` (used in messages) names
   user, host, port and database only; nothing of the URL is written into the store.
 """
@@ -28,15 +28,20 @@ import contextlib
 import functools
 import importlib
 import os
-import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrunner.errors import StoreError, UsageError
+from agentrunner.errors import (
+    StoreDriverError,
+    StoreError,
+    StoreFailedError,
+    StoreRefusedError,
+    UsageError,
+)
 from agentrunner.store.connection import Synchronous
-from agentrunner.store.dialect import POSTGRES, Dialect
+from agentrunner.store.dialect import POSTGRES, Conn, Dialect
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
 from agentrunner.store.store import TraceStore, _Depth, register_backend
 from agentrunner.store.writer import DURABLE
@@ -90,26 +95,13 @@ def _pg_sql(sql: str) -> str:
     return "".join(out)
 
 
-class FromPostgres:
-    """Marks a translated error as the Postgres server's (for the CLI's last-resort message)."""
-
-
-class PostgresRefused(FromPostgres, sqlite3.IntegrityError):
-    """The database refused a row (a constraint, or the log's append-only triggers)."""
-
-
-class PostgresFailed(FromPostgres, sqlite3.OperationalError):
-    """Any other failure: the server gone, a statement it could not run."""
-
-
-def _translated(exc: Exception) -> sqlite3.Error:
-    """A psycopg error as the DB-API class the store handles (see the module docstring)."""
+def _translated(exc: Exception) -> StoreDriverError:
+    """A psycopg error as the store's error of the same meaning (see the module docstring)."""
     psycopg = _psycopg()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     refused = (psycopg.errors.IntegrityError, psycopg.errors.RaiseException, psycopg.DataError)
-    if isinstance(exc, refused):
-        return PostgresRefused(message)
-    return PostgresFailed(message)
+    kind = StoreRefusedError if isinstance(exc, refused) else StoreFailedError
+    return kind(message, driver=type(exc).__name__, server="postgres")
 
 
 class PgConnection:
@@ -240,7 +232,7 @@ class PostgresStore(TraceStore):
         self._conns = PgConnections(url, self._where, synchronous)
         try:
             migrate(self._conns.get(), self._where, create=create)
-        except sqlite3.Error as exc:
+        except StoreDriverError as exc:
             self._conns.close()
             raise StoreError(f"{self._where}: cannot set up the store's schema: {exc}") from None
         except BaseException:
@@ -250,6 +242,9 @@ class PostgresStore(TraceStore):
     @property
     def location(self) -> str:
         return self._url
+
+    def raw_connection(self) -> Conn:
+        return self._conns.get()
 
     @property
     def where(self) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import threading
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -20,11 +19,19 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from agentrunner.critical import critical
-from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, UsageError
+from agentrunner.errors import (
+    EpisodeNotFoundError,
+    StoreCorruptError,
+    StoreDriverError,
+    StoreError,
+    StoreFailedError,
+    StoreRefusedError,
+    UsageError,
+)
 from agentrunner.store import blobs, control, eventlog, lookups, reports, search, verifications
 from agentrunner.store import gc as _gc
 from agentrunner.store import summaries as _summaries
-from agentrunner.store.connection import Synchronous, immediate, open_connections
+from agentrunner.store.connection import Connections, Synchronous, immediate, open_connections
 from agentrunner.store.dialect import SQLITE, Conn, Dialect, Pool
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
@@ -95,7 +102,8 @@ class TraceStore:
         self._leases: dict[str, str] = {}
         """The attempt tokens of the leases this store holds, by episode."""
         self._atomic = _Depth()
-        self._conns: Pool = open_connections(self.path, synchronous, create=create)
+        self._files: Connections = open_connections(self.path, synchronous, create=create)
+        self._conns: Pool = self._files
         self._identity = self._file_identity()
 
     @property
@@ -142,7 +150,7 @@ class TraceStore:
     def raw_connection(self) -> Conn:
         """This thread's ``sqlite3`` connection, for tests and ad-hoc tools only: agentrunner
         itself reads and writes through the store's named methods."""
-        return self._conns.get()
+        return self._files.get().raw
 
     def close(self) -> None:
         self._conns.close()
@@ -200,7 +208,7 @@ class TraceStore:
                         "INSERT INTO imports (source_key, episode_id) VALUES (?, ?)",
                         (import_key, episode_id),
                     )
-                except sqlite3.IntegrityError:
+                except StoreRefusedError:
                     raise StoreError(
                         f"{import_key} was imported by another process meanwhile;"
                         " import again to continue it"
@@ -420,9 +428,9 @@ class TraceStore:
     def _translated(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
-        except sqlite3.OperationalError as exc:
+        except StoreFailedError as exc:
             raise StoreError(f"{self.where}: workspace snapshot: {exc}") from None
-        except sqlite3.DatabaseError as exc:
+        except StoreDriverError as exc:
             raise StoreCorruptError(f"{self.where}: workspace snapshot: {exc}") from None
 
     # ---------------------------------------------------------------- space (store/gc.py)
@@ -450,9 +458,9 @@ class TraceStore:
     def _gc_translated(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
-        except sqlite3.OperationalError as exc:
+        except StoreFailedError as exc:
             raise StoreError(f"{self.where}: gc: {exc}") from None
-        except sqlite3.DatabaseError as exc:
+        except StoreDriverError as exc:
             raise StoreCorruptError(f"{self.where}: gc: {exc}") from None
 
     # ---------------------------------------------------------------- verifications
@@ -521,7 +529,7 @@ class TraceStore:
         """Give up the writer lease (best effort: a full disk or a lost store must not hide
         the error that ended the run; the lease dies with this process anyway)."""
         token = self._leases.pop(episode_id, None)
-        with contextlib.suppress(sqlite3.Error):
+        with contextlib.suppress(StoreDriverError):
             control.release(self._conn, episode_id, token)
 
     def request_cancel(self, episode_id: str, reason: str = "cancel requested") -> None:

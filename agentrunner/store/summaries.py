@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentrunner.errors import StoreCorruptError, UsageError
+from agentrunner.errors import StoreCorruptError, StoreFailedError, UsageError
 from agentrunner.events import EpisodeEnd, Status
 from agentrunner.store import control
 from agentrunner.store.eventlog import (
@@ -72,7 +71,7 @@ def summaries(
 def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
     try:
         return _summary(store, row)
-    except (sqlite3.OperationalError, ValidationError, ValueError) as exc:
+    except (StoreFailedError, ValidationError, ValueError) as exc:
         if store.sql.postgres:  # the database checks every payload is JSON
             raise
         bad = store._conn.execute(

@@ -16,13 +16,17 @@ most the chunks (and heartbeats) after the last one.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
 from agentrunner.critical import critical
-from agentrunner.errors import StoreError
+from agentrunner.errors import (
+    StoreDriverError,
+    StoreError,
+    StoreFailedError,
+    StoreRefusedError,
+)
 from agentrunner.store import control, eventlog
 from agentrunner.store.dialect import SQLITE, Conn, Dialect
 from agentrunner.store.eventlog import KIND_CODE, now_us
@@ -106,12 +110,12 @@ class EpisodeWriter:
                 cur = self._conn.execute(insert, row)
             else:
                 cur = self._conn.execute(fenced, (*row, self.episode_id, token))
-        except sqlite3.IntegrityError as exc:
+        except StoreRefusedError as exc:
             raise StoreError(
                 f"cannot record {kind} as seq {seq} of {self.episode_id}: {exc}"
                 " (is another run writing this episode?)"
             ) from None
-        except sqlite3.OperationalError as exc:
+        except StoreFailedError as exc:
             raise StoreError(f"cannot record {kind} of {self.episode_id}: {exc}") from None
         if cur.rowcount == 0:  # the fence: the control row holds another writer's token
             self._lose()
@@ -155,13 +159,13 @@ class EpisodeWriter:
                     self._lose()
                 self._conn.executemany(eventlog.INSERT, rows)
                 self._conn.execute("COMMIT")
-            except sqlite3.IntegrityError as exc:
+            except StoreRefusedError as exc:
                 self._rollback()
                 raise StoreError(
                     f"cannot record {kinds[0]} as seq {self.next_seq} of {self.episode_id}: {exc}"
                     " (is another run writing this episode?)"
                 ) from None
-            except sqlite3.OperationalError as exc:
+            except StoreFailedError as exc:
                 self._rollback()
                 raise StoreError(f"cannot record {kinds[0]} of {self.episode_id}: {exc}") from None
             first = self.next_seq
@@ -170,5 +174,5 @@ class EpisodeWriter:
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(StoreDriverError):
                 self._conn.execute("ROLLBACK")

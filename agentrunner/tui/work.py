@@ -11,7 +11,6 @@ for help and quit first in its footer.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -80,7 +79,7 @@ class ReaderScreen(Screen[None]):
             try:
                 with self.runner_app.reading() as store:
                     value = fn(store, *args)
-            except (AgentRunnerError, sqlite3.Error) as exc:
+            except AgentRunnerError as exc:
                 self.post_message(WorkFailed(str(exc), on_error))
                 return
             self.post_message(WorkDone(then, value))
