@@ -302,6 +302,21 @@ def test_spans_go_to_the_endpoint_as_protobuf_in_bounded_requests_of_several_epi
     assert all(r.ByteSize() <= 2_000 + 500 for r in later)  # spans, plus resource and framing
 
 
+def test_a_secret_known_at_export_time_never_reaches_the_endpoint(
+    family: tuple[Path, str, str],
+    collector: tuple[str, type[_Collector]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    db, parent, _ = family
+    url, handler = collector
+    secret = "test_mean_of_three"  # in a tool result of the demo, recorded before it was known
+    monkeypatch.setenv("DEMO_API_KEY", secret)
+    with TraceStore(db) as store:
+        send_otlp(store, [parent], url)
+    (body,) = handler.bodies
+    assert secret.encode() not in body and b"[redacted:DEMO_API_KEY]" in body
+
+
 def test_a_dead_endpoint_is_a_one_line_error_saying_nothing_was_sent(
     family: tuple[Path, str, str], collector: tuple[str, type[_Collector]]
 ) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -77,11 +77,12 @@ def episode_spans(store: TraceStore, episode_id: str, *, content: bool) -> list[
 
 @dataclass
 class OtlpResult:
-    """What an export wrote or sent."""
+    """What an export wrote or sent (``notes``: what the file's writer had to replace)."""
 
     episodes: int = 0
     spans: int = 0
     requests: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def otlp_requests(
@@ -195,8 +196,9 @@ def write_otlp_file(
     requests = otlp_requests(
         store, episode_ids, content=content, max_bytes=max_bytes, counted=result
     )
-    lines = RecordableRows().rows(request_json(r) for r in requests)
-    result.requests = write_jsonl(lines, output)
+    recordable = RecordableRows()
+    result.requests = write_jsonl(recordable.rows(request_json(r) for r in requests), output)
+    result.notes = recordable.notes()
     return result
 
 

@@ -10,6 +10,7 @@ from openinference.semconv.trace import SpanAttributes as OI
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 
 from agentrunner.events import Usage
+from agentrunner.redaction import Redactor, scrub
 
 Attributes = dict[str, Any]
 """Span attributes before they become OTLP ``KeyValue`` s: str, bool, int, float, or a list
@@ -62,11 +63,14 @@ def any_value(value: Any) -> AnyValue:
     return AnyValue(string_value=str(value))
 
 
-def key_values(attributes: Mapping[str, Any]) -> list[KeyValue]:
-    """Attributes as OTLP ``KeyValue`` s (None values left out)."""
+def key_values(attributes: Mapping[str, Any], redactor: Redactor | None = None) -> list[KeyValue]:
+    """Attributes as OTLP ``KeyValue`` s (None values left out), every string made one
+    protobuf can carry (no lone surrogate) and, with ``redactor``, cleared of the secrets it
+    knows (a store recorded where a key was not known)."""
+    clean, _ = scrub(dict(attributes), redactor)
     return [
         KeyValue(key=key, value=any_value(value))
-        for key, value in attributes.items()
+        for key, value in clean.items()
         if value is not None
     ]
 

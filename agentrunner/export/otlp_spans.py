@@ -62,6 +62,7 @@ from agentrunner.export.otlp_attrs import (
 )
 from agentrunner.export.otlp_content import chat_input, chat_output, tool_content
 from agentrunner.history import NOT_CHUNKS
+from agentrunner.redaction import Redactor
 from agentrunner.store import EpisodeSummary, EventRow, TraceStore
 
 AGENT_NAME = "agentrunner"
@@ -101,7 +102,7 @@ class _Open:
         self.end = row
 
 
-def _exception(row: EventRow, error: Error) -> Span.Event:
+def _exception(row: EventRow, error: Error, redactor: Redactor) -> Span.Event:
     """An ``error`` event as an OpenTelemetry ``exception`` span event."""
     return Span.Event(
         time_unix_nano=nanos(row.ts),
@@ -112,7 +113,8 @@ def _exception(row: EventRow, error: Error) -> Span.Event:
                 "exception.message": error.message,
                 "agentrunner.error.where": error.where,
                 "agentrunner.error.retryable": error.retryable,
-            }
+            },
+            redactor,
         ),
     )
 
@@ -138,6 +140,7 @@ class _Walk:
     last: EventRow | None = None
     prompt: str | None = None
     answer: str | None = None
+    redactor: Redactor = field(default_factory=Redactor)
 
     def inherited(self, row: EventRow) -> None:
         """An event the fork inherits: only where its spans begin matters (the fork point)."""
@@ -278,10 +281,10 @@ class _Walk:
     def _error(self, row: EventRow, error: Error) -> None:
         call = self._open_call()
         if call is None:
-            self.agent_events.append(_exception(row, error))
+            self.agent_events.append(_exception(row, error, self.redactor))
             return
         call.close(row)
-        call.events.append(_exception(row, error))
+        call.events.append(_exception(row, error, self.redactor))
         call.status = Status(
             code=Status.STATUS_CODE_ERROR, message=f"{error.type}: {error.message}"
         )
@@ -397,7 +400,7 @@ def _links(
     ]
 
 
-def _span(episode_id: str, built: _Open, parent: bytes) -> Span:
+def _span(episode_id: str, built: _Open, parent: bytes, redactor: Redactor) -> Span:
     return Span(
         trace_id=trace_id(episode_id),
         span_id=span_id(episode_id, built.start.seq),
@@ -406,7 +409,7 @@ def _span(episode_id: str, built: _Open, parent: bytes) -> Span:
         kind=built.kind,
         start_time_unix_nano=nanos(built.start.ts),
         end_time_unix_nano=nanos(built.end.ts),
-        attributes=key_values(built.attributes),
+        attributes=key_values(built.attributes, redactor),
         events=built.events,
         status=built.status,
     )
@@ -442,10 +445,10 @@ def episode_spans(
             walk.agent_events,
             _agent_status(episode, walk),
         )
-        root = _span(episode_id, agent, b"")
+        root = _span(episode_id, agent, b"", walk.redactor)
         root.span_id = span_id(episode_id, 0)
         root.links.extend(_links(store, episode, walk, found))
-        return [root, *(_span(episode_id, built, root.span_id) for built in walk.spans)]
+        return [root, *(_span(episode_id, b, root.span_id, walk.redactor) for b in walk.spans)]
 
 
 def spawners_of(store: TraceStore) -> dict[str, tuple[str, str | None]]:
