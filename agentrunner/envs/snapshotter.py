@@ -371,27 +371,34 @@ class Snapshotter:
         self.current, self.manifest, self._depth = snapshot_id, target, depth
 
     def _apply(self, current: Manifest, target: Manifest) -> None:
+        """Write what differs between the scanned workspace and the target, and nothing else
+        (as ``git read-tree -m -u``: the paths that are equal are not touched, not even
+        joined into a path)."""
+        root = self.root
+        opened: set[str] = set()  # folders open for writing until the end: their final mode
         for path, entry in current.items():  # folders the agent locked: open them for now
-            if isinstance(entry, DirEntry) and entry.mode & stat.S_IRWXU != stat.S_IRWXU:
-                os.chmod(self.root / path, entry.mode | stat.S_IRWXU)
+            if type(entry) is DirEntry and entry.mode & stat.S_IRWXU != stat.S_IRWXU:
+                os.chmod(root / path, entry.mode | stat.S_IRWXU)
+                opened.add(path)
         doomed = {p for p, e in current.items() if type(target.get(p)) is not type(e)}
         for path in sorted(doomed):  # a folder goes with all it holds, however deep
             if path.rpartition("/")[0] not in doomed:
-                remove_tree(self.root / path)
+                remove_tree(root / path)
             current.pop(path)
             self._known.pop(path, None)
+            opened.discard(path)
+        differs = [p for p, e in target.items() if current.get(p) != e]
         written: list[tuple[str, Entry]] = []
-        for path, entry in sorted(target.items()):  # folders before their children
-            dest = self.root / path
-            have = current.get(path)
+        for path in sorted(differs):  # folders before their children
+            entry, have = target[path], current.get(path)
+            dest = root / path
             if have is None:
                 remove_tree(dest)  # what a scan does not track (a fifo, a socket) is in the way
             if isinstance(entry, DirEntry):
                 if have is None:
                     dest.mkdir()
                 os.chmod(dest, entry.mode & 0o777 | stat.S_IRWXU)
-                continue
-            if have == entry:
+                opened.add(path)
                 continue
             if isinstance(entry, LinkEntry):
                 remove_tree(dest)
@@ -403,12 +410,13 @@ class Snapshotter:
         # timestamp after the restore's end: only files stamped that late are racy.
         ended = time.time_ns()
         for path, entry in written:
-            st = (self.root / path).lstat()
+            st = (root / path).lstat()
             racy = max(st.st_mtime_ns, st.st_ctime_ns) >= ended - _RACY_NS
             self._known[path] = (entry, _key(st), racy)
-        for path, entry in sorted(target.items(), reverse=True):
-            if isinstance(entry, DirEntry):
-                os.chmod(self.root / path, entry.mode & 0o777)
+        for path in sorted(opened, reverse=True):  # children before their folders
+            folder = target[path]
+            assert isinstance(folder, DirEntry)
+            os.chmod(root / path, folder.mode & 0o777)
 
     def _write(self, dest: Path, entry: FileEntry, have: Entry | None) -> None:
         mode = entry.mode & 0o777  # never setuid, setgid or sticky (older snapshots kept them)
