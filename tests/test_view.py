@@ -392,3 +392,30 @@ def test_a_batch_page_indexes_its_episodes_and_links_each(tmp_path: Path) -> Non
     for episode in batch["episodes"]:
         assert f'href="#ep-{episode["episode_id"]}"' in index
         assert f'<section class="episode" id="ep-{episode["episode_id"]}">' in page
+
+
+def test_element_ids_are_unique_in_every_page(store: tuple[Path, dict[str, str]]) -> None:
+    for names in (("demo", "fork"), ("hostile",)):
+        markup = _page(store, *names).read_text(encoding="utf-8")
+        ids = [attrs["id"] for _, attrs in _dom(markup).tags if attrs.get("id")]
+        assert len(ids) == len(set(ids))
+
+
+def test_decision_points_show_their_candidates_and_link_their_forks(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    ran = cli("run", "--branch-every", "3", "--actions", "2", "--samples", "1",
+              "--horizon", "1", "--json", db=db)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    episode = last_json(ran.stdout)["episode_id"]
+    shown = cli("show", episode, "--json", db=db)
+    decisions = last_json(shown.stdout)["decisions"]
+    out = tmp_path / "p.html"
+    assert cli("view", episode, "--forks", "-o", str(out), db=db).returncode == 0
+    page = out.read_text(encoding="utf-8")
+    assert page.count('<div class="blk decision"') == len(decisions) == 2
+    assert page.count("★ adopted") == 2
+    for decision in decisions:
+        assert f"turn {decision['turn']} · decision point at seq {decision['seq']}" in page
+        for candidate in decision["candidates"]:
+            for fork in [candidate["proposal"], *candidate["continuations"]]:
+                assert f'<a href="#ep-{fork}">' in page

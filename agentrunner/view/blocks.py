@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from agentrunner import events as ev
 from agentrunner.formatting import count
 from agentrunner.request_diff import RequestDiff, brief
+from agentrunner.types import Message
 from agentrunner.view.markup import anchor, esc, esc_line, folded, pre
 from agentrunner.view.transcript import (
     Block,
@@ -96,7 +97,10 @@ class BlockWriter:
                 body, cls = self._decision(block), "decision"
             case Compaction():
                 body, cls = self._compaction(block), "compaction"
-        where = f' id="{anchor(self.episode_id, block.seq)}"' if block.seq else ""
+        name = anchor(self.episode_id, block.seq)
+        if isinstance(block, DecisionPoint):  # its seq is also its turn's or event's
+            name += "-decision"
+        where = f' id="{name}"' if block.seq else ""
         return f'<div class="blk {cls}"{where}>{body}</div>'
 
     def _prompt(self, p: Prompt) -> str:
@@ -197,7 +201,7 @@ class BlockWriter:
             rows.append(
                 f"<tr><td>{c.index}{esc_line(same)}</td>"
                 f"<td>{c.mean:.3f} ± {c.spread:.3f} (n {len(c.rewards)})</td>"
-                f"<td>{esc_line(brief(c.message, 300))}</td>"
+                f"<td>{esc_line(action(c.message))}</td>"
                 f"<td>{self.link(c.proposal)}</td><td>{forks}</td><td>{mark}</td></tr>"
             )
         head = "<tr><th>candidate</th><th>value</th><th>action</th><th>proposal</th>"
@@ -224,6 +228,15 @@ def compaction_lines(change: RequestDiff) -> str:
     said = esc_line(said or "no message changed")
     head = f'<p class="meta">{change.kept} message(s) kept; {said}</p>'
     return head + f"<ul>{''.join(items)}</ul>"
+
+
+def action(message: Message, limit: int = 300) -> str:
+    """A candidate action in one line: its tool calls, then its text (both shortened)."""
+    calls = [f"{c.name}({c.arguments})" for c in message.tool_calls]
+    text = " ".join(message.content.split())
+    said = " · ".join([*calls, *([json.dumps(text, ensure_ascii=False)] if text else [])])
+    said = said or "(empty message)"
+    return said if len(said) <= limit else said[: limit - 1] + "…"
 
 
 def usage_line(u: ev.Usage) -> str:

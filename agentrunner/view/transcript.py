@@ -114,30 +114,37 @@ class Transcript:
 class _Folder:
     """Folds one episode's events, in seq order, into blocks."""
 
-    def __init__(self, store: TraceStore, episode_id: str, decisions: list[Decision]) -> None:
+    def __init__(
+        self, store: TraceStore, episode_id: str, decisions: list[tuple[str, Decision]]
+    ) -> None:
+        """``decisions``: (the episode that made it, decision) of the episode's lineage."""
         self.store, self.episode_id = store, episode_id
         self.blocks: list[Block] = []
         self.turn: ModelTurn | None = None
         self.request: tuple[int, ev.ModelRequest] | None = None
         self.kept_raw: dict[str, int] = {}
-        self.adopted = {d.adopted_seq: d for d in decisions if d.adopted_seq is not None}
-        self.unfinished = {d.seq: d for d in decisions if d.adopted_seq is None}
+        self.kept_raw_at = (0, 0)
+        self.adopted = {(ep, d.adopted_seq): d for ep, d in decisions if d.adopted_seq}
+        self.unfinished = {(ep, d.seq): d for ep, d in decisions if d.adopted_seq is None}
 
     def add(self, row: EventRow) -> None:
         payload = row.typed()
         if isinstance(payload, ev.Error) and (payload.where, payload.type) == KEPT_RAW:
+            if not self.kept_raw:
+                self.kept_raw_at = (row.seq, row.turn)
             self.kept_raw[payload.message] = self.kept_raw.get(payload.message, 0) + 1
             return
-        self._flush_kept_raw(row)
+        self._flush_kept_raw()
         self._fold(row, payload)
-        if row.seq in self.unfinished:
-            self.blocks.append(DecisionPoint(row.seq, self.unfinished.pop(row.seq)))
+        unfinished = self.unfinished.pop((row.episode_id, row.seq), None)
+        if unfinished is not None:  # a decision point not finished: at its seq
+            self.blocks.append(DecisionPoint(row.seq, unfinished))
 
     def _fold(self, row: EventRow, payload: ev.EventPayload) -> None:
         seq, turn = row.seq, row.turn
         match payload:
             case ev.MessageEvent(role="assistant"):
-                self._assistant_message(seq, turn, payload)
+                self._assistant_message(row, payload)
             case ev.MessageEvent():
                 message = self._read(payload.message_hash)
                 self.blocks.append(Prompt(seq, turn, payload.reason, payload.role, message))
@@ -158,8 +165,11 @@ class _Folder:
             case ev.Cancel() | ev.Error() | ev.Resume() | ev.EpisodeEnd():
                 self.blocks.append(Notice(seq, turn, payload.kind, _notice(payload)))
 
-    def _assistant_message(self, seq: int, turn: int, payload: ev.MessageEvent) -> None:
-        decision = self.adopted.get(seq)
+    def _assistant_message(self, row: EventRow, payload: ev.MessageEvent) -> None:
+        """An edited turn, or a decision point's adopted action (the decision first: only
+        on the episode that made it, whose row it is)."""
+        seq, turn = row.seq, row.turn
+        decision = self.adopted.get((row.episode_id, seq))
         if decision is not None:
             self.blocks.append(DecisionPoint(seq, decision))
         label = MESSAGE_LABELS.get(payload.reason, payload.reason)
@@ -197,20 +207,17 @@ class _Folder:
                 step.result = payload
                 return
 
-    def _flush_kept_raw(self, row: EventRow) -> None:
+    def _flush_kept_raw(self) -> None:
+        """A run of records an import kept raw, as one notice at the first of them."""
         if not self.kept_raw:
             return
         held, self.kept_raw = self.kept_raw, {}
         said = "; ".join(f"{n:,} × {why}" for why, n in sorted(held.items(), key=lambda x: -x[1]))
         text = f"kept raw by the import: {sum(held.values()):,} record(s) ({said})"
-        self.blocks.append(Notice(row.seq, row.turn, "error", text))
+        self.blocks.append(Notice(*self.kept_raw_at, "error", text))
 
     def finish(self) -> None:
-        if self.kept_raw:
-            held, self.kept_raw = self.kept_raw, {}
-            text = f"kept raw by the import: {sum(held.values()):,} record(s)"
-            self.blocks.append(Notice(0, 0, "error", text))
-        self.blocks.extend(DecisionPoint(seq, d) for seq, d in self.unfinished.items())
+        self._flush_kept_raw()
 
     def _read(self, message_hash: str) -> Message | None:
         try:
@@ -270,7 +277,7 @@ def read_transcript(store: TraceStore, episode_id: str) -> Transcript:
     """The transcript of ``episode_id`` (its inherited history included, from seq 1)."""
     summary = store.episode(episode_id)
     lineage = [summary.episode_id, *store.ancestors(summary.episode_id)]
-    decisions = [d for ep in lineage for d in read_decisions(store, ep)]
+    decisions = [(ep, d) for ep in lineage for d in read_decisions(store, ep)]
     folder = _Folder(store, summary.episode_id, decisions)
     for row in store.iter_events(summary.episode_id):
         folder.add(row)
