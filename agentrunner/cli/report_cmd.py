@@ -19,6 +19,7 @@ from agentrunner.cli.common import (
 from agentrunner.errors import UsageError
 from agentrunner.report.build import GROUP_KEYS, Facts, ReportFilter, collect, compare, report
 from agentrunner.report.html import write as write_html
+from agentrunner.report.records import Comparison, Report
 from agentrunner.report.text import (
     METRIC_COLUMNS,
     cells,
@@ -27,6 +28,7 @@ from agentrunner.report.text import (
     num,
     rate,
     recorded,
+    reward,
     spend,
 )
 from agentrunner.store import TraceStore
@@ -127,22 +129,20 @@ def run_report(args: argparse.Namespace) -> int:
                 f"A and B select {len(both)} of the same episodes; give two models or batches"
                 " that do not overlap"
             )
-        result = {"a": args.compare[0], "b": args.compare[1], **compare(a, b)}
+        result = compare(a, b, names=(args.compare[0], args.compare[1]))
         if args.json:
-            print_json(result)
+            print_json(result.to_json())
         else:
             _print_compare(result)
         return 0
     facts = collect(store, where, need=tuple(args.by or ["model"]), **options)
     if not facts:
         raise UsageError(f"no episodes in {store.where} match the filters")
-    made = report(facts, args.by or ["model"])
-    made["threshold"] = args.threshold
-    made["verifier"] = args.verifier
+    made = report(facts, args.by or ["model"], **options)
     if args.html:
         write_html(args.html, made, facts, source=_store_name(store.where))
     if args.json:
-        print_json(made)
+        print_json(made.to_json())
     else:
         _print_report(made)
     if args.html:
@@ -170,78 +170,73 @@ def _side(store: TraceStore, spec: str, facts: list[Facts]) -> list[Facts]:
     return [f for f in facts if batch in f.batches]
 
 
-def _print_report(made: dict[str, Any]) -> None:
+def _print_report(made: Report) -> None:
     out = stdout_console()
-    table = Table(title=f"by {', '.join(made['by'])}", show_lines=False)
-    for column in (*made["by"], *METRIC_COLUMNS):
+    table = Table(title=f"by {', '.join(made.by)}", show_lines=False)
+    for column in (*made.by, *METRIC_COLUMNS):
         table.add_column(column)
-    for group in [*made["groups"], {"key": {k: "all" for k in made["by"]}, **made["overall"]}]:
-        table.add_row(*[key(group["key"][k]) for k in made["by"]], *cells(group))
+    for group in made.groups:
+        table.add_row(*[key(value) for value in group.values], *cells(group.metrics))
+    table.add_row(*[key("all") for _ in made.by], *cells(made.overall))
     out.print(table)
-    overall = made["overall"]
-    stops = ", ".join(f"{k} {v}" for k, v in overall["stop_reasons"].items())
+    overall = made.overall
+    stops = ", ".join(f"{k} {v}" for k, v in overall.stop_reasons.items())
     out.print(f"stop reasons: {recorded(stops or '-')}")
-    if overall["unjudged"]:
+    if overall.unjudged:
         out.print(
-            f"unjudged {overall['unjudged']}: ended with no reward (imported, or run with no"
+            f"unjudged {overall.unjudged}: ended with no reward (imported, or run with no"
             " test) or no verdict; left out of pass rates, reward means and pass@k"
         )
-    if overall["unknown_usage_calls"] or overall["cost_unknown"]:
+    if overall.unknown_usage_calls or overall.cost_unknown:
         out.print(
-            f"unknown usage: {overall['unknown_usage_calls']} model call(s) without token"
-            f" counts, {overall['cost_unknown']} episode(s) without a cost; sums are of what"
+            f"unknown usage: {overall.unknown_usage_calls} model call(s) without token"
+            f" counts, {overall.cost_unknown} episode(s) without a cost; sums are of what"
             " is known"
         )
-    if made["reward_not_reproduced"]:
-        ids = ", ".join(made["reward_not_reproduced"])
+    if made.reward_not_reproduced:
+        ids = ", ".join(made.reward_not_reproduced)
         out.print(f"[bold red]![/] reward not reproduced by `agentrunner verify`: {ids}")
-    for error in overall["errors"]:
-        out.print(f"  {error['count']} x {recorded(error['error'])}")
+    for error in overall.errors:
+        out.print(f"  {error.count} x {recorded(error.error)}")
     tasks = Table(title="per task")
     for column in ("task", "model", "episodes", "pass rate [95%]", "reward ± se", "cost"):
         tasks.add_column(column)
-    for task in made["tasks"]:
-        for row in task["rows"]:
+    for task in made.tasks:
+        for row in task.rows:
+            m = row.metrics
             tasks.add_row(
-                key(task["task_id"]),
-                key(row["model"]),
-                episodes(row),
-                rate(row),
-                f"{num(row['reward_mean'])} ± {num(row['reward_se'])}",
-                spend(row),
+                key(task.task_id), key(row.model), episodes(m), rate(m), reward(m), spend(m)
             )
     out.print(tasks)
 
 
-def _print_compare(result: dict[str, Any]) -> None:
+def _print_compare(result: Comparison) -> None:
     out = stdout_console()
-    unjudged = result["unjudged_a"] + result["unjudged_b"]
-    if unjudged:
+    if result.unjudged_a + result.unjudged_b:
         out.print(
-            f"unjudged (no reward, never paired): A {result['unjudged_a']},"
-            f" B {result['unjudged_b']}"
+            f"unjudged (no reward, never paired): A {result.unjudged_a}, B {result.unjudged_b}"
         )
-    if not result["pairs"]:
-        out.print(f"no judged (task, seed) pair was run by both {result['a']} and {result['b']}")
+    if not result.pairs:
+        out.print(f"no judged (task, seed) pair was run by both {result.a} and {result.b}")
         return
-    test = result["mcnemar"]
+    test = result.mcnemar
     out.print(
-        f"{result['pairs']} (task, seed) pairs run by both: pass rate A {result['pass_rate_a']:.0%}"
-        f", B {result['pass_rate_b']:.0%} (B - A {result['pass_rate_difference']:+.0%});"
-        f" only A passed {test['only_a']}, only B {test['only_b']}: McNemar exact p ="
-        f" {test['p_value']:.3g}"
+        f"{result.pairs} (task, seed) pairs run by both: pass rate A {result.pass_rate_a:.0%}"
+        f", B {result.pass_rate_b:.0%} (B - A {result.pass_rate_difference:+.0%});"
+        f" only A passed {test.only_a}, only B {test.only_b}: McNemar exact p ="
+        f" {test.p_value:.3g}"
     )
-    ci = result["reward_difference_ci95"]
+    ci = result.reward_difference_ci95
     out.print(
-        f"reward B - A: {num(result['reward_difference'], 3)}"
-        + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        f"reward B - A: {num(result.reward_difference, 3)}"
+        + (f" [{ci.low:.3f}, {ci.high:.3f}]" if ci else "")
     )
-    cost_ci = result["cost_difference_ci95"]
-    if result["cost_difference_usd"] is not None:
+    cost_ci = result.cost_difference_ci95
+    if result.cost_difference_usd is not None:
         out.print(
-            f"cost B - A per pair: ${result['cost_difference_usd']:.4f}"
-            + (f" [{cost_ci[0]:.4f}, {cost_ci[1]:.4f}]" if cost_ci else "")
-            + f" ({result['priced_pairs']} priced pairs)"
+            f"cost B - A per pair: ${result.cost_difference_usd:.4f}"
+            + (f" [{cost_ci.low:.4f}, {cost_ci.high:.4f}]" if cost_ci else "")
+            + f" ({result.priced_pairs} priced pairs)"
         )
-    out.print(f"solved only by A: {recorded(', '.join(result['solved_only_by_a']) or '-')}")
-    out.print(f"solved only by B: {recorded(', '.join(result['solved_only_by_b']) or '-')}")
+    out.print(f"solved only by A: {recorded(', '.join(result.solved_only_by_a) or '-')}")
+    out.print(f"solved only by B: {recorded(', '.join(result.solved_only_by_b) or '-')}")

@@ -20,10 +20,21 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from agentrunner.errors import UsageError
 from agentrunner.export.select import Selection, known_reward, task_splits
+from agentrunner.report.records import (
+    Comparison,
+    ErrorCount,
+    Group,
+    Latency,
+    Metrics,
+    Report,
+    Spread,
+    TaskMetrics,
+    TaskRow,
+    Tokens,
+)
 from agentrunner.report.stats import (
     mcnemar,
     mean_se,
@@ -189,23 +200,13 @@ def _verdicts(latest: Iterable[StoredVerification], verifier: str | None) -> dic
     return {v.episode_id: v.passed for v in latest if v.verifier == verifier}
 
 
-def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
+def metrics(episodes: Sequence[Facts]) -> Metrics:
     """Everything a report says of a set of episodes."""
     n = len(episodes)
     statuses = Counter(str(e.summary.status) for e in episodes)
     judged = [e for e in episodes if _judged(e)]
-    unjudged = sum(e.summary.status in ENDED and e.passed is None for e in episodes)
     passed = sum(bool(e.passed) for e in judged)
-    rewards = [e.reward for e in judged if e.reward is not None]
-    reward_mean, reward_se = mean_se(rewards)
-    interval = wilson(passed, len(judged))
-    tokens = dict.fromkeys(("input", "cached", "output", "reasoning"), 0)
-    for e in episodes:
-        t = e.summary.tokens
-        tokens["input"] += int(t.get("input", 0))
-        tokens["cached"] += int(t.get("cache_read", 0))
-        tokens["output"] += int(t.get("output", 0))
-        tokens["reasoning"] += int(t.get("reasoning", 0))
+    reward_mean, reward_se = mean_se([e.reward for e in judged if e.reward is not None])
     priced = [e for e in episodes if e.summary.cost_usd is not None]
     cost = sum(float(e.summary.cost_usd or 0.0) for e in priced) if priced else None
     solved_priced = sum(bool(e.passed) for e in priced if _judged(e))
@@ -214,37 +215,53 @@ def metrics(episodes: Sequence[Facts]) -> dict[str, Any]:
     latencies = [x for e in episodes for x in e.log.latencies]
     errors = Counter(x for e in episodes for x in e.log.errors)
     stops = Counter(e.summary.stop_reason or str(e.summary.status) for e in episodes)
-    return {
-        "episodes": n,
-        "completed": statuses.get("completed", 0),
-        "cancelled": statuses.get("cancelled", 0),
-        "failed": statuses.get("failed", 0),
-        "interrupted": statuses.get("interrupted", 0),
-        "running": statuses.get("running", 0),
-        "pending": statuses.get("pending", 0),
-        "judged": len(judged),
-        "unjudged": unjudged,
-        "passed": passed,
-        "reward_not_reproduced": sum(e.disputed for e in episodes),
-        "pass_rate": passed / len(judged) if judged else None,
-        "pass_rate_ci95": interval.as_list() if interval is not None else None,
-        "reward_mean": reward_mean,
-        "reward_se": reward_se,
-        "pass_at_k": _pass_at_k(judged),
-        "tokens": tokens,
-        "unknown_usage_calls": sum(e.log.unknown_usage for e in episodes),
-        "cost_usd": cost,
-        "cost_unknown": n - len(priced),
-        "cost_per_solved_usd": cost / solved_priced if cost is not None and solved_priced else None,
-        "turns": {"median": percentile(turns, 50), "p90": percentile(turns, 90)},
-        "tool_calls": {"median": percentile(calls, 50), "p90": percentile(calls, 90)},
-        "latency_s": {"p50": percentile(latencies, 50), "p90": percentile(latencies, 90)},
-        "stop_reasons": dict(sorted(stops.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "errors": [
-            {"error": error, "count": count}
+    return Metrics(
+        episodes=n,
+        completed=statuses.get("completed", 0),
+        cancelled=statuses.get("cancelled", 0),
+        failed=statuses.get("failed", 0),
+        interrupted=statuses.get("interrupted", 0),
+        running=statuses.get("running", 0),
+        pending=statuses.get("pending", 0),
+        judged=len(judged),
+        unjudged=_unjudged(episodes),
+        passed=passed,
+        reward_not_reproduced=sum(e.disputed for e in episodes),
+        pass_rate=passed / len(judged) if judged else None,
+        pass_rate_ci95=wilson(passed, len(judged)),
+        reward_mean=reward_mean,
+        reward_se=reward_se,
+        pass_at_k=_pass_at_k(judged),
+        tokens=_tokens(episodes),
+        unknown_usage_calls=sum(e.log.unknown_usage for e in episodes),
+        cost_usd=cost,
+        cost_unknown=n - len(priced),
+        cost_per_solved_usd=cost / solved_priced if cost is not None and solved_priced else None,
+        turns=Spread(percentile(turns, 50), percentile(turns, 90)),
+        tool_calls=Spread(percentile(calls, 50), percentile(calls, 90)),
+        latency_s=Latency(percentile(latencies, 50), percentile(latencies, 90)),
+        stop_reasons=dict(sorted(stops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        errors=tuple(
+            ErrorCount(error, count)
             for error, count in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_ERRORS]
-        ],
-    }
+        ),
+    )
+
+
+def _tokens(episodes: Iterable[Facts]) -> Tokens:
+    """The episodes' token sums (of what their summaries know)."""
+    counts = [e.summary.tokens for e in episodes]  # the store's totals, by its names
+    return Tokens(
+        input=sum(int(t.get("input", 0)) for t in counts),
+        cached=sum(int(t.get("cache_read", 0)) for t in counts),
+        output=sum(int(t.get("output", 0)) for t in counts),
+        reasoning=sum(int(t.get("reasoning", 0)) for t in counts),
+    )
+
+
+def _unjudged(episodes: Iterable[Facts]) -> int:
+    """Ended episodes with no outcome (no reward, or no verdict of ``--verifier``)."""
+    return sum(e.summary.status in ENDED and e.passed is None for e in episodes)
 
 
 def _judged(e: Facts) -> bool:
@@ -274,30 +291,30 @@ def _pass_at_k(episodes: Sequence[Facts]) -> dict[str, float]:
 
 
 def report(
-    episodes: Sequence[Facts], by: Sequence[str], *, per_task_by: str = "model"
-) -> dict[str, Any]:
-    """Per group (``by``: model, task, split, batch), overall, and per task a row per
-    ``per_task_by`` value."""
+    episodes: Sequence[Facts],
+    by: Sequence[str],
+    *,
+    threshold: float = 1.0,
+    verifier: str | None = None,
+) -> Report:
+    """Per group (``by``: model, task, split, batch), overall, and per task a row per model;
+    ``threshold`` and ``verifier`` say what passed (as :func:`collect` was told)."""
     groups = _grouped(episodes, lambda e: tuple(e.key(b) for b in by))
     tasks = _grouped(episodes, lambda e: (e.summary.task_id,))
-    return {
-        "by": list(by),
-        "overall": metrics(episodes),
-        "reward_not_reproduced": [e.summary.episode_id for e in episodes if e.disputed],
-        "groups": [
-            {"key": dict(zip(by, key, strict=True)), **metrics(members)} for key, members in groups
-        ],
-        "tasks": [
-            {
-                "task_id": key[0],
-                "rows": [
-                    {per_task_by: row_key[0], **metrics(rows)}
-                    for row_key, rows in _grouped(members, lambda e: (e.key(per_task_by),))
-                ],
-            }
-            for key, members in tasks
-        ],
-    }
+    return Report(
+        by=tuple(by),
+        overall=metrics(episodes),
+        reward_not_reproduced=tuple(e.summary.episode_id for e in episodes if e.disputed),
+        groups=tuple(Group(key, metrics(members)) for key, members in groups),
+        tasks=tuple(_task(task_id, members) for (task_id,), members in tasks),
+        threshold=threshold,
+        verifier=verifier,
+    )
+
+
+def _task(task_id: str, episodes: Iterable[Facts]) -> TaskMetrics:
+    rows = _grouped(episodes, lambda e: (e.model,))
+    return TaskMetrics(task_id, tuple(TaskRow(model, metrics(mine)) for (model,), mine in rows))
 
 
 def _grouped(
@@ -309,17 +326,17 @@ def _grouped(
     return sorted(out.items())
 
 
-def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
+def compare(a: Sequence[Facts], b: Sequence[Facts], *, names: tuple[str, str]) -> Comparison:
     """A against B, paired by (task, seed) where both have an ended, judged episode (the
     latest of each side; unjudged ones are counted, never paired):
     pass rates and their difference with McNemar's exact test, mean reward and cost
     differences (B - A) with 95% intervals, and the tasks each solves that the other does
-    not (a task is solved when any of its seeds passed)."""
+    not (a task is solved when any of its seeds passed). ``names``: A's and B's, as the
+    command gave them."""
     left, right = _latest_by_pair(a), _latest_by_pair(b)
     pairs = sorted(set(left) & set(right))
     only_a = sum(bool(left[p].passed) and not right[p].passed for p in pairs)
     only_b = sum(bool(right[p].passed) and not left[p].passed for p in pairs)
-    test = mcnemar(only_a, only_b)
     n = len(pairs)
     rate_a = sum(bool(left[p].passed) for p in pairs) / n if n else None
     rate_b = sum(bool(right[p].passed) for p in pairs) / n if n else None
@@ -335,22 +352,24 @@ def compare(a: Sequence[Facts], b: Sequence[Facts]) -> dict[str, Any]:
     )
     solved_a = {p[0] for p in pairs if left[p].passed}
     solved_b = {p[0] for p in pairs if right[p].passed}
-    return {
-        "pairs": n,
-        "unjudged_a": sum(e.summary.status in ENDED and e.passed is None for e in a),
-        "unjudged_b": sum(e.summary.status in ENDED and e.passed is None for e in b),
-        "pass_rate_a": rate_a,
-        "pass_rate_b": rate_b,
-        "pass_rate_difference": None if n == 0 else (rate_b or 0.0) - (rate_a or 0.0),
-        "mcnemar": {"only_a": test.b, "only_b": test.c, "p_value": test.p_value},
-        "reward_difference": reward_diff,
-        "reward_difference_ci95": reward_ci.as_list() if reward_ci else None,
-        "cost_difference_usd": cost_diff,
-        "cost_difference_ci95": cost_ci.as_list() if cost_ci else None,
-        "priced_pairs": len(priced),
-        "solved_only_by_a": sorted(solved_a - solved_b),
-        "solved_only_by_b": sorted(solved_b - solved_a),
-    }
+    return Comparison(
+        a=names[0],
+        b=names[1],
+        pairs=n,
+        unjudged_a=_unjudged(a),
+        unjudged_b=_unjudged(b),
+        pass_rate_a=rate_a,
+        pass_rate_b=rate_b,
+        pass_rate_difference=None if n == 0 else (rate_b or 0.0) - (rate_a or 0.0),
+        mcnemar=mcnemar(only_a, only_b),
+        reward_difference=reward_diff,
+        reward_difference_ci95=reward_ci,
+        cost_difference_usd=cost_diff,
+        cost_difference_ci95=cost_ci,
+        priced_pairs=len(priced),
+        solved_only_by_a=tuple(sorted(solved_a - solved_b)),
+        solved_only_by_b=tuple(sorted(solved_b - solved_a)),
+    )
 
 
 def _latest_by_pair(episodes: Iterable[Facts]) -> dict[tuple[str, int], Facts]:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from agentrunner.errors import UsageError
 from agentrunner.report import svg
 from agentrunner.report.build import ENDED, Facts
+from agentrunner.report.records import Metrics, Report
+from agentrunner.report.stats import Interval
 from agentrunner.report.text import episodes as episodes_cell
-from agentrunner.report.text import spend
+from agentrunner.report.text import reward, spend
 from agentrunner.report.text import tokens as tokens_cell
 
 STYLE = """
@@ -51,7 +52,7 @@ code { font-size: 12px; }
 """
 
 
-def write(path: Path, made: dict[str, Any], facts: Sequence[Facts], *, source: str) -> None:
+def write(path: Path, made: Report, facts: Sequence[Facts], *, source: str) -> None:
     """Write :func:`render`'s page to ``path``."""
     page = render(made, facts, source=source)
     try:
@@ -60,25 +61,25 @@ def write(path: Path, made: dict[str, Any], facts: Sequence[Facts], *, source: s
         raise UsageError(f"cannot write the HTML report to {path}: {exc.strerror or exc}") from None
 
 
-def render(made: dict[str, Any], facts: Sequence[Facts], *, source: str) -> str:
+def render(made: Report, facts: Sequence[Facts], *, source: str) -> str:
     """The page of a report (``made``, from :func:`~agentrunner.report.build.report`) and
     its episodes (``facts``, for the per-episode charts and lists); ``source`` names the
     store (its file name: the page never shows where it lives)."""
     rule = (
-        f"the verifier {made['verifier']}'s latest result passed"
-        if made.get("verifier")
-        else f"reward ≥ {made.get('threshold', 1.0):g}"
+        f"the verifier {made.verifier}'s latest result passed"
+        if made.verifier
+        else f"reward ≥ {made.threshold:g}"
     )
-    overall = made["overall"]
+    overall = made.overall
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>agentrunner report</title><style>{STYLE}</style></head><body>"
         "<h1>agentrunner report</h1>"
-        f'<p class="meta">{overall["episodes"]} episodes from {_e(source)}; an episode passes'
+        f'<p class="meta">{overall.episodes} episodes from {_e(source)}; an episode passes'
         f" when {_e(rule)}; intervals are 95% (Wilson for pass rates).</p>"
         f"{_unjudged(overall)}{_not_reproduced(made)}"
-        f"<h2>By {_e(', '.join(made['by']))}</h2>{_groups_table(made)}"
+        f"<h2>By {_e(', '.join(made.by))}</h2>{_groups_table(made)}"
         f"<h2>Charts</h2>{_charts(made, facts)}"
         f"<h2>Per task</h2>{_tasks_table(made)}"
         f"<h2>Episodes per task</h2>{_episodes(facts)}"
@@ -96,8 +97,8 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _interval(ci: Sequence[float] | None) -> str:
-    return "-" if ci is None else f"[{ci[0]:.1%}, {ci[1]:.1%}]"
+def _interval(ci: Interval | None) -> str:
+    return "-" if ci is None else f"[{ci.low:.1%}, {ci.high:.1%}]"
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -108,24 +109,24 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:.4f}"
 
 
-def _pair(values: dict[str, float | None], a: str, b: str, digits: int = 1) -> str:
-    return f"{_num(values[a], digits)} / {_num(values[b], digits)}"
+def _pair(a: float | None, b: float | None, digits: int = 1) -> str:
+    return f"{_num(a, digits)} / {_num(b, digits)}"
 
 
-def _metric_cells(m: dict[str, Any]) -> list[str]:
+def _metric_cells(m: Metrics) -> list[str]:
     """A group's numbers as the tables show them (the order of :data:`_HEADERS`)."""
     return [
         episodes_cell(m),
-        f"{m['completed']} / {m['cancelled']} / {m['failed']}",
-        str(m["passed"]),
-        f"{_pct(m['pass_rate'])} {_interval(m['pass_rate_ci95'])}",
-        f"{_num(m['reward_mean'])} ± {_num(m['reward_se'])}",
+        f"{m.completed} / {m.cancelled} / {m.failed}",
+        str(m.passed),
+        f"{_pct(m.pass_rate)} {_interval(m.pass_rate_ci95)}",
+        reward(m, 3),
         tokens_cell(m).replace("/", " / "),
         spend(m),
-        _usd(m["cost_per_solved_usd"]),
-        _pair(m["turns"], "median", "p90"),
-        _pair(m["tool_calls"], "median", "p90"),
-        _pair(m["latency_s"], "p50", "p90", 2),
+        _usd(m.cost_per_solved_usd),
+        _pair(m.turns.median, m.turns.p90),
+        _pair(m.tool_calls.median, m.tool_calls.p90),
+        _pair(m.latency_s.p50, m.latency_s.p90, 2),
     ]
 
 
@@ -163,26 +164,25 @@ def _wide(head: str, body: str) -> str:
     return f'<div class="wide">{table}</div>'
 
 
-def _groups_table(made: dict[str, Any]) -> str:
-    by = made["by"]
-    rows = [([str(g["key"][k]) for k in by], _metric_cells(g), "group") for g in made["groups"]]
-    rows.append((["all"] * len(by), _metric_cells(made["overall"]), "overall"))
-    return _table(by, rows)
+def _groups_table(made: Report) -> str:
+    rows = [(list(g.values), _metric_cells(g.metrics), "group") for g in made.groups]
+    rows.append((["all"] * len(made.by), _metric_cells(made.overall), "overall"))
+    return _table(made.by, rows)
 
 
-def _tasks_table(made: dict[str, Any]) -> str:
+def _tasks_table(made: Report) -> str:
     rows = [
-        ([task["task_id"], str(row["model"])], _metric_cells(row), "row")
-        for task in made["tasks"]
-        for row in task["rows"]
+        ([task.task_id, row.model], _metric_cells(row.metrics), "row")
+        for task in made.tasks
+        for row in task.rows
     ]
     return _table(["task", "model"], rows)
 
 
-def _pass_at_k_table(made: dict[str, Any]) -> str:
-    by = made["by"]
-    groups = [([str(g["key"][k]) for k in by], g["pass_at_k"]) for g in made["groups"]]
-    groups.append((["all"] * len(by), made["overall"]["pass_at_k"]))
+def _pass_at_k_table(made: Report) -> str:
+    by = made.by
+    groups = [(list(g.values), g.metrics.pass_at_k) for g in made.groups]
+    groups.append((["all"] * len(by), made.overall.pass_at_k))
     top = max((int(k) for _, at_k in groups for k in at_k), default=0)
     head = "".join(f'<th class="key">{_e(k)}</th>' for k in by)
     head += "".join(f"<th>pass@{k}</th>" for k in range(1, top + 1))
@@ -196,42 +196,41 @@ def _pass_at_k_table(made: dict[str, Any]) -> str:
     return _wide(head, body)
 
 
-def _not_reproduced(made: dict[str, Any]) -> str:
+def _not_reproduced(made: Report) -> str:
     """The episodes whose recorded reward ``verify`` did not reproduce (nothing when none)."""
-    ids = made.get("reward_not_reproduced") or []
-    if not ids:
+    if not made.reward_not_reproduced:
         return ""
-    listed = ", ".join(f"<code>{_e(i)}</code>" for i in ids)
+    listed = ", ".join(f"<code>{_e(i)}</code>" for i in made.reward_not_reproduced)
     head = "! reward not reproduced by <code>agentrunner verify</code>:"
     return f"<p><strong>{head}</strong> {listed}</p>"
 
 
-def _endings(m: dict[str, Any]) -> str:
-    stops = "".join(f"<li>{_e(k)}: {v}</li>" for k, v in m["stop_reasons"].items())
-    errors = "".join(f"<li>{e['count']} × <code>{_e(e['error'])}</code></li>" for e in m["errors"])
+def _endings(m: Metrics) -> str:
+    stops = "".join(f"<li>{_e(k)}: {v}</li>" for k, v in m.stop_reasons.items())
+    errors = "".join(f"<li>{e.count} × <code>{_e(e.error)}</code></li>" for e in m.errors)
     return (
         f"<p>Stop reasons:</p><ul>{stops or '<li>-</li>'}</ul>"
         f"<p>Most frequent errors:</p><ul>{errors or '<li>none</li>'}</ul>"
     )
 
 
-def _unjudged(m: dict[str, Any]) -> str:
+def _unjudged(m: Metrics) -> str:
     """What the numbers leave out: unjudged episodes, unknown usage (nothing when none)."""
     out = []
-    if m["unjudged"]:
+    if m.unjudged:
         out.append(
-            f"unjudged {m['unjudged']}: ended with no reward (imported, or run with no test)"
+            f"unjudged {m.unjudged}: ended with no reward (imported, or run with no test)"
             " or no verdict; left out of pass rates, reward means and pass@k."
         )
-    if m["unknown_usage_calls"] or m["cost_unknown"]:
+    if m.unknown_usage_calls or m.cost_unknown:
         out.append(
-            f"Unknown usage: {m['unknown_usage_calls']} model call(s) without token counts,"
-            f" {m['cost_unknown']} episode(s) without a cost; sums are of what is known."
+            f"Unknown usage: {m.unknown_usage_calls} model call(s) without token counts,"
+            f" {m.cost_unknown} episode(s) without a cost; sums are of what is known."
         )
     return "".join(f'<p class="meta">{_e(line)}</p>' for line in out)
 
 
-def _charts(made: dict[str, Any], facts: Sequence[Facts]) -> str:
+def _charts(made: Report, facts: Sequence[Facts]) -> str:
     palette = svg.colours(f.model for f in facts)
     drawn = [
         ("Pass rate per task and model (95% interval)", svg.pass_rates(made, palette), False),

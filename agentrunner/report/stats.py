@@ -71,24 +71,24 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 @dataclass(frozen=True)
 class McNemar:
-    """Paired pass/fail outcomes of A and B: ``b`` pairs only A passed, ``c`` only B; the
-    exact two-sided p-value (binomial, p = 1/2, on the ``b + c`` discordant pairs)."""
+    """Paired pass/fail outcomes of A and B: ``only_a`` pairs only A passed, ``only_b``
+    only B; the exact two-sided p-value (binomial, p = 1/2, on the discordant pairs)."""
 
-    b: int
-    c: int
+    only_a: int
+    only_b: int
     p_value: float
 
 
-def mcnemar(b: int, c: int) -> McNemar:
-    n = b + c
+def mcnemar(only_a: int, only_b: int) -> McNemar:
+    n = only_a + only_b
     if n == 0:
-        return McNemar(b, c, 1.0)
+        return McNemar(only_a, only_b, 1.0)
     log_half = n * math.log(0.5)
     tail = sum(  # in logs: exact enough, and quick for any number of pairs
         math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half)
-        for i in range(min(b, c) + 1)
+        for i in range(min(only_a, only_b) + 1)
     )
-    return McNemar(b, c, min(1.0, 2 * tail))
+    return McNemar(only_a, only_b, min(1.0, 2 * tail))
 
 
 def paired_difference(

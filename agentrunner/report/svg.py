@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from agentrunner.report.build import Facts
+from agentrunner.report.records import Metrics, Report
 
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d", "#eeca3b")
 ALL = "#52606d"
@@ -126,45 +126,45 @@ def usd(value: float) -> str:
     return f"${value:.4g}"
 
 
-def pass_rates(made: dict[str, Any], palette: dict[str, str]) -> str | None:
+def pass_rates(made: Report, palette: dict[str, str]) -> str | None:
     """Pass rate per task, a bar per model with its 95% Wilson interval as a whisker; a
     (task, model) with no judged episode draws no bar and says why in its title."""
-    tasks = [t["task_id"] for t in made["tasks"]]
-    models = sorted({str(r["model"]) for t in made["tasks"] for r in t["rows"]})
+    tasks = made.tasks
+    models = sorted({r.model for t in tasks for r in t.rows})
     if not tasks:
         return None
     y = Axis(0.0, 1.0, (0.0, 0.25, 0.5, 0.75, 1.0))
     slot = (WIDTH - LEFT - RIGHT) / len(tasks)
     bar = min(28.0, slot * 0.8 / len(models))
     out = [_frame("pass-rate", "Pass rate per task (95% interval)", y, "pass rate", percent)]
-    for i, task in enumerate(made["tasks"]):
+    for i, task in enumerate(tasks):
         centre = LEFT + slot * (i + 0.5)
-        rows = {str(r["model"]): r for r in task["rows"]}
+        rows = {r.model: r.metrics for r in task.rows}
         for j, model in enumerate(models):
             row = rows.get(model)
             if row is None:
                 continue
             left = centre - bar * len(models) / 2 + j * bar
-            out.append(_rate_bar(task["task_id"], model, row, left, bar, y, palette[model]))
-        out.append(_category(task["task_id"], centre))
+            out.append(_rate_bar(task.task_id, model, row, left, bar, y, palette[model]))
+        out.append(_category(task.task_id, centre))
     out.append(_x_title("task"))
     return "".join(out) + "</svg>"
 
 
 def _rate_bar(
-    task: str, model: str, row: dict[str, Any], left: float, width: float, y: Axis, fill: str
+    task: str, model: str, row: Metrics, left: float, width: float, y: Axis, fill: str
 ) -> str:
-    unjudged = f"; unjudged {row['unjudged']}" if row.get("unjudged") else ""
-    if row["pass_rate"] is None:
+    unjudged = f"; unjudged {row.unjudged}" if row.unjudged else ""
+    if row.pass_rate is None or row.pass_rate_ci95 is None:
         tip = f"{task} · {model}: no judged episode{unjudged}"
         base = HEIGHT - BOTTOM
         return (
             f'<text x="{left + width / 2:.1f}" y="{base - 4}" class="none"'
             f' text-anchor="middle"><title>{_e(tip)}</title>n/a</text>'
         )
-    rate, (low, high) = row["pass_rate"], row["pass_rate_ci95"]
+    rate, low, high = row.pass_rate, row.pass_rate_ci95.low, row.pass_rate_ci95.high
     tip = (
-        f"{task} · {model}: {rate:.1%} ({row['passed']} of {row['judged']} judged)"
+        f"{task} · {model}: {rate:.1%} ({row.passed} of {row.judged} judged)"
         f" [{low:.1%}, {high:.1%}]{unjudged}"
     )
     top, bottom = _y(y, rate), _y(y, 0.0)

@@ -13,6 +13,7 @@ from textual.widgets import Input, Static
 
 from agentrunner import TraceStore
 from agentrunner.report.build import ReportFilter, collect, report
+from agentrunner.report.records import Report
 from agentrunner.tui.app import AgentRunnerApp
 from agentrunner.tui.screens.episodes import EpisodesScreen, EpisodesTable
 from agentrunner.tui.screens.report import ReportScreen, ReportTable, cells
@@ -22,7 +23,7 @@ from .conftest import wait_for
 pytestmark = pytest.mark.anyio
 
 
-def _expected(db: Path, where: ReportFilter) -> dict[str, Any]:
+def _expected(db: Path, where: ReportFilter) -> Report:
     with TraceStore(db) as store:
         return report(collect(store, where), ["model"])
 
@@ -67,14 +68,14 @@ async def test_r_reports_the_listed_episodes_as_agentrunner_report_does(
     expected = _expected(tui_db, ReportFilter())  # every root episode, as the CLI counts
     assert made == expected and counted == 3
     assert groups == [
-        *([g["key"]["model"], *cells(g)] for g in expected["groups"]),
-        ["all", *cells(expected["overall"])],
+        *([*g.values, *cells(g.metrics)] for g in expected.groups),
+        ["all", *cells(expected.overall)],
     ]
     assert groups[-1][1:4] == ["3", "1/1/1", "33% [6%, 79%]"]  # by hand: 1 of 3 passed
     assert tasks == [
-        [task["task_id"] if n == 0 else "", row["model"], *cells(row)]
-        for task in expected["tasks"]
-        for n, row in enumerate(task["rows"])
+        [task.task_id if n == 0 else "", row.model, *cells(row.metrics)]
+        for task in expected.tasks
+        for n, row in enumerate(task.rows)
     ]
     assert [row[0] for row in tasks] == ["demo-mean", "", "paginate-off-by-one"]
     assert "stop reasons:" in notes and "ProviderServerError" in notes

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,6 +20,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from agentrunner.report.build import ReportFilter, collect, report
+from agentrunner.report.records import Metrics, Report
 from agentrunner.report.text import METRIC_COLUMNS, cells
 from agentrunner.safe_text import one_line_visible, visible
 from agentrunner.store import TraceStore
@@ -34,7 +35,7 @@ BY = ("model",)
 class ListedReport:
     """The report of the listed episodes (``None`` when none of them counts)."""
 
-    made: dict[str, Any] | None
+    made: Report | None
     counted: int  # episodes the report counts
     forks: int  # listed forks
     include_forks: bool  # whether they are counted
@@ -54,13 +55,13 @@ def listed_report(
     return ListedReport(made, len(counted), len(listed) - len(roots), include_forks)
 
 
-def notes(overall: dict[str, Any]) -> str:
+def notes(overall: Metrics) -> str:
     """Stop reasons and the most frequent errors, over every counted episode."""
-    stops = ", ".join(f"{k} {v}" for k, v in overall["stop_reasons"].items())
+    stops = ", ".join(f"{k} {v}" for k, v in overall.stop_reasons.items())
     lines = [f"stop reasons: {stops or '-'}"]
-    errors = overall["errors"]
+    errors = overall.errors
     lines.append("top errors:" + ("" if errors else " none"))
-    lines += [f"  {e['count']} x {e['error']}" for e in errors]
+    lines += [f"  {e.count} x {e.error}" for e in errors]
     return "\n".join(lines)
 
 
@@ -167,21 +168,22 @@ class ReportScreen(ReaderScreen):
         for widget in self.query(".report-title, ReportTable, #report-notes"):
             widget.display = shown
 
-    def _fill(self, made: dict[str, Any]) -> None:
+    def _fill(self, made: Report) -> None:
         groups = self.query_one("#report-groups", ReportTable)
         groups.clear()
-        everything = {"key": dict.fromkeys(made["by"], "all"), **made["overall"]}
-        for group in [*made["groups"], everything]:
-            keys = [Text(one_line_visible(str(group["key"][k]))) for k in made["by"]]
-            groups.add_row(*keys, *_right(cells(group), bold=group is everything))
-        self.query_one("#report-notes", Static).update(Text(visible(notes(made["overall"]))))
+        for group in made.groups:
+            keys = [Text(one_line_visible(value)) for value in group.values]
+            groups.add_row(*keys, *_right(cells(group.metrics)))
+        everything = [Text("all") for _ in made.by]
+        groups.add_row(*everything, *_right(cells(made.overall), bold=True))
+        self.query_one("#report-notes", Static).update(Text(visible(notes(made.overall))))
         tasks = self.query_one("#report-tasks", ReportTable)
         tasks.clear()
-        for task in made["tasks"]:
-            for n, row in enumerate(task["rows"]):
-                first = task["task_id"] if n == 0 else ""
-                key = one_line_visible(str(row[BY[0]]))
-                tasks.add_row(Text(one_line_visible(first)), Text(key), *_right(cells(row)))
+        for task in made.tasks:
+            for n, row in enumerate(task.rows):
+                first = task.task_id if n == 0 else ""
+                key = one_line_visible(row.model)
+                tasks.add_row(Text(one_line_visible(first)), Text(key), *_right(cells(row.metrics)))
 
     # ------------------------------------------------------------------ actions
 
