@@ -32,8 +32,9 @@ from test_report_html import _chromium, _console, _page_requests, _Recorder
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import BadRequestError
-from agentrunner.events import ModelRequest, ToolCall, ToolResult
+from agentrunner.events import ModelRequest, ModelResponse, ToolCall, ToolResult
 from agentrunner.safe_text import visible
+from agentrunner.types import Message
 from agentrunner.view import assets
 
 HOSTILE = (
@@ -419,3 +420,31 @@ def test_decision_points_show_their_candidates_and_link_their_forks(tmp_path: Pa
         for candidate in decision["candidates"]:
             for fork in [candidate["proposal"], *candidate["continuations"]]:
                 assert f'<a href="#ep-{fork}">' in page
+
+
+def test_a_compaction_shows_what_it_removed_and_added(tmp_path: Path) -> None:
+    """A request whose message chain does not extend the previous request's (a context
+    policy replaced the conversation with a summary), written through the store's API."""
+    db = tmp_path / "t.db"
+    summary = "Summary: asked 2+2, answered 4. Now: 3+3?"
+    with TraceStore(db) as opened:
+        episode = opened.create_episode(task_id="t", seed=0, env={"kind": "x"}, model={})
+        first = opened.put_message(None, Message(role="user", content="What is 2+2?"))
+        answer = opened.put_message(first, Message(role="assistant", content="4"))
+        ask = opened.put_message(answer, Message(role="user", content="And 3+3?"))
+        short = opened.put_message(None, Message(role="user", content=summary))
+        tools = opened.put_tools([])
+        writer = opened.writer(episode)
+        for turn, call, tip in ((1, "c1", ask), (2, "c2", short)):
+            writer.append(turn, ModelRequest(call_id=call, tip_hash=tip, tools_hash=tools,
+                                             provider="p", model="m"))  # fmt: skip
+            writer.append(turn, ModelResponse(call_id=call, message_hash=answer, latency_s=0.1))
+    out = tmp_path / "p.html"
+    assert cli("view", episode, "-o", str(out), db=db).returncode == 0
+    page = out.read_text(encoding="utf-8")
+    (part,) = re.findall(r'<div class="blk compaction".*?</div>', page, flags=re.S)
+    text = "".join(_dom(part).text)
+    assert "turn 2 · context compacted" in text
+    assert "0 message(s) kept" in text
+    for before in ("user: What is 2+2?", "assistant: 4", "user: And 3+3?", f"user: {summary}"):
+        assert before in text

@@ -49,7 +49,9 @@ details > summary { cursor: pointer; color: #52606d; }
 details.inherited { border: 1px solid #d9e2ec; padding: 4px 8px; margin: 8px 0; }
 pre.diff .add { color: #1a7f37; } pre.diff .del { color: #b42318; }
 pre.diff .hunk { color: #6f42c1; } pre.diff .file { font-weight: 700; }
+nav.index { overflow-x: auto; }
 nav.index td, nav.index th { white-space: nowrap; }
+.blk.notice p.kept { color: #7b6d00; font-weight: 400; }
 """
 
 SCRIPT = """

@@ -222,9 +222,8 @@ def compaction_lines(change: RequestDiff) -> str:
     said = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
     items = []
     for m in change.messages:
-        shown = m.after if m.after is not None else m.before
-        line = f"{m.kind} {shown.role if shown else ''}: {brief(shown, 300) if shown else ''}"
-        items.append(f"<li>{esc_line(line)}</li>")
+        said = [f"{x.role}: {brief(x, 300)}" for x in (m.before, m.after) if x is not None]
+        items.append(f"<li>{esc_line(m.kind)} {esc_line(' → '.join(said))}</li>")
     said = esc_line(said or "no message changed")
     head = f'<p class="meta">{change.kept} message(s) kept; {said}</p>'
     return head + f"<ul>{''.join(items)}</ul>"

@@ -77,7 +77,8 @@ class ModelTurn:
 
 @dataclass
 class Notice:
-    """An error, cancel, resume or end, as one line."""
+    """An error, cancel, resume or end (``kind``: its event kind), or a run of records an
+    import kept raw (``kept``), as one line."""
 
     seq: int
     turn: int
@@ -214,7 +215,7 @@ class _Folder:
         held, self.kept_raw = self.kept_raw, {}
         said = "; ".join(f"{n:,} × {why}" for why, n in sorted(held.items(), key=lambda x: -x[1]))
         text = f"kept raw by the import: {sum(held.values()):,} record(s) ({said})"
-        self.blocks.append(Notice(*self.kept_raw_at, "error", text))
+        self.blocks.append(Notice(*self.kept_raw_at, "kept", text))
 
     def finish(self) -> None:
         self._flush_kept_raw()
