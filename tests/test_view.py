@@ -445,6 +445,6 @@ def test_a_compaction_shows_what_it_removed_and_added(tmp_path: Path) -> None:
     (part,) = re.findall(r'<div class="blk compaction".*?</div>', page, flags=re.S)
     text = "".join(_dom(part).text)
     assert "turn 2 · context compacted" in text
-    assert "0 message(s) kept" in text
+    assert "0 message(s) kept; 2 removed, 1 changed" in text
     for before in ("user: What is 2+2?", "assistant: 4", "user: And 3+3?", f"user: {summary}"):
         assert before in text

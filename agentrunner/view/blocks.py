@@ -222,10 +222,9 @@ def compaction_lines(change: RequestDiff) -> str:
     said = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
     items = []
     for m in change.messages:
-        said = [f"{x.role}: {brief(x, 300)}" for x in (m.before, m.after) if x is not None]
-        items.append(f"<li>{esc_line(m.kind)} {esc_line(' → '.join(said))}</li>")
-    said = esc_line(said or "no message changed")
-    head = f'<p class="meta">{change.kept} message(s) kept; {said}</p>'
+        sides = [f"{x.role}: {brief(x, 300)}" for x in (m.before, m.after) if x is not None]
+        items.append(f"<li>{esc_line(m.kind)} {esc_line(' → '.join(sides))}</li>")
+    head = f'<p class="meta">{change.kept} message(s) kept; {esc_line(said or "none changed")}</p>'
     return head + f"<ul>{''.join(items)}</ul>"
 
 
