@@ -448,3 +448,32 @@ def test_a_compaction_shows_what_it_removed_and_added(tmp_path: Path) -> None:
     assert "0 message(s) kept; 2 removed, 1 changed" in text
     for before in ("user: What is 2+2?", "assistant: 4", "user: And 3+3?", f"user: {summary}"):
         assert before in text
+
+
+def _blocks(dom: str) -> list[tuple[str, bool]]:
+    """(id, hidden) of each block the find box filters."""
+    return [
+        (attrs.get("id") or "", "hidden" in attrs)
+        for _, attrs in _dom(dom).tags
+        if "blk" in (attrs.get("class") or "").split()
+    ]
+
+
+def test_find_in_the_address_keeps_only_the_blocks_holding_the_text(
+    store: tuple[Path, dict[str, str]], proxy: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    address, _ = proxy
+    page = _page(store, "hostile")
+    shown = _chromium(page.as_uri() + "#find=%3Cscript%3Ealert(3)", address, tmp_path / "p")
+    assert shown.returncode == 0 and _console(shown.stderr) == []
+    blocks = _blocks(shown.stdout)
+    kept = [name for name, hidden in blocks if not hidden]
+    _, ids = store
+    assert kept == [f"ep-{ids['hostile']}-{seq}" for seq in _turn_seqs(store, ids["hostile"])[:1]]
+    assert len(blocks) > len(kept) > 0
+    assert '<span id="found" class="meta">1 of ' in shown.stdout
+
+
+def _turn_seqs(store: tuple[Path, dict[str, str]], episode: str) -> list[int]:
+    with TraceStore(store[0]) as opened:
+        return [r.seq for r in opened.iter_events(episode, kinds=["model.request"])]

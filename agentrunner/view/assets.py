@@ -1,5 +1,8 @@
 """The page's one style sheet and its one small script (find as you type), both inline.
 
+The find box filters the blocks (turns, messages, notices) to those whose text holds what
+is typed, opening the folds that hold it; ``PAGE.html#find=TEXT`` opens the page so filtered.
+
 The script only reads the page's text (``textContent``) and sets ``hidden`` and ``open``;
 it never writes HTML. The page's Content-Security-Policy allows exactly these two by their
 hashes (:func:`policy`) and nothing else: no other script, no style attribute, no image,
@@ -68,7 +71,7 @@ SCRIPT = """
       if (d.textContent.toLowerCase().indexOf(term) >= 0) { d.open = true; }
     });
   }
-  box.addEventListener("input", function () {
+  function find() {
     var term = box.value.trim().toLowerCase();
     var hits = 0;
     blocks.forEach(function (block, i) {
@@ -77,7 +80,13 @@ SCRIPT = """
       if (hit && term) { hits += 1; openAround(block, term); }
     });
     said.textContent = term ? hits + " of " + blocks.length + " blocks" : "";
-  });
+  }
+  box.addEventListener("input", find);
+  var asked = /^#find=(.*)$/.exec(location.hash);
+  if (asked) {
+    try { box.value = decodeURIComponent(asked[1]); } catch (e) { box.value = asked[1]; }
+    find();
+  }
 })();
 """
 
