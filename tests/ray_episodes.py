@@ -70,6 +70,20 @@ def kinds(store: TraceStore, episode_id: str) -> list[str]:
     return [r.kind for r in store.iter_events(episode_id)]
 
 
+def total_events(location: str) -> int:
+    with TraceStore(location) as store:
+        return sum(e.last_seq for e in store.list_episodes())
+
+
+def assert_summary_is_the_stores(summary: dict[str, Any], store: TraceStore) -> None:
+    """The driver's summary (``BatchResult.summary()``, ``batch --json``) counts what the
+    store holds: every episode, the completed ones, no error."""
+    statuses = [str(e.status) for e in store.list_episodes()]
+    assert summary["episodes"] == len(statuses)
+    assert summary["completed"] == statuses.count("completed")
+    assert summary["errors"] == statuses.count("failed") == 0
+
+
 def assert_each_pair_completed_once(store: TraceStore, expected: list[tuple[str, int]]) -> None:
     """One episode per pair, each with dense seqs, one start, and one end: completed."""
     episodes = store.list_episodes()
@@ -100,6 +114,7 @@ def batch_hurt_midway(
         hurt(victim)
         result = running.result(timeout=600)
     assert_each_pair_completed_once(store, pairs(4))
+    assert_summary_is_the_stores(result.summary(), store)
     assert "resume" in kinds(store, victim.episode_id)
     actions = {e.episode_id: e.action for e in result.episodes}
     assert actions[victim.episode_id] == "resumed"
