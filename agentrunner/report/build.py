@@ -11,6 +11,8 @@ root episodes count (forks and fan-out continuations would count a task several 
 unless ``include_forks``.
 Numbers come from the episodes' summaries (status, reward, own tokens and cost, turns) and
 one indexed pass over the log's tool calls, responses and errors: no streamed chunk is read.
+They come out as the typed records of :mod:`agentrunner.report.records`, which every
+rendering (text, HTML, JSON, the TUI's report screen) reads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from agentrunner.errors import UsageError
+from agentrunner.events import Status
 from agentrunner.export.select import Selection, known_reward, task_splits
 from agentrunner.report.records import (
     Comparison,
@@ -50,7 +53,7 @@ from agentrunner.store.reports import LogFacts, rewarded
 from agentrunner.store.verifications import REWARD_VERIFIER, StoredVerification
 
 GROUP_KEYS = ("model", "task", "split", "batch")
-ENDED = ("completed", "cancelled", "failed")
+ENDED = (Status.COMPLETED, Status.CANCELLED, Status.FAILED)
 TOP_ERRORS = 5
 
 
@@ -203,7 +206,7 @@ def _verdicts(latest: Iterable[StoredVerification], verifier: str | None) -> dic
 def metrics(episodes: Sequence[Facts]) -> Metrics:
     """Everything a report says of a set of episodes."""
     n = len(episodes)
-    statuses = Counter(str(e.summary.status) for e in episodes)
+    statuses = Counter(e.summary.status for e in episodes)
     judged = [e for e in episodes if _judged(e)]
     passed = sum(bool(e.passed) for e in judged)
     reward_mean, reward_se = mean_se([e.reward for e in judged if e.reward is not None])
@@ -217,12 +220,12 @@ def metrics(episodes: Sequence[Facts]) -> Metrics:
     stops = Counter(e.summary.stop_reason or str(e.summary.status) for e in episodes)
     return Metrics(
         episodes=n,
-        completed=statuses.get("completed", 0),
-        cancelled=statuses.get("cancelled", 0),
-        failed=statuses.get("failed", 0),
-        interrupted=statuses.get("interrupted", 0),
-        running=statuses.get("running", 0),
-        pending=statuses.get("pending", 0),
+        completed=statuses[Status.COMPLETED],
+        cancelled=statuses[Status.CANCELLED],
+        failed=statuses[Status.FAILED],
+        interrupted=statuses[Status.INTERRUPTED],
+        running=statuses[Status.RUNNING],
+        pending=statuses[Status.PENDING],
         judged=len(judged),
         unjudged=_unjudged(episodes),
         passed=passed,

@@ -103,6 +103,7 @@ class Metrics:
         return int(top), self.pass_at_k[top]
 
     def to_json(self) -> dict[str, Any]:
+        """The fields in order, nested records as objects, intervals as ``[low, high]``."""
         return {**asdict(self), "pass_rate_ci95": _listed(self.pass_rate_ci95)}
 
 
@@ -151,6 +152,7 @@ class Report:
     verifier: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """What ``report --json`` prints: each group's values under ``key``, by grouping."""
         groups = [
             {"key": dict(zip(self.by, g.values, strict=True)), **g.metrics.to_json()}
             for g in self.groups
@@ -189,6 +191,7 @@ class Comparison:
     solved_only_by_b: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """What ``report --compare --json`` prints."""
         return {
             **asdict(self),
             "reward_difference_ci95": _listed(self.reward_difference_ci95),
