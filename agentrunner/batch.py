@@ -25,6 +25,7 @@ from agentrunner.branching import Branching
 from agentrunner.distributed import Lost, RayExecutor, require_ray
 from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError, UsageError
+from agentrunner.events import Status
 from agentrunner.members import (
     BatchEpisode,
     Member,
@@ -53,7 +54,7 @@ class BatchResult:
     episodes: list[BatchEpisode]
 
     def summary(self) -> dict[str, Any]:
-        done = [e for e in self.episodes if e.status == "completed"]
+        done = [e for e in self.episodes if e.status == Status.COMPLETED]
         rewards = [e.total_reward for e in done if e.total_reward is not None]  # judged ones
         costs = [e.cost_usd for e in self.episodes if e.cost_usd is not None]
         return {
@@ -295,7 +296,7 @@ class _ThreadBatch:
                 action = "ran"
             else:
                 summary = store.episode(existing)
-                if summary.status in ("completed", "running"):
+                if summary.status in (Status.COMPLETED, Status.RUNNING):
                     return summary_outcome(store, task_id, seed, existing, "skipped")
                 action = "resumed" if summary.last_seq else "ran"
             if action == "ran":

@@ -15,13 +15,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from agentrunner.environment import Environment
 from agentrunner.errors import UsageError
 
-KIND = "decision"
+KIND: Literal["decision"] = "decision"
 """``fork_groups.config.kind`` of a decision point (a fan-out's group has none)."""
 Adopt = Literal["best", "measure"]
 MAX_HORIZON = 500  # the runner's turn limit
+
+
+class DecisionConfig(BaseModel):
+    """The settings a decision point's fork group records (:meth:`Branching.config`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: Literal["decision"] = KIND
+    actions: int
+    """K: candidate actions sampled."""
+    samples: int
+    """M: continuations run for each candidate."""
+    adopt: Adopt = "best"
+    horizon: int | None = None
+    """Continuations ran this many turns past the decision (None: to their end)."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +91,7 @@ class Branching:
 
     def config(self) -> dict[str, Any]:
         """What the decision point's fork group records of these settings."""
-        return {
-            "kind": KIND,
-            "actions": self.actions,
-            "samples": self.samples,
-            "adopt": self.adopt,
-            "horizon": self.horizon,
-        }
+        settings = DecisionConfig(
+            actions=self.actions, samples=self.samples, adopt=self.adopt, horizon=self.horizon
+        )
+        return settings.model_dump()

@@ -21,6 +21,7 @@ from agentrunner.envs.patch import ApplyResult, PathFilter, apply_to, changed_pa
 from agentrunner.envs.snapshotter import load_manifest
 from agentrunner.errors import ApplyRefused, EnvironmentFailure, UsageError
 from agentrunner.events import EpisodeStart, MessageEvent, ToolResult
+from agentrunner.specs import RecordedSpec, WorkspaceSpec, env_spec
 from agentrunner.store import EventRow, TraceStore
 
 
@@ -138,13 +139,14 @@ def recorded_base(store: TraceStore, episode_id: str) -> dict[str, Any]:
         raise UsageError(f"episode {episode_id} has no episode.start event")
     start = rows[0].typed()
     assert isinstance(start, EpisodeStart)
-    base = start.env.get("base")
-    if start.env.get("kind") == recorded.KIND and not isinstance(base, dict):
+    env = start.env_spec
+    base = env.base if isinstance(env, WorkspaceSpec | RecordedSpec) else None
+    if env.kind == recorded.KIND and base is None:
         raise UsageError(
             f"episode {episode_id} was recorded without --snapshots: the store holds no "
             "snapshot of its folder (record it with `agentrunner record --snapshots`)"
         )
-    if start.env.get("kind") not in ("workspace", recorded.KIND) or not isinstance(base, dict):
+    if (not isinstance(env, WorkspaceSpec) and env.kind != recorded.KIND) or base is None:
         raise UsageError(
             f"episode {episode_id} has no workspace snapshots in the store (an OpenEnv "
             "episode, or one recorded before snapshots were kept in the store)"
@@ -157,8 +159,9 @@ def workspace_spec(env: dict[str, Any]) -> dict[str, Any]:
     agent recorded with ``record --snapshots``, a workspace whose one task starts from the
     recorded base snapshot of its folder (the store holds it: nothing is read from the
     folder itself)."""
-    base = env.get("base")
-    if env.get("kind") != recorded.KIND or not isinstance(base, dict):
+    spec = env_spec(env)
+    base = spec.base if isinstance(spec, RecordedSpec) and spec.kind == recorded.KIND else None
+    if base is None:
         return env
     task = {"task_id": base["task_id"], "prompt": "(a recorded agent's task)", "split": "user"}
     return {"kind": "workspace", "tasks": "task", "task": task, "base": base}

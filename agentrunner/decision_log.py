@@ -16,10 +16,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner.branching import KIND, Adopt
+from agentrunner.branching import Adopt
 from agentrunner.events import MessageEvent, ModelResponse, Status
 from agentrunner.store import TraceStore
-from agentrunner.store.groups import GroupMember, fork_groups, outcomes
+from agentrunner.store.groups import DecisionOutcome, ForkGroup, fork_groups, outcomes
 from agentrunner.types import Message
 
 PROPOSAL = -1  # the sample index of a member that proposed a candidate
@@ -107,13 +107,14 @@ def choose_index(values: dict[int, float], adopt: str) -> int:
     return min(values, key=lambda i: (-values[i], i))
 
 
-def decided(store: TraceStore, group: dict[str, Any]) -> Decision | None:
+def decided(store: TraceStore, group: ForkGroup) -> Decision | None:
     """A decision point's decision as the engine recorded it (None: not decided yet)."""
-    outcome = outcomes(store, [group["group_id"]]).get(group["group_id"])
-    if outcome is None:
+    outcome = outcomes(store, [group.group_id]).get(group.group_id)
+    if outcome is None or group.decision is None:
         return None
-    adopt: Adopt = "measure" if group["config"].get("adopt") == "measure" else "best"
-    return as_decided(store, group["group_id"], group["turn"], group["fork_seq"], adopt, outcome)
+    return as_decided(
+        store, group.group_id, group.turn, group.fork_seq, group.decision.adopt, outcome
+    )
 
 
 def as_decided(
@@ -122,33 +123,32 @@ def as_decided(
     turn: int,
     seq: int,
     adopt: Adopt,
-    outcome: dict[str, Any],
+    outcome: DecisionOutcome,
 ) -> Decision:
     """A decision as its outcome recorded it (values, the adopted candidate)."""
     candidates = []
-    for entry in outcome["candidates"]:
-        proposal = str(entry["proposal"])
-        row = store.last_at_turn(proposal, "model.response", turn)
+    for entry in outcome.candidates:
+        row = store.last_at_turn(entry.proposal, "model.response", turn)
         digest = row.typed().message_hash if row is not None else ""  # type: ignore[union-attr]
         candidates.append(
             Candidate(
-                int(entry["candidate"]),
-                proposal,
+                entry.candidate,
+                entry.proposal,
                 store.message(digest),
                 digest,
-                duplicate_of=entry.get("duplicate_of"),
-                continuations=list(entry["continuations"]),
-                rewards=[float(r) for r in entry.get("rewards", [])],
+                duplicate_of=entry.duplicate_of,
+                continuations=list(entry.continuations),
+                rewards=list(entry.rewards),
             )
         )
-    adopted = outcome.get("adopted")
+    adopted = outcome.adopted
     return Decision(group_id, turn, seq, adopt, candidates, -1 if adopted is None else adopted)
 
 
-def decisions(store: TraceStore, episode_id: str) -> Iterator[dict[str, Any]]:
+def decisions(store: TraceStore, episode_id: str) -> Iterator[ForkGroup]:
     """The decision groups made on an episode (oldest first), as fork groups."""
     for group in fork_groups(store, episode_id):
-        if group["config"].get("kind") == KIND:
+        if group.decision is not None:
             yield group
 
 
@@ -160,14 +160,13 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
     ``adopted`` what :func:`choose` would pick), with what is not finished in ``pending``."""
     out = []
     groups = list(decisions(store, episode_id))
-    decided = outcomes(store, [g["group_id"] for g in groups])
+    decided = outcomes(store, [g.group_id for g in groups])
     for group in groups:
-        turn = group["turn"]
-        config = group["config"]
-        adopt: Adopt = "measure" if config.get("adopt") == "measure" else "best"
-        if group["group_id"] in decided:  # as the engine decided it, whatever changed since
+        turn = group.turn
+        adopt: Adopt = group.decision.adopt if group.decision is not None else "best"
+        if group.group_id in decided:  # as the engine decided it, whatever changed since
             made = as_decided(
-                store, group["group_id"], turn, group["fork_seq"], adopt, decided[group["group_id"]]
+                store, group.group_id, turn, group.fork_seq, adopt, decided[group.group_id]
             )
             made.adopted_seq = _adopted_seq(store, episode_id, made)
             out.append(made)
@@ -175,8 +174,7 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
         candidates: dict[int, Candidate] = {}
         pending: list[str] = []
         seen: dict[str, int] = {}
-        members: list[GroupMember] = group["members"]  # by (candidate, sample): proposals first
-        for member in members:
+        for member in group.members:  # by (candidate, sample): proposals first
             if member.sample == PROPOSAL:
                 row = store.last_at_turn(member.episode_id, "model.response", turn)
                 match row.typed() if row is not None else None:
@@ -204,9 +202,9 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
             candidate.rewards.append(fork.total_reward or 0.0)  # unjudged ranks as 0
         listed = [candidates[i] for i in sorted(candidates)]
         decision = Decision(
-            group["group_id"],
+            group.group_id,
             turn,
-            group["fork_seq"],
+            group.fork_seq,
             adopt,
             listed,
             choose(listed, adopt) if listed else 0,
@@ -239,7 +237,7 @@ def spend(store: TraceStore, episode_id: str) -> dict[str, Any]:
     count = 0
     for group in decisions(store, episode_id):
         count += 1
-        for member in group["members"]:
+        for member in group.members:
             fork = store.episode(member.episode_id)
             for key, value in fork.tokens.items():
                 tokens[key] = tokens.get(key, 0) + int(value)

@@ -29,9 +29,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from agentrunner.branching import KIND, Branching
+from agentrunner.branching import Branching
 from agentrunner.decision_log import (
     PROPOSAL,
     STOPPED,
@@ -48,14 +47,16 @@ from agentrunner.decision_log import (
 )
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import AgentRunnerError, Cancelled, UsageError
-from agentrunner.events import MessageEvent, ModelResponse, Status
+from agentrunner.events import Cancel, MessageEvent, ModelResponse, Status
 from agentrunner.fork import message_action
 from agentrunner.model import AgentContext, Model
 from agentrunner.resume import can_resume, resume_episode
 from agentrunner.runner import DecideFn, EpisodeLoop, register_decisions
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import (
+    DecisionOutcome,
     GroupMember,
+    OutcomeCandidate,
     add_group_member,
     create_fork_group,
     fork_groups,
@@ -83,7 +84,7 @@ class Brancher:
         self.branching = branching
         self.model_fn = model_fn
         self.stopped = any(
-            str(row.payload.get("reason", "")).startswith(STOPPED)
+            isinstance(event := row.typed(), Cancel) and event.reason.startswith(STOPPED)
             for row in store.iter_events(episode_id, kinds=["cancel"])
         )
         """Branching stopped (at ``max_cost``), in this attempt or an earlier one."""
@@ -138,7 +139,7 @@ class Brancher:
 
     def _outcome(
         self, candidates: Sequence[Candidate], members: Sequence[GroupMember]
-    ) -> dict[str, Any]:
+    ) -> DecisionOutcome:
         """What the decision point decided: each candidate's value over its completed
         continuations (those that failed for good are listed, not valued), the adopted one."""
         by_index = {c.index: c for c in candidates}
@@ -152,23 +153,23 @@ class Brancher:
             else:
                 failed.setdefault(member.candidate, []).append(member.episode_id)
         adopted = choose(candidates, self.branching.adopt)
-        return {
-            "adopted": adopted if candidates else None,
-            "candidates": [
-                {**c.summary(), "rewards": c.rewards, "failed": failed.get(c.index, [])}
+        return DecisionOutcome(
+            adopted=adopted if candidates else None,
+            candidates=[
+                OutcomeCandidate(**c.summary(), rewards=c.rewards, failed=failed.get(c.index, []))
                 for c in candidates
             ],
-        }
+        )
 
     def _group(self, turn: int, seq: int) -> tuple[str, int, list[str]]:
         """This turn's decision group and its proposal forks (created if it has none)."""
         for group in fork_groups(self.store, self.episode_id):
-            if group["turn"] == turn and group["config"].get("kind") == KIND:
+            if group.turn == turn and group.decision is not None:
                 members = sorted(
-                    (m for m in group["members"] if m.sample == PROPOSAL),
+                    (m for m in group.members if m.sample == PROPOSAL),
                     key=lambda m: m.candidate,
                 )
-                return group["group_id"], group["fork_seq"], [m.episode_id for m in members]
+                return group.group_id, group.fork_seq, [m.episode_id for m in members]
         with self.store.atomic():  # the group and its proposals: all or none
             group_id = create_fork_group(
                 self.store, self.episode_id, seq, turn, self.branching.config()
@@ -226,10 +227,8 @@ class Brancher:
     ) -> list[GroupMember]:
         """The M continuations of every candidate (those missing are created, in one
         transaction), in (candidate, sample) order."""
-        (group,) = [
-            g for g in fork_groups(self.store, self.episode_id) if g["group_id"] == group_id
-        ]
-        have = {(m.candidate, m.sample): m for m in group["members"] if m.sample != PROPOSAL}
+        (group,) = [g for g in fork_groups(self.store, self.episode_id) if g.group_id == group_id]
+        have = {(m.candidate, m.sample): m for m in group.members if m.sample != PROPOSAL}
         with self.store.atomic():
             for candidate in candidates:
                 for j in range(self.branching.samples):

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agentrunner.specs import EnvSpec, ModelSpec, env_spec, model_spec
 from agentrunner.types import AgentUsage, Channel, OpaquePart
 
 EVENT_KINDS = (
@@ -51,7 +52,12 @@ class StopReason(StrEnum):
     INCOMPLETE = "incomplete"  # the stream ended without a finish reason
     CONTEXT_OVERFLOW = "context_overflow"
     INTERRUPTED = "interrupted"  # the environment broke: no end recorded, resumable
+    IMPORTED = "imported"  # a summary's: an imported session that recorded no end (completed)
 
+
+StopReasonText = Annotated[StopReason | str, Field(union_mode="left_to_right")]
+"""A recorded stop reason: a :class:`StopReason`, or the text an imported trace gave for one
+of its own (an ``episode.end`` with any other reason means ``failed``)."""
 
 STOP_REASON_STATUS: dict[str, Status] = {
     StopReason.DONE: Status.COMPLETED,
@@ -78,6 +84,16 @@ class EpisodeStart(_Payload):
     config: dict[str, Any]
     version: str
     max_steps: int | None = None  # the environment's horizon, when it has one
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The recorded ``model``, typed."""
+        return model_spec(self.model)
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        """The recorded ``env``, typed by its kind."""
+        return env_spec(self.env)
 
 
 class ModelRequest(_Payload):
@@ -173,7 +189,7 @@ class Resume(_Payload):
 
 class EpisodeEnd(_Payload):
     kind: Literal["episode.end"] = "episode.end"
-    stop_reason: str
+    stop_reason: StopReasonText
     turns: int
     total_reward: float | None  # None: nothing judged the episode (no test, no verifier)
     totals: dict[str, Any] = Field(default_factory=dict)

@@ -290,9 +290,9 @@ def _rank(
 def read_group(store: TraceStore, group_id: str) -> FanoutResult:
     """Re-read a recorded fork group and rank it again from the episodes' rewards."""
     for group in fork_groups(store):
-        if group["group_id"] == group_id:
-            members = [m for m in group["members"] if m.sample != PROPOSAL]
-            actions: dict[int, Any] = {m.candidate: m.action for m in group["members"]}
+        if group.group_id == group_id:
+            members = [m for m in group.members if m.sample != PROPOSAL]
+            actions: dict[int, Any] = {m.candidate: m.action for m in group.members}
             runs: dict[int, list[tuple[str, float]]] = {}
             for m in members:
                 runs.setdefault(m.candidate, []).append(
@@ -300,6 +300,6 @@ def read_group(store: TraceStore, group_id: str) -> FanoutResult:
                 )
             candidates = [actions[i] for i in sorted(actions)]
             return FanoutResult(
-                group_id, group["parent_episode_id"], group["turn"], _rank(candidates, runs)
+                group_id, group.parent_episode_id, group.turn, _rank(candidates, runs)
             )
     raise UsageError(f"no fork group {group_id!r}")

@@ -23,6 +23,7 @@ from agentrunner.events import (
     ModelRequest,
     ModelResponse,
     Resume,
+    StopReason,
     ToolCall,
     ToolResult,
     Usage,
@@ -124,7 +125,7 @@ class History:
     last_error: Error | None = None
     cancels: list[Cancel] = field(default_factory=list)
     resumes: list[Resume] = field(default_factory=list)
-    finished: str | None = None
+    finished: StopReason | None = None
     """``done`` / ``max_steps``: the environment ended the episode (an end may be missing)."""
     observation: str | None = None
     """The last tool result the model saw."""
@@ -140,7 +141,7 @@ class History:
                 self.start = event
             case ModelRequest():
                 self.open_request = (row.seq, row.turn, event)
-            case ModelResponse() if event.stop_reason != "incomplete":
+            case ModelResponse() if event.stop_reason != StopReason.INCOMPLETE:
                 self.open_request = None
                 self.tip = self.last_assistant = event.message_hash
                 self._new_assistant_message()
@@ -180,9 +181,9 @@ class History:
             use.result, use.result_seq = event, row.seq
         self.totals.add_result(event.reward, done=event.done)
         if event.truncated:
-            self.finished = "max_steps"
+            self.finished = StopReason.MAX_STEPS
         elif event.done:
-            self.finished = "done"
+            self.finished = StopReason.DONE
         if event.step is not None:
             self.steps.append(
                 EnvStep(

@@ -13,13 +13,13 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import agentrunner.decisions  # noqa: F401  (the engine plugs into the runner as it loads)
 from agentrunner.branching import Branching
 from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError
-from agentrunner.events import Status
+from agentrunner.events import Status, StopReason
 from agentrunner.model import Model
 from agentrunner.resume import resume_episode
 from agentrunner.runner import Rollout, RunConfig, run_agent_episode
@@ -38,8 +38,8 @@ class BatchEpisode:
     seed: int
     episode_id: str | None
     action: str  # ran | resumed | skipped | error
-    status: str
-    stop_reason: str | None
+    status: Status | Literal["skipped"]
+    stop_reason: StopReason | str | None
     total_reward: float | None
     turns: int
     cost_usd: float | None
@@ -135,7 +135,7 @@ def outcome(
             seed,
             episode_id,
             action,
-            "failed" if action == "error" else "skipped",
+            Status.FAILED if action == "error" else "skipped",
             None,
             0.0,
             0,

@@ -18,6 +18,7 @@ from typing import Any
 from rich.text import Text
 
 from agentrunner.errors import UsageError
+from agentrunner.events import ModelRequest
 from agentrunner.formatting import plural
 from agentrunner.record.conversations import normal
 from agentrunner.safe_text import one_line_visible, plain
@@ -129,7 +130,9 @@ def calls(store: TraceStore, episode_id: str) -> list[tuple[int, str]]:
     """(turn, call id) of each model call in the episode's history, in order."""
     seen: dict[int, str] = {}
     for row in store.iter_events(episode_id, kinds=["model.request"]):
-        seen[row.turn] = str(row.payload.get("call_id") or "")  # a retry: its last request
+        request = row.typed()
+        if isinstance(request, ModelRequest):
+            seen[row.turn] = request.call_id  # a retry: its last request
     return sorted(seen.items())
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentrunner.branching import KIND, Branching
+from agentrunner.branching import Branching
 from agentrunner.environment import Environment, UsesStore
 from agentrunner.envs import imported, recorded
 from agentrunner.envs.factory import env_from_spec
@@ -31,6 +31,7 @@ from agentrunner.runner import (
     drive,
     run_agent_episode,
 )
+from agentrunner.specs import ImportedSpec
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.store.groups import batch_config_for, fork_groups
@@ -40,49 +41,48 @@ from providers import model_from_spec
 RESUMABLE = (Status.PENDING, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED)
 
 
-def can_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:
-    """Why ``episode`` cannot be resumed now, or None when it can (one rule for the CLI, the
-    TUI and ``resume --all``): not when completed or running, nor when it failed on an error
-    that retrying cannot fix."""
-    if episode.parent_episode_id is None and episode.env.get("kind") == imported.KIND:
+def can_resume(
+    store: TraceStore, episode: EpisodeSummary, *, claimed: EpisodeState | None = None
+) -> str | None:
+    """Why ``episode`` cannot be resumed now, or None when it can (the one rule, for the
+    CLI, the TUI, ``resume --all``, the decision engine and the resume itself): not when
+    completed or running, nor when it failed on an error that retrying cannot fix.
+
+    ``claimed``: the episode's state, read by a caller that holds its writer lease (which
+    makes its derived status ``running``): its status is then the one its log gives."""
+    status, stop, error = episode.status, episode.stop_reason, None
+    if claimed is not None:
+        ended = claimed.ended
+        status = status_for(ended.stop_reason) if ended is not None else Status.INTERRUPTED
+        stop, error = (ended.stop_reason if ended else None), claimed.last_error
+    env = episode.env_spec
+    if episode.parent_episode_id is None and isinstance(env, ImportedSpec):
         return imported.why_not_runnable(episode.env)
-    if episode.env.get("kind") == recorded.KIND:
+    if env.kind == recorded.KIND:
         return recorded.why_not_runnable(episode.env)
-    if episode.status == Status.COMPLETED:
-        return f"it is completed ({episode.stop_reason}); fork it instead"
+    if status == Status.COMPLETED:
+        return f"it is completed ({stop}); fork it instead"
     if episode.parent_episode_id is None and episode.last_seq == 0:
         return "it has not started: it waits for its batch to run it (run the batch again)"
-    if episode.status == Status.RUNNING:
+    if status == Status.RUNNING:
         return f"it is being written by process {episode.writer_pid}; cancel it first or wait"
-    if episode.status == Status.FAILED:
-        row = store.last_of_kind(episode.episode_id, "error")
-        error = row.typed() if row is not None else None
-        if not (isinstance(error, Error) and error.retryable):
-            reason = error.message if isinstance(error, Error) else episode.stop_reason
+    if status == Status.FAILED:
+        if claimed is None:
+            row = store.last_of_kind(episode.episode_id, "error")
+            found = row.typed() if row is not None else None
+            error = found if isinstance(found, Error) else None
+        if not (error is not None and error.retryable):
+            reason = error.message if error is not None else stop
             return f"it failed on a non-retryable error ({reason}); fork it at an earlier turn"
     return None
 
 
-def check_resumable(state: EpisodeState) -> None:
-    """Refuse, with a clear message, an episode that cannot be resumed.
-
-    Read from the log (its last ``episode.end``), so it holds also once this run has
-    claimed the episode (which makes its derived status ``running``)."""
-    ep = state.episode
-    ended = status_for(state.ended.stop_reason) if state.ended is not None else None
-    if ended == "completed":
-        raise UsageError(
-            f"episode {ep.episode_id} is completed ({state.ended and state.ended.stop_reason});"
-            " fork it instead"
-        )
-    if ended == "failed":
-        retryable = bool(state.last_error and state.last_error.get("retryable"))
-        if not retryable:
-            reason = (state.last_error or {}).get("message", ep.stop_reason)
-            raise UsageError(
-                f"episode {ep.episode_id} failed on a non-retryable error ({reason}); "
-                "fork it at an earlier turn instead"
-            )
+def check_resumable(store: TraceStore, state: EpisodeState) -> None:
+    """Refuse, with a clear message, an episode this run has claimed that cannot be resumed
+    (:func:`can_resume` on what its log says)."""
+    why = can_resume(store, state.episode, claimed=state)
+    if why is not None:
+        raise UsageError(f"episode {state.episode.episode_id} cannot be resumed: {why}")
 
 
 def _model_for(
@@ -90,13 +90,13 @@ def _model_for(
 ) -> Model:
     if model_fn is not None:
         return as_model(model_fn)
-    spec = episode.model
-    if spec.get("provider") == "custom" or not spec.get("spec"):
+    spec = episode.model_spec
+    if spec.provider == "custom" or not spec.named:
         raise UsageError(
             f"episode {episode.episode_id} was run with a Python model_fn "
-            f"({spec.get('spec')}); pass model_fn to continue it"
+            f"({spec.spec}); pass model_fn to continue it"
         )
-    return model_from_spec(spec)  # the same model, base URL and options
+    return model_from_spec(episode.model)  # the same model, base URL and options
 
 
 def resume_episode(
@@ -139,7 +139,7 @@ def resume_episode(
     with store.lease(episode_id):
         try:
             state = rebuild(store, episode_id)
-            check_resumable(state)
+            check_resumable(store, state)
             if branching is None and episode.parent_episode_id is None:
                 branching = Branching.recorded(state.start.config)  # as it was run (not forks)
             model = _model_for(state.episode, model_fn)
@@ -171,12 +171,12 @@ def _decision_role(store: TraceStore, episode: EpisodeSummary) -> tuple[int | No
     if role is None or episode.parent_episode_id is None:
         return None, None
     for group in fork_groups(store, episode.parent_episode_id):
-        if group["group_id"] != role.group_id or group["config"].get("kind") != KIND:
+        if group.group_id != role.group_id or group.decision is None:
             continue
         if role.sample < 0:
-            return role.candidate, group["turn"]
-        horizon = group["config"].get("horizon")
-        return None, None if horizon is None else min(group["turn"] + horizon, MAX_TURNS_LIMIT)
+            return role.candidate, group.turn
+        horizon = group.decision.horizon
+        return None, None if horizon is None else min(group.turn + horizon, MAX_TURNS_LIMIT)
     return None, None
 
 
@@ -191,7 +191,7 @@ def _run_fresh(
     branching: Branching | None,
 ) -> Rollout:
     """An episode whose process died before its first event: run it from the start."""
-    if episode.status == "running":
+    if episode.status == Status.RUNNING:
         raise UsageError(f"episode {episode.episode_id} is being written by another process")
     model = _model_for(episode, model_fn)
     own_env = env is None

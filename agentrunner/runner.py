@@ -95,7 +95,7 @@ class Rollout:
     """The outcome of one episode run."""
 
     episode_id: str
-    stop_reason: str
+    stop_reason: StopReason
     status: Status
     turns_completed: int
     total_reward: float | None  # None: nothing judged the episode
@@ -151,8 +151,8 @@ class EpisodeLoop:
         self,
         pending: list[PendingCall] | None = None,
         needs_continue: bool = False,
-        stopped: str | None = None,
-    ) -> str:
+        stopped: StopReason | None = None,
+    ) -> StopReason:
         """Finish what a previous attempt left (``pending`` calls, a missing continuation, an
         ending it reached but did not record: ``stopped``), then run turns until a stop
         reason; return it."""
@@ -186,7 +186,7 @@ class EpisodeLoop:
                     return stop
             else:
                 self._continue()
-        return "max_turns"
+        return StopReason.MAX_TURNS
 
     def branching_stopped(self, reason: str) -> None:
         """Record why branching stops (the episode goes on)."""
@@ -226,21 +226,23 @@ class EpisodeLoop:
             turn = self.model(context)
         except IncompleteStreamError as exc:
             if isinstance(exc.partial, AgentTurn):
-                partial = exc.partial.model_copy(update={"stop_reason": "incomplete"})
+                partial = exc.partial.model_copy(update={"stop_reason": StopReason.INCOMPLETE})
                 self.rec.response(call_id, partial, time.monotonic() - started)
             raise
         if not isinstance(turn, AgentTurn):
             raise TypeError(f"model_fn must return an AgentTurn, got {type(turn).__name__}")
         return self.rec.response(call_id, turn, time.monotonic() - started)  # as recorded
 
-    def _run_tools(self, calls: list[PendingCall], stop: str | None = None) -> str | None:
+    def _run_tools(
+        self, calls: list[PendingCall], stop: StopReason | None = None
+    ) -> StopReason | None:
         for pending in calls:
             if stop is None:
                 self._check_cancel("tool")
             stop = self._run_tool(pending, skip=stop is not None) or stop
         return stop
 
-    def _run_tool(self, pending: PendingCall, *, skip: bool) -> str | None:
+    def _run_tool(self, pending: PendingCall, *, skip: bool) -> StopReason | None:
         call = pending.call
         parsed, problem = call.checked_arguments()
         if not pending.recorded:
@@ -276,8 +278,8 @@ class EpisodeLoop:
                 self.rec.episode_id, "test", result.reward, bool(test.get("passed_all")), details
             )
         if result.truncated:
-            return "max_steps"
-        return "done" if result.done else None
+            return StopReason.MAX_STEPS
+        return StopReason.DONE if result.done else None
 
 
 def _model_spec(model: Model) -> dict[str, Any]:
@@ -380,14 +382,14 @@ def drive(
     *,
     pending: list[PendingCall] | None = None,
     needs_continue: bool = False,
-    stopped: str | None = None,
+    stopped: StopReason | None = None,
 ) -> Rollout:
     """Run the loop with heartbeat and Ctrl-C handling, and record how the attempt ended.
 
     The caller holds the episode's writer lease (``with store.lease(...)``)."""
     rec = run.rec
     error: str | None = None
-    stop: str
+    stop: StopReason
     with interrupts.sigint_guard() as on_main:
         heartbeat = Heartbeat(
             store,
@@ -425,7 +427,7 @@ def drive(
     return _rollout(run, stop, status_for(stop), error)
 
 
-def _rollout(run: EpisodeLoop, stop: str, status: Status, error: str | None) -> Rollout:
+def _rollout(run: EpisodeLoop, stop: StopReason, status: Status, error: str | None) -> Rollout:
     totals = run.rec.totals
     return Rollout(
         episode_id=run.rec.episode_id,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.errors import StoreError
-from agentrunner.events import EpisodeEnd, EpisodeStart
+from agentrunner.events import EpisodeEnd, EpisodeStart, Error, StopReason
 from agentrunner.history import NOT_CHUNKS, EnvStep, History, Totals, fold
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.types import AgentToolCall, Message
@@ -50,8 +50,8 @@ class EpisodeState:
     pending: list[PendingCall] = field(default_factory=list)
     needs_continue: bool = False
     ended: EpisodeEnd | None = None
-    last_error: dict[str, Any] | None = None
-    finished: str | None = None  # "done" / "max_steps": the env ended it, no end recorded
+    last_error: Error | None = None
+    finished: StopReason | None = None  # done / max_steps: the env ended it, no end recorded
     observation: str | None = None  # the last tool result the model saw
 
 
@@ -76,9 +76,7 @@ def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) 
         env_steps=history.steps,
         open_request=open_request,
         ended=history.ended,
-        last_error=(
-            history.last_error.model_dump(exclude={"kind"}) if history.last_error else None
-        ),
+        last_error=history.last_error,
         finished=history.finished,
         observation=history.observation,
     )

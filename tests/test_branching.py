@@ -16,6 +16,7 @@ from agentrunner.decisions import PROPOSAL, decisions, read_decisions, spend
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import ModelError, UsageError
 from agentrunner.resume import resume_episode
+from agentrunner.store.groups import ForkGroup
 from providers.scripted import ScriptedModel
 
 DEMO = Path(__file__).parent.parent / "providers" / "scripts" / "demo.json"
@@ -41,9 +42,9 @@ def _run(store: TraceStore, tmp_path: Path, model: ScriptedModel, branching: Bra
         )
 
 
-def _values(store: TraceStore, group: dict[str, Any]) -> dict[int, list[float]]:
+def _values(store: TraceStore, group: ForkGroup) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
-    for member in group["members"]:
+    for member in group.members:
         if member.sample != PROPOSAL:
             out.setdefault(member.candidate, []).append(
                 store.episode(member.episode_id).total_reward
@@ -62,7 +63,7 @@ def test_best_adopts_the_candidate_whose_continuations_earn_most(
     model = _script(tmp_path, [SUBMIT, "fix"])
     rollout = _run(store, tmp_path, model, Branching(every=4, actions=2, samples=2))
     (group,) = decisions(store, rollout.episode_id)
-    assert group["turn"] == 4 and group["config"]["adopt"] == "best"
+    assert group.turn == 4 and group.decision is not None and group.decision.adopt == "best"
     assert _values(store, group) == {0: [0.0, 0.0], 1: [1.0, 1.0]}
     adopted = _adopted(store, rollout.episode_id, 4)
     assert adopted.reason == "adopted" and adopted.role == "assistant"
@@ -90,10 +91,10 @@ def test_each_decision_point_records_k_proposals_and_k_times_m_continuations(
     model = _script(tmp_path, [SUBMIT, "fix", "fix"])
     rollout = _run(store, tmp_path, model, Branching(every=4, actions=3, samples=2))
     (group,) = decisions(store, rollout.episode_id)
-    roles = sorted((m.candidate, m.sample) for m in group["members"])
+    roles = sorted((m.candidate, m.sample) for m in group.members)
     assert roles == [(i, s) for i in range(3) for s in (PROPOSAL, 0, 1)]
-    main_seq = group["fork_seq"]
-    assert all(store.episode(m.episode_id).fork_seq == main_seq for m in group["members"])
+    main_seq = group.fork_seq
+    assert all(store.episode(m.episode_id).fork_seq == main_seq for m in group.members)
     spent = spend(store, rollout.episode_id)
     assert spent["decisions"] == 1 and spent["tokens"]["output"] > 0
 
@@ -128,7 +129,7 @@ def test_max_cost_stops_branching_not_the_episode_and_says_so_once(
     branching = Branching(every=2, actions=2, samples=1, max_cost=0.05)
     rollout = _run(store, tmp_path, model, branching)  # type: ignore[arg-type]
     (group,) = decisions(store, rollout.episode_id)  # turn 2 only: then the budget was spent
-    assert group["turn"] == 2
+    assert group.turn == 2
     stops = [e.typed() for e in store.iter_events(rollout.episode_id, kinds=["cancel"])]
     assert len(stops) == 1 and "branching stopped" in stops[0].reason  # type: ignore[union-attr]
     assert "--max-cost $0.0500 reached" in stops[0].reason  # type: ignore[union-attr]
@@ -144,7 +145,7 @@ def _main(store: TraceStore) -> str:
 
 def _continuation_ids(store: TraceStore, episode_id: str) -> list[str]:
     groups = list(decisions(store, episode_id))
-    return [m.episode_id for g in groups for m in g["members"] if m.sample != PROPOSAL]
+    return [m.episode_id for g in groups for m in g.members if m.sample != PROPOSAL]
 
 
 def test_a_cancel_during_a_decision_point_resumes_to_the_same_decision(

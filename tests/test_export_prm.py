@@ -96,10 +96,10 @@ def test_prm_values_are_the_mean_rewards_of_the_recorded_continuations(
     store, main = best
     rewards: dict[tuple[str, int], list[float]] = {}
     for group in fork_groups(store, main):
-        for member in group["members"]:
+        for member in group.members:
             if member.sample != PROPOSAL:
                 reward = store.episode(member.episode_id).total_reward
-                rewards.setdefault((group["group_id"], member.candidate), []).append(reward)
+                rewards.setdefault((group.group_id, member.candidate), []).append(reward)
     rows = _rows(store)
     assert len(rows) == len(rewards) == 9
     for row in rows:
@@ -119,14 +119,14 @@ def test_every_decision_point_gives_one_row_per_candidate_in_order(
     store, main = best
     rows = _rows(store)
     groups = list(decisions(store, main))
-    assert [g["turn"] for g in groups] == [2, 4, 6]
+    assert [g.turn for g in groups] == [2, 4, 6]
     for group in groups:
-        mine = [r for r in rows if r["source"]["fork_group"] == group["group_id"]]
+        mine = [r for r in rows if r["source"]["fork_group"] == group.group_id]
         assert [r["source"]["candidate"] for r in mine] == [0, 1, 2]
         assert {(r["source"]["episode_id"], r["source"]["seq"]) for r in mine} == {
-            (main, group["fork_seq"])
+            (main, group.fork_seq)
         }
-        proposals = {m.candidate: m.episode_id for m in group["members"] if m.sample == PROPOSAL}
+        proposals = {m.candidate: m.episode_id for m in group.members if m.sample == PROPOSAL}
         assert [r["source"]["proposal"] for r in mine] == [proposals[i] for i in range(3)]
 
 
@@ -211,8 +211,8 @@ def test_a_fanout_on_a_finished_episode_gives_fanout_rows(
     store, parent = fanned
     given, sampled = fork_groups(store, parent)
     rows = _rows(store, RAW)
-    assert [r["source"]["fork_group"] for r in rows] == [given["group_id"]] * 2 + [
-        sampled["group_id"]
+    assert [r["source"]["fork_group"] for r in rows] == [given.group_id] * 2 + [
+        sampled.group_id
     ] * 2
     assert {r["mode"] for r in rows} == {"fanout"} and not any(r["adopted"] for r in rows)
     assert [r["value"] for r in rows[:2]] == [0.0, 1.0]

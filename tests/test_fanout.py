@@ -70,14 +70,14 @@ def test_fanout_is_recorded_as_a_fork_group_that_reads_back_the_same(
     result = score_actions(store, parent, turn=4, actions=CANDIDATES, n=1)
     (group,) = fork_groups(store, parent)
     again = read_group(store, result.group_id)
-    assert len(group["members"]) == 3 and group["turn"] == 4
+    assert len(group.members) == 3 and group.turn == 4
     assert [c.to_dict() for c in again.ranked] == [c.to_dict() for c in result.ranked]
 
 
 def test_sampled_candidates_come_from_proposal_forks(store: TraceStore, parent: str) -> None:
     result = score_actions(store, parent, turn=4, k=2, n=1, horizon=1)
     (group,) = fork_groups(store, parent)
-    proposals = [m for m in group["members"] if m.sample == -1]
+    proposals = [m for m in group.members if m.sample == -1]
     assert len(proposals) == 2 and len(result.ranked) == 2
     assert result.ranked[0].action["tool_calls"][0]["name"] == "str_replace"
 

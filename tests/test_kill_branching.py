@@ -53,7 +53,7 @@ def _continuations(store: TraceStore, main: str) -> list[str]:
     groups = list(decisions(store, main))
     if not groups:
         return []
-    return [m.episode_id for m in groups[0]["members"] if m.sample != PROPOSAL]
+    return [m.episode_id for m in groups[0].members if m.sample != PROPOSAL]
 
 
 def _ends(store: TraceStore, fork: str) -> int:
@@ -109,7 +109,7 @@ def test_a_decision_point_killed_mid_continuations_resumes_to_the_same_choice(
             during += any(n == 0 for n in ended_before.values())
             resumed = resume_episode(store, main, model_fn=ScriptedModel(script.model, pace=0))
             (group,) = decisions(store, main)
-            members = group["members"]
+            members = group.members
             assert sorted((m.candidate, m.sample) for m in members) == sorted(
                 [(i, PROPOSAL) for i in range(K)] + [(i, j) for i in range(K) for j in range(M)]
             )

@@ -28,7 +28,7 @@ def _ours(names: str) -> set[str]:
 LAYERS: list[tuple[str, set[str]]] = [
     ("values", {"agentrunner", *_ours(
         "types events errors model environment safe_text formatting redaction"
-        " redaction_compressed redaction_encodings system_prompt branching hashing critical"
+        " redaction_compressed redaction_encodings system_prompt branching hashing critical specs"
     )}),
     ("providers", {"providers"}),
     ("environments", _ours("envs")),

@@ -146,10 +146,10 @@ def test_fanout_on_ray_records_the_same_fork_group_as_in_threads(
     candidates = [[SUBMIT], [FIX, SUBMIT], [FIX]]
     on_ray = score_actions(store, parent, turn=4, actions=candidates, n=2, executor="ray")
     in_threads = score_actions(store, parent, turn=4, actions=candidates, n=2)
-    groups = {g["group_id"]: g for g in fork_groups(store, parent)}
+    groups = {g.group_id: g for g in fork_groups(store, parent)}
 
     def shape(group_id: str) -> list[tuple[int, int, object]]:
-        return sorted((m.candidate, m.sample, m.action) for m in groups[group_id]["members"])
+        return sorted((m.candidate, m.sample, m.action) for m in groups[group_id].members)
 
     assert shape(on_ray.group_id) == shape(in_threads.group_id)
     assert len(shape(on_ray.group_id)) == 3 * 2
@@ -169,7 +169,7 @@ def test_sampled_fanout_on_ray_has_k_proposals_and_k_x_n_continuations_as_in_thr
         ).episode_id
     on_ray = score_actions(sqlite_store, parent, turn=4, k=2, n=2, horizon=1, executor="ray")
     in_threads = score_actions(sqlite_store, parent, turn=4, k=2, n=2, horizon=1)
-    groups = {g["group_id"]: g["members"] for g in fork_groups(sqlite_store, parent)}
+    groups = {g.group_id: g.members for g in fork_groups(sqlite_store, parent)}
 
     def shape(group_id: str) -> list[tuple[int, int]]:
         return sorted((m.candidate, m.sample) for m in groups[group_id])

@@ -89,7 +89,7 @@ def test_show_names_each_candidate_s_forks_as_ls_does(
     shortest = unique_prefixes(opened.episode_ids(), minimum=8)
     (group,) = decisions(opened, best.episode_id)
     for candidate in (0, 1):
-        members = [m for m in group["members"] if m.candidate == candidate]
+        members = [m for m in group.members if m.candidate == candidate]
         forks = " ".join(shortest[m.episode_id] for m in members if m.sample != PROPOSAL)
         (proposal,) = [shortest[m.episode_id] for m in members if m.sample == PROPOSAL]
         assert f"    continuations {forks} · proposal {proposal}\n" in out
@@ -112,9 +112,9 @@ def test_show_json_lists_the_decisions_with_values_from_the_recorded_continuatio
     (decision,) = _show_json(capsys, best)["decisions"]
     (group,) = decisions(opened, best.episode_id)
     assert (decision["group_id"], decision["turn"], decision["seq"]) == (
-        group["group_id"],
+        group.group_id,
         4,
-        group["fork_seq"],
+        group.fork_seq,
     )
     assert (decision["adopt"], decision["adopted"], decision["pending"]) == ("best", 1, [])
     for c in decision["candidates"]:

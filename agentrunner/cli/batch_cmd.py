@@ -28,6 +28,7 @@ from agentrunner.cli.seeds import SEEDS_FORMS, parse_seeds
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
+from agentrunner.events import Status
 from agentrunner.runner import MAX_TURNS_LIMIT
 from agentrunner.safe_text import line, one_line_visible, plain
 from agentrunner.store import TraceStore
@@ -125,7 +126,7 @@ def batch(args: argparse.Namespace) -> int:
     bar = progress.add_task("batch", total=len(pairs), stats="")
 
     def on_episode(e: BatchEpisode) -> None:
-        if e.status == "completed" and e.total_reward is not None:
+        if e.status == Status.COMPLETED and e.total_reward is not None:
             rewards.append(e.total_reward)
         if e.cost_usd is not None:
             costs.append(e.cost_usd)

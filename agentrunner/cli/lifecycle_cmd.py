@@ -26,12 +26,14 @@ from agentrunner.cli.run_cmd import report, resumable, rollout_exit_code
 from agentrunner.envs import imported
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import AgentRunnerError, UsageError
+from agentrunner.events import Status
 from agentrunner.fork import fork_episode
 from agentrunner.model import Model
 from agentrunner.restore import StepCheck, replay_steps
 from agentrunner.resume import RESUMABLE, can_resume, resume_episode
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
 from agentrunner.safe_text import literal
+from agentrunner.specs import ImportedSpec
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from providers import get_model
@@ -206,7 +208,7 @@ def resume(args: argparse.Namespace) -> int:
             err.print(f"[yellow]skipped[/] {episode_id}: {literal(exc)}")
             skipped.append({"episode_id": episode_id, "reason": str(exc)})
             continue
-        if rollouts[-1].status == "cancelled":  # Ctrl-C: stop here, not just this episode
+        if rollouts[-1].status == Status.CANCELLED:  # Ctrl-C: stop here, not just this episode
             err.print("[yellow]cancelled[/]: the remaining episodes were not resumed")
             break
     if args.json:
@@ -266,7 +268,7 @@ def fork(args: argparse.Namespace) -> int:
     if args.run:
         for fork_id in forks:
             rollouts.append(_resume_one(store, fork_id, args))
-            if rollouts[-1].status == "cancelled":  # Ctrl-C: leave the other forks unrun
+            if rollouts[-1].status == Status.CANCELLED:  # Ctrl-C: leave the other forks unrun
                 break
     if args.json:
         print_json({"forks": forks, "rollouts": [r.to_dict() for r in rollouts]})
@@ -305,7 +307,7 @@ def _print_forks(
 def replay(args: argparse.Namespace) -> int:
     store = open_store(args)
     state = rebuild(store, args.episode)
-    if state.start.env.get("kind") == imported.KIND:
+    if isinstance(state.start.env_spec, ImportedSpec):
         why = imported.why_not_runnable(state.start.env)
         raise UsageError(f"episode {state.episode.episode_id} cannot be replayed: {why}")
     console = stderr_console() if args.json else stdout_console()

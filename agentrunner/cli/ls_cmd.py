@@ -163,7 +163,7 @@ def ls(args: argparse.Namespace) -> int:
             prefixes.get(e.episode_id, e.episode_id),
             _parent_cell(e, prefixes),
             _cell(e.task_id),
-            _cell(e.model.get("spec", "?")),
+            _cell(e.model_spec.spec),
             f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
             str(e.turns),
             fmt.reward(e.total_reward) + (f" {DISPUTED_MARK}" if flag else ""),

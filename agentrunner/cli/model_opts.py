@@ -172,14 +172,14 @@ def recorded_model(store: TraceStore, episode_id: str, args: argparse.Namespace)
     (its spec's ``options``) and the model flags on top; ``None`` when nothing differs from
     what ``resume_episode`` builds itself (or when it was not a provider's model: resume
     then says what it needs)."""
-    recorded = store.episode(episode_id).model
-    spec = recorded.get("spec")
+    episode = store.episode(episode_id)
+    recorded = episode.model_spec
     given = given_options(args)
-    if not spec or recorded.get("provider") not in PROVIDERS:
+    if not recorded.named or recorded.provider not in PROVIDERS:
         if given:
             flags = ", ".join(FLAGS[name] for name in given)
             raise UsageError(f"{flags}: episode {episode_id} was not run with a provider model")
         return None
-    if not recorded.get("options") and not given:
+    if not recorded.options and not given:
         return None
-    return model_from_spec(recorded, **model_options(args, str(spec)))
+    return model_from_spec(episode.model, **model_options(args, recorded.spec))

@@ -165,7 +165,7 @@ class EventRenderer:
             )
 
     def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
-        model = p.model.get("spec", "?")
+        model = p.model_spec.spec
         episode: list[Part] = [(self.episode_id, "bold"), " · "] if self.episode_id else []
         self.console.print(
             line(
@@ -176,7 +176,7 @@ class EventRenderer:
                 (p.task_id, "cyan"),
                 f" · seed {p.seed} · model ",
                 (str(model), "cyan"),
-                f" · env {p.env.get('kind', '?')}",
+                f" · env {p.env_spec.kind or '?'}",
             )
         )
 

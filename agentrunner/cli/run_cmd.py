@@ -28,10 +28,9 @@ from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
 from agentrunner.errors import StoreError, UsageError
 from agentrunner.events import MessageEvent
 from agentrunner.formatting import plural
-from agentrunner.resume import check_resumable
+from agentrunner.resume import can_resume
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, run_agent_episode
 from agentrunner.safe_text import literal
-from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from agentrunner.system_prompt import with_system_prompt
 from providers import get_model
@@ -135,16 +134,11 @@ def rollout_exit_code(rollout: Rollout) -> int:
 
 def resumable(store: TraceStore, rollout: Rollout) -> bool:
     """Whether ``agentrunner resume`` can continue the episode (cancelled, interrupted, or
-    failed on a retryable error)."""
-    if rollout.status in ("cancelled", "interrupted"):
-        return True
-    if rollout.status != "failed":
-        return False
+    failed on a retryable error: :func:`~agentrunner.resume.can_resume`)."""
     try:
-        check_resumable(rebuild(store, rollout.episode_id))
-    except (UsageError, StoreError):
+        return can_resume(store, store.episode(rollout.episode_id)) is None
+    except StoreError:
         return False
-    return True
 
 
 def report(args: argparse.Namespace, rollout: Rollout, store: TraceStore | None = None) -> int:

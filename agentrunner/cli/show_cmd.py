@@ -106,8 +106,8 @@ def _print_summary(e: EpisodeSummary) -> None:
     lines = [
         f"[bold]episode[/] {literal(e.episode_id)}",
         f"  task      {literal(e.task_id)} (seed {e.seed})",
-        f"  model     {literal(e.model.get('spec', '?'))}",
-        f"  env       {literal(e.env.get('kind', '?'))}",
+        f"  model     {literal(e.model_spec.spec)}",
+        f"  env       {literal(e.env_spec.kind or '?')}",
         f"  status    [{STATUS_STYLE.get(e.status, '')}]{e.status}[/]"
         + (f" ({literal(e.stop_reason)})" if e.stop_reason else ""),
         f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",

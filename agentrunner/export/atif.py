@@ -86,6 +86,7 @@ from agentrunner.export.atif_steps import (
 )
 from agentrunner.export.chat import tool_schemas
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl
+from agentrunner.specs import ImportedSpec, RecordedSpec
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.types import Message, ToolSpec
 
@@ -101,7 +102,7 @@ UNKNOWN_VERSION = "unknown"
 def _imported(store: TraceStore, episode: EpisodeSummary) -> bool:
     """Whether the episode is an imported session (a root, or a fork an ATIF import made):
     its own rows begin with its own ``episode.start``, where a fork made here inherits it."""
-    if episode.env.get("kind") != "import":
+    if not isinstance(episode.env_spec, ImportedSpec):
         return False
     return episode.parent_episode_id is None or store.has_own_event(
         episode.episode_id, "episode.start"
@@ -128,7 +129,9 @@ def session_ids(store: TraceStore, episode: EpisodeSummary) -> tuple[str, str]:
     if isinstance(source.get("session_id"), str):
         tid = source.get("trajectory_id")
         return (source["session_id"], tid if isinstance(tid, str) else episode.episode_id)
-    return (str(episode.env.get("session_id") or episode.episode_id), episode.episode_id)
+    env = episode.env_spec
+    session = env.session_id if isinstance(env, ImportedSpec | RecordedSpec) else None
+    return (session or episode.episode_id, episode.episode_id)
 
 
 def _agent(
@@ -189,17 +192,17 @@ def sub_agents(store: TraceStore) -> dict[str, list[tuple[str | None, EpisodeSum
 def _spawner(episode: EpisodeSummary) -> tuple[str, str | None] | None:
     """The episode that started this sub-agent and the call that did (see :func:`sub_agents`);
     None for any other episode."""
-    env = episode.env
-    spawned = env.get("spawned_by")
+    env = episode.env_spec
     if episode.parent_episode_id is not None:
         return None
-    if isinstance(spawned, dict):
-        parent, call = spawned.get("episode_id"), spawned.get("call_id")
-    elif env.get("kind") == "import":
-        parent, call = env.get("parent_episode"), env.get("parent_call_id")
+    spawned = env.spawned_by if isinstance(env, ImportedSpec | RecordedSpec) else None
+    if spawned is not None:
+        parent, call = spawned.episode_id, spawned.call_id
+    elif isinstance(env, ImportedSpec):
+        parent, call = env.parent_episode, env.parent_call_id
     else:
         return None
-    return (parent, call if isinstance(call, str) else None) if isinstance(parent, str) else None
+    return (parent, call) if parent is not None else None
 
 
 def _spawned_by(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | None:
@@ -266,8 +269,8 @@ def _trajectory(
     start = read.history.start
     session_id, trajectory_id = session_ids(store, episode)
     agent = _agent(store, episode, start)
-    model_name = episode.model.get("model") or episode.model.get("spec")
-    if isinstance(model_name, str) and model_name:
+    model_name = episode.model_spec.model or episode.model_spec.spec
+    if model_name:
         agent["model_name"] = model_name
     tools = _tool_definitions(store, read.tools_hashes)
     if tools:

@@ -16,6 +16,7 @@ from agentrunner.events import (
     ModelRequest,
     ModelResponse,
     Resume,
+    StopReason,
     ToolResult,
     Usage,
 )
@@ -92,7 +93,7 @@ def read_episode(store: TraceStore, episode_id: str) -> Read:
                     read.tools_hashes.append(event.tools_hash)
             case ModelResponse():
                 pending.append(_Call(row, event.call_id, response=event))
-                if event.stop_reason != "incomplete":
+                if event.stop_reason != StopReason.INCOMPLETE:
                     uses = read.history.current  # the fold's new record of this message's calls
                     read.entries.append(Answer(row, event.message_hash, pending, uses, request))
                     pending = []

@@ -48,7 +48,7 @@ def kto_rows(
                 **decision.source(),
                 "task_id": episode.task_id,
                 "seed": episode.seed,
-                "model": episode.model.get("spec"),
+                "model": episode.model_spec.spec,
             },
         }
     if unjudged:

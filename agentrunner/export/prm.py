@@ -41,14 +41,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner.branching import KIND
 from agentrunner.decisions import PROPOSAL, Candidate, action_key, decided
 from agentrunner.events import ModelResponse, Status
 from agentrunner.export.chat import ExportOptions, chat, chat_message, tool_schemas
 from agentrunner.export.select import Selected, known_reward
 from agentrunner.export.sources import first_decision_after
 from agentrunner.store import TraceStore
-from agentrunner.store.groups import GroupMember, fork_groups
+from agentrunner.store.groups import ForkGroup, fork_groups
 from agentrunner.store.reports import rewarded
 
 REASONING_KEY = "reasoning_content"
@@ -98,15 +97,14 @@ class _Unjudged:
 
 
 def _candidates(
-    store: TraceStore, group: dict[str, Any], judged: set[str], unjudged: _Unjudged
+    store: TraceStore, group: ForkGroup, judged: set[str], unjudged: _Unjudged
 ) -> list[Candidate] | None:
     """The group's candidates in index order, valued as the decision engine values them
     over their judged continuations, or None while the group is not complete."""
-    turn, fork_seq = group["turn"], group["fork_seq"]
+    turn, fork_seq = group.turn, group.fork_seq
     found: dict[int, _Found] = {}
     ran: set[int] = set()  # the candidates with a finished continuation
-    members: list[GroupMember] = group["members"]
-    for member in members:
+    for member in group.members:
         f = found.setdefault(member.candidate, _Found())
         if member.sample == PROPOSAL:
             f.proposal = member.episode_id
@@ -154,28 +152,26 @@ def _candidates(
 
 
 def _state(
-    store: TraceStore, group: dict[str, Any], candidate: Candidate, options: ExportOptions
+    store: TraceStore, group: ForkGroup, candidate: Candidate, options: ExportOptions
 ) -> dict[str, Any]:
     """The exact input at the decision point: the proposal's request at that turn, or the
     parent's (a fan-out given its candidates)."""
-    source = candidate.proposal or group["parent_episode_id"]
-    request = store.reconstruct_request(source, group["turn"])
+    source = candidate.proposal or group.parent_episode_id
+    request = store.reconstruct_request(source, group.turn)
     return {"messages": chat(request.messages, options), "tools": tool_schemas(request.tools)}
 
 
 def _group_rows(
     store: TraceStore,
-    group: dict[str, Any],
+    group: ForkGroup,
     options: ExportOptions,
     judged: set[str],
     unjudged: _Unjudged,
 ) -> Iterator[dict[str, Any]]:
-    config = group["config"]
-    decision = config.get("kind") == KIND
-    adopt = config.get("adopt", "best")
-    mode = adopt if decision else "fanout"
+    decision = group.decision
+    mode = decision.adopt if decision is not None else "fanout"
     adopted: int | None = None
-    if decision:  # as the engine decided it (values over completed continuations)
+    if decision is not None:  # as the engine decided it (values over completed continuations)
         made = decided(store, group)
         if made is None:
             return
@@ -199,10 +195,10 @@ def _group_rows(
             "mode": mode,
             "duplicate_of": candidate.duplicate_of,
             "source": {
-                "episode_id": group["parent_episode_id"],
-                "seq": group["fork_seq"],
-                "turn": group["turn"],
-                "fork_group": group["group_id"],
+                "episode_id": group.parent_episode_id,
+                "seq": group.fork_seq,
+                "turn": group.turn,
+                "fork_group": group.group_id,
                 "candidate": candidate.index,
                 "proposal": candidate.proposal or None,
                 "continuations": candidate.continuations,
@@ -216,9 +212,9 @@ def prm_rows(
 ) -> Iterator[dict[str, Any]]:
     """The rows of the decision points on the selected episodes (oldest episode first, then
     each episode's groups in the order they were made)."""
-    by_parent: dict[str, list[dict[str, Any]]] = {}
+    by_parent: dict[str, list[ForkGroup]] = {}
     for group in fork_groups(store):
-        by_parent.setdefault(group["parent_episode_id"], []).append(group)
+        by_parent.setdefault(group.parent_episode_id, []).append(group)
     judged, unjudged = rewarded(store), _Unjudged()
     for episode in selected.episodes:
         for group in by_parent.get(episode.episode_id, []):

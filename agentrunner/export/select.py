@@ -21,6 +21,7 @@ from pathlib import Path
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
+from agentrunner.specs import WorkspaceSpec
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.store.reports import rewarded
 from agentrunner.verifiers import latest_verifications
@@ -98,9 +99,9 @@ def task_splits(
     out = []
     unknown = 0
     for e in episodes:
-        source = (
-            str(selection.tasks_path) if selection.tasks_path else e.env.get("tasks")
-        )  # "bundled", a path, or None (an OpenEnv environment has no tasks file)
+        env = e.env_spec  # "bundled", a path, or None (an OpenEnv environment has no tasks file)
+        tasks = env.tasks if isinstance(env, WorkspaceSpec) else None
+        source = str(selection.tasks_path) if selection.tasks_path else tasks
         if source is None:
             unknown += 1
             out.append("")
@@ -139,7 +140,7 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
         episodes = [
             e
             for e in episodes
-            if any(fnmatch.fnmatchcase(str(e.model.get("spec", "")), m) for m in selection.models)
+            if any(fnmatch.fnmatchcase(e.model_spec.spec, m) for m in selection.models)
         ]
     if selection.split is not None:
         splits = task_splits(selection, episodes, notes)

@@ -40,7 +40,7 @@ def sft_rows(
                 **decision.source(),
                 "task_id": episode.task_id,
                 "seed": episode.seed,
-                "model": episode.model.get("spec"),
+                "model": episode.model_spec.spec,
             },
         }
     if unjudged:

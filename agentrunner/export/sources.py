@@ -154,8 +154,8 @@ def fork_points(store: TraceStore, selected: dict[str, EpisodeSummary]) -> list[
             children.setdefault((parent, fork_seq), []).append(eid)
     groups: dict[tuple[str, int], list[str]] = {}
     for group in fork_groups(store):
-        key = (group["parent_episode_id"], group["fork_seq"])
-        groups.setdefault(key, []).append(group["group_id"])
+        key = (group.parent_episode_id, group.fork_seq)
+        groups.setdefault(key, []).append(group.group_id)
     points: list[ForkPoint] = []
     for (parent, fork_seq), kids in sorted(children.items()):
         members = ([parent] if parent in selected else []) + kids

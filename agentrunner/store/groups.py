@@ -1,13 +1,16 @@
-"""Side tables that group episodes: batches (task x seed) and fork groups (fan-out)."""
+"""Side tables that group episodes: batches (task x seed), fork groups (fan-outs and decision
+points) and the outcomes decision points recorded; groups and outcomes read back typed."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 from ulid import ULID
 
+from agentrunner.branching import KIND, DecisionConfig
 from agentrunner.critical import critical
 from agentrunner.store.eventlog import iso, now_us
 
@@ -58,6 +61,75 @@ class GroupMember:
     action: Any
 
 
+class FanOutConfig(BaseModel):
+    """What a fan-out (``agentrunner.fanout.score_actions``) recorded of how it was asked:
+    the given candidate ``actions`` or ``k`` to sample, ``n`` continuations of each."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    actions: list[Any] = Field(default_factory=list)
+    k: int | None = None
+    n: int = 1
+    horizon: int | None = None
+    model: str | None = None
+
+
+def _config_tag(config: Any) -> str:
+    """A decision point's config names its kind; a fan-out's has none."""
+    kind = config.get("kind") if isinstance(config, dict) else getattr(config, "kind", None)
+    return KIND if kind == KIND else "fanout"
+
+
+GroupConfig = Annotated[
+    Annotated[FanOutConfig, Tag("fanout")] | Annotated[DecisionConfig, Tag(KIND)],
+    Discriminator(_config_tag),
+]
+_CONFIG: TypeAdapter[GroupConfig] = TypeAdapter(GroupConfig)
+
+
+@dataclass(frozen=True)
+class ForkGroup:
+    """A fork group: forks of ``parent_episode_id`` at ``fork_seq`` (model turn ``turn``)."""
+
+    group_id: str
+    parent_episode_id: str
+    fork_seq: int
+    turn: int
+    created_at: str
+    config: GroupConfig
+    members: list[GroupMember]
+    """By (candidate, sample): a decision point's proposals first."""
+
+    @property
+    def decision(self) -> DecisionConfig | None:
+        """The decision point's settings (None: a fan-out's group)."""
+        return self.config if isinstance(self.config, DecisionConfig) else None
+
+
+class OutcomeCandidate(BaseModel):
+    """One candidate as a decision's outcome valued it (over its completed continuations)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    candidate: int
+    proposal: str
+    value: float
+    spread: float
+    n: int
+    duplicate_of: int | None = None
+    continuations: list[str] = Field(default_factory=list)
+    rewards: list[float] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    """Continuations that failed for good: listed, not valued."""
+
+
+class DecisionOutcome(BaseModel):
+    """What a decision point decided: its candidates' values and the adopted one (None: it
+    had no candidate)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    adopted: int | None
+    candidates: list[OutcomeCandidate]
+
+
 def create_fork_group(
     store: TraceStore, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
 ) -> str:
@@ -86,7 +158,7 @@ def add_group_member(store: TraceStore, group_id: str, member: GroupMember) -> N
         )
 
 
-def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list[dict[str, Any]]:
+def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list[ForkGroup]:
     """Fork groups (optionally of one parent), each with its members."""
     where, args = (
         ("WHERE parent_episode_id = ?", (parent_episode_id,)) if parent_episode_id else ("", ())
@@ -106,20 +178,12 @@ def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list
             )
         ]
         groups.append(
-            {
-                "group_id": gid,
-                "parent_episode_id": parent,
-                "fork_seq": fork_seq,
-                "turn": turn,
-                "created_at": created,
-                "config": json.loads(config),
-                "members": members,
-            }
+            ForkGroup(gid, parent, fork_seq, turn, created, _CONFIG.validate_json(config), members)
         )
     return groups
 
 
-def record_outcome(store: TraceStore, group_id: str, outcome: dict[str, Any]) -> None:
+def record_outcome(store: TraceStore, group_id: str, outcome: DecisionOutcome) -> None:
     """Keep what a decision point decided (the first record stands: a resumed decision
     decides the same)."""
     with critical:
@@ -127,20 +191,20 @@ def record_outcome(store: TraceStore, group_id: str, outcome: dict[str, Any]) ->
             store.sql.keep_existing(
                 "INSERT INTO decision_outcomes (group_id, outcome, created_at) VALUES (?, ?, ?)"
             ),
-            (group_id, json.dumps(outcome, sort_keys=True), iso(now_us())),
+            (group_id, json.dumps(outcome.model_dump(), sort_keys=True), iso(now_us())),
         )
 
 
-def outcomes(store: TraceStore, group_ids: list[str]) -> dict[str, dict[str, Any]]:
+def outcomes(store: TraceStore, group_ids: list[str]) -> dict[str, DecisionOutcome]:
     """The recorded outcomes of these decision points, by group id (undecided ones absent)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, DecisionOutcome] = {}
     for i in range(0, len(group_ids), 500):
         part = group_ids[i : i + 500]
         marks = ", ".join("?" for _ in part)
         for group_id, text in store._conn.execute(
             f"SELECT group_id, outcome FROM decision_outcomes WHERE group_id IN ({marks})", part
         ).fetchall():
-            out[group_id] = json.loads(text)
+            out[group_id] = DecisionOutcome.model_validate_json(text)
     return out
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.errors import StoreCorruptError
-from agentrunner.events import EventPayload, Status, parse_payload
+from agentrunner.events import EventPayload, Status, StopReason, parse_payload
+from agentrunner.specs import EnvSpec, ModelSpec, env_spec, model_spec
 from agentrunner.types import Message, ToolSpec
 
 
@@ -108,7 +109,9 @@ class EpisodeSummary:
     env: dict[str, Any]
     model: dict[str, Any]
     status: Status
-    stop_reason: str | None
+    stop_reason: StopReason | str | None
+    """As the episode's last ``episode.end`` recorded it (an imported trace may give one of
+    its own); ``imported`` for an imported session that recorded no end; None: not ended."""
     turns: int
     last_seq: int
     attempt: int
@@ -120,6 +123,16 @@ class EpisodeSummary:
     inherited_cost_usd: float | None = None
     fork_group: ForkGroupRole | None = None
 
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The recorded ``model``, typed."""
+        return model_spec(self.model)
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        """The recorded ``env``, typed by its kind."""
+        return env_spec(self.env)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "episode_id": self.episode_id,
@@ -127,8 +140,8 @@ class EpisodeSummary:
             "fork_seq": self.fork_seq,
             "task_id": self.task_id,
             "seed": self.seed,
-            "model": self.model.get("spec"),
-            "env": self.env.get("kind"),
+            "model": self.model_spec.spec,
+            "env": self.env_spec.kind,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "turns": self.turns,

@@ -120,11 +120,9 @@ def point_forks(store: TraceStore, segments: Sequence[Segment]) -> list[PointFor
     out = []
     for point in decision_points(store, segments):
         (group,) = [
-            g
-            for g in fork_groups(store, point.episode_id)
-            if g["group_id"] == point.decision.group_id
+            g for g in fork_groups(store, point.episode_id) if g.group_id == point.decision.group_id
         ]
-        members = group["members"]  # by candidate, its proposal (sample -1) first
+        members = group.members  # by candidate, its proposal (sample -1) first
         ids = id_prefixes(store, [m.episode_id for m in members])
         forks = tuple(
             Fork(store.episode(m.episode_id), m.candidate, m.sample, ids[m.episode_id])

@@ -61,7 +61,7 @@ def fork_prefill(
 ) -> ForkPrefill:
     """The editor's content for a fork at ``turn`` (cursor on the event at ``seq``)."""
     summary = store.episode(episode_id)
-    model = one_line_visible(str(summary.model.get("spec", "")))  # unchanged: the parent's
+    model = one_line_visible(summary.model_spec.spec)  # unchanged: the parent's
     rows = store.events(episode_id, after_seq=seq - 1, limit=1, segments=segments)
     call = typed(rows[0]) if rows else None
     if isinstance(call, ToolCall):

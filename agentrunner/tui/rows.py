@@ -130,8 +130,8 @@ def _summary(event: EventPayload, preview: str | None) -> tuple[str, str]:
     """(text, tone) for an event."""
     match event:
         case EpisodeStart():
-            model = event.model.get("spec", "?")
-            env = event.env.get("kind", "?")
+            model = event.model_spec.spec
+            env = event.env_spec.kind or "?"
             return f"task {event.task_id} · seed {event.seed} · {model} · env {env}", "meta"
         case MessageEvent(reason="adopted"):
             return preview or "adopted action", "decision"

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
 from agentrunner.history import NOT_CHUNKS, fold
+from agentrunner.specs import ImportedSpec
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.types import Message
 
@@ -77,7 +78,7 @@ def load_trajectory(store: TraceStore, episode_id: str) -> Trajectory:
     episode = store.episode(episode_id)
     history = fold(store.iter_events(episode.episode_id, kinds=NOT_CHUNKS))
     # an imported session's tools ran in its agent's environment, not in one of ours
-    imported = episode.env.get("kind") == "import"
+    imported = isinstance(episode.env_spec, ImportedSpec)
     uses = [
         ToolUse(
             seq=use.seq,

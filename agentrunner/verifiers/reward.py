@@ -16,6 +16,7 @@ from agentrunner.envs.factory import env_from_spec
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.errors import UsageError
 from agentrunner.events import EpisodeStart, ToolResult
+from agentrunner.specs import WorkspaceSpec
 from agentrunner.store.verifications import REWARD_VERIFIER
 from agentrunner.verifiers.base import Trajectory, Verdict
 
@@ -39,7 +40,7 @@ class RewardVerifier:
         if not isinstance(start, EpisodeStart):
             raise UsageError(f"episode {episode_id} has no start event")
         recorded = _submitted_reward(trajectory)
-        if start.env.get("kind") != "workspace" or recorded is None:
+        if not isinstance(start.env_spec, WorkspaceSpec) or recorded is None:
             why = "it never submitted" if recorded is None else "it did not run in a workspace"
             return self._nothing(f"nothing to reproduce: {why}")
         change = episode_change(store, episode_id)

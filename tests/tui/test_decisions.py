@@ -52,7 +52,7 @@ def branched_template(tmp_path_factory: pytest.TempPathFactory) -> Branched:
         (decision,) = read_decisions(store, rollout.episode_id)
         (group,) = decisions(store, rollout.episode_id)
     assert decision.adopted_seq is not None
-    members = {(m.candidate, m.sample): m.episode_id for m in group["members"]}
+    members = {(m.candidate, m.sample): m.episode_id for m in group.members}
     return Branched(root / "traces.db", rollout.episode_id, decision.adopted_seq, members)
 
 

@@ -87,7 +87,7 @@ class BranchesScreen(ReaderScreen):
         label.append(
             f" · reward {fmt.reward(e.total_reward)} · {fmt.cost(e.cost_usd)}"
             f" · {fmt.plural(e.turns, 'turn')}"
-            f" · {one_line_visible(str(e.model.get('spec', '?')))}"
+            f" · {one_line_visible(e.model_spec.spec)}"
         )
         if b.fork_turn is not None:
             label.append(f" · fork at turn {b.fork_turn} (seq {e.fork_seq})")

@@ -48,7 +48,7 @@ SORTS: dict[str, Callable[[EpisodeSummary], Any]] = {
     "cost": lambda e: e.cost_usd or 0.0,
     "turns": lambda e: e.turns,
     "tokens": lambda e: e.tokens.get("input", 0) + e.tokens.get("output", 0),
-    "model": lambda e: str(e.model.get("spec", "")),
+    "model": lambda e: e.model_spec.spec,
 }
 
 
@@ -155,7 +155,7 @@ class EpisodesScreen(ReaderScreen):
                 (
                     e.episode_id,
                     e.task_id,
-                    str(e.model.get("spec")),
+                    e.model_spec.spec,
                     e.status,
                     e.parent_episode_id or "",
                 )
@@ -201,7 +201,7 @@ class EpisodesScreen(ReaderScreen):
             "lineage": Text(fmt.lineage(e, forks, self.ids)),
             "turns": Text(str(e.turns), justify="right"),
             "tokens": Text(fmt.tokens(e.tokens), justify="right"),
-            "model": Text(one_line_visible(str(e.model.get("spec", "?")))),
+            "model": Text(one_line_visible(e.model_spec.spec)),
             "started": Text(fmt.started(e.created_at)),
         }
         return [cells[column] for column in COLUMNS]

@@ -55,7 +55,7 @@ class TraceHeader(Widget):
             line.append("loading…")
         else:
             line.append(self._short(e.episode_id), style["id"])
-            model = e.model.get("spec", "?")
+            model = e.model_spec.spec
             line.append(one_line_visible(f" {e.task_id} · {model} · "))
             line.append_text(status_text(self, e.status))
             line.append(
