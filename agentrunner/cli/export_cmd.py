@@ -1,5 +1,6 @@
 """``agentrunner export``: training data (SFT, DPO, GRPO, KTO, PRM) from traces and fork groups,
-and ATIF trajectories for other agent tools."""
+and ATIF trajectories for other agent tools. Its format choices, their help and the dispatch
+come from :data:`agentrunner.export.FORMATS`."""
 
 from __future__ import annotations
 
@@ -10,43 +11,48 @@ from pathlib import Path
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
-from agentrunner.export import FORMATS, TRAJECTORY_FORMATS, ExportOptions, Selection, export
+from agentrunner.export import FORMATS, ExportOptions, Selection, export
+from agentrunner.export.formats import Option, names
+
+INTRO = (
+    "Export recorded episodes as training data in TRL's conversational shapes, one JSON "
+    "object per line (or Parquet), or as trajectories for other agent tools. Every row names "
+    "its source episode(s) and seq(s)."
+)
+OUTRO = (
+    "By default only completed episodes are read (named EPs: any status). An export that "
+    "selects nothing writes an empty file (trajectories: nothing), says so on stderr and exits "
+    "0. Notes on stderr say what was left out, and when rows are longer than TRL's trainers "
+    "take by default."
+)
+
+
+def _summary() -> str:
+    """The one line ``agentrunner --help`` shows: the formats, by what they write."""
+    rows, trajectories = ", ".join(names("rows")), ", ".join(names("trajectories"))
+    return f"export training data ({rows}) or trajectories ({trajectories})"
+
+
+def _description() -> str:
+    """``export --help``: what each format writes."""
+    formats = " ".join(f"{name}: {f.help}" for name, f in FORMATS.items())
+    return f"{INTRO} {formats} {OUTRO}"
+
+
+def _for_formats(option: Option, text: str) -> str:
+    """An option's help, led by the formats that read it unless every row format does."""
+    rows = [FORMATS[name] for name in names("rows")]
+    readers = [f.name for f in rows if option in f.options]
+    return text if not readers or len(readers) == len(rows) else f"{', '.join(readers)}: {text}"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = new_command(
-        sub,
-        "export",
-        run_export,
-        help="export training data (sft, dpo, grpo, kto, prm) or ATIF trajectories",
-        description="Export recorded episodes as training data in TRL's conversational "
-        "shapes, one JSON object per line (or Parquet). sft: one conversation per episode "
-        "(messages + tools), exactly what the model saw up to its last turn plus its answer. "
-        "dpo: prompt/chosen/rejected pairs from sibling branches at one fork point whose "
-        "rewards differ (fan-out groups and plain forks). grpo: a prompt with a group of "
-        "recorded reference_completions and their reference_rewards (fork points, and root "
-        "episodes of one task that started from the same prompt). kto: prompt/completion/"
-        "label per episode, label = reward >= --kto-threshold. prm: one row per (decision "
-        "point, candidate action) of the selected episodes' decision points (made while "
-        "running with --branch-every, or by fanout on a finished episode): state (the exact "
-        "messages and tools the model saw there), action (the candidate's assistant message "
-        "with its reasoning), value (mean reward of its continuations), spread, n, adopted, "
-        "mode (best, measure or fanout), duplicate_of; a decision point still running gives "
-        "no rows. Every row names its source "
-        "episode(s) and seq(s). atif: one Agent Trajectory Interchange Format (Harbor) "
-        "document per episode, its whole history (a fork's inherited steps marked "
-        "is_copied_context), with what ATIF has no field for (reward, stop reason, lineage, "
-        "fork group, verifications) under extra.agentrunner; one episode goes to -o FILE or "
-        "stdout, several need -o DIR/ (one <episode_id>.json each). By default only completed "
-        "episodes are read (named EPs: any status). An export that selects nothing writes an "
-        "empty file (atif: nothing), says so on stderr and exits 0. Notes on stderr say what "
-        "was left out, and when rows are longer than TRL's trainers take by default.",
-    )
+    p = new_command(sub, "export", run_export, help=_summary(), description=_description())
     p.add_argument(
         "--format",
         required=True,
-        choices=sorted([*FORMATS, *TRAJECTORY_FORMATS]),
-        help="the row shape, or atif",
+        choices=sorted(FORMATS),
+        help="the row shape, or the trajectory format (" + ", ".join(names("trajectories")) + ")",
     )
     p.add_argument(
         "-o",
@@ -130,12 +136,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=1.0,
         metavar="X",
-        help="kto: label is true when the episode's reward >= X (default 1.0)",
+        help=_for_formats(
+            "kto_threshold", "label is true when the episode's reward >= X (default 1.0)"
+        ),
     )
     o.add_argument(
         "--with-tool-results",
         action="store_true",
-        help="dpo: chosen/rejected also hold the tool results of the turn",
+        help=_for_formats(
+            "with_tool_results", "chosen/rejected also hold the tool results of the turn"
+        ),
     )
 
 
@@ -184,7 +194,7 @@ def run_export(args: argparse.Namespace) -> int:
     for note in result.notes:
         err.print(f"note: {note}", soft_wrap=True)
     where = result.file or "stdout"
-    if args.format in TRAJECTORY_FORMATS:
+    if FORMATS[args.format].writes == "trajectories":
         if result.rows == 0:
             err.print(
                 f"[yellow]nothing to export[/]: {result.episodes} episode(s) selected, no "
