@@ -47,21 +47,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def chosen(store: TraceStore, args: argparse.Namespace) -> tuple[list[str], str]:
-    """The full ids of the episodes the page shows, in order, and its default name."""
+def _chosen(store: TraceStore, args: argparse.Namespace) -> tuple[list[str], str, str | None]:
+    """The full ids of the episodes the page shows, in order; its default file name (the
+    first episode's id, or the batch's); the batch's id when one is named."""
     if not args.episodes and not args.batch:
         raise UsageError("name an episode (EP) or a batch (--batch B)")
     ids = [store.resolve(ref) for ref in args.episodes]
-    name = ids[0] if ids else ""
-    if args.batch:
-        batch_id = store.resolve_batch(args.batch)
+    batch_id = store.resolve_batch(args.batch) if args.batch else None
+    if batch_id is not None:
         listed = store.list_episodes(where=EpisodeFilter(batch_id=batch_id))
+        if not listed:
+            raise UsageError(f"batch {batch_id} has no episodes yet")
         ordered = sorted(listed, key=lambda e: (e.task_id, e.seed, e.created_at))
         ids.extend(e.episode_id for e in ordered)
-        name = name or batch_id
     if args.forks:
         ids.extend(e for root in list(ids) for e in _forks_below(store, root))
-    return list(dict.fromkeys(ids)), name
+    name = ids[0] if args.episodes else str(batch_id)
+    return list(dict.fromkeys(ids)), name, batch_id
 
 
 def _forks_below(store: TraceStore, episode_id: str) -> list[str]:
@@ -74,12 +76,12 @@ def _forks_below(store: TraceStore, episode_id: str) -> list[str]:
 
 def view(args: argparse.Namespace) -> int:
     store = open_store(args)
-    ids, name = chosen(store, args)
+    ids, name, batch_id = _chosen(store, args)
     path: Path = args.output or Path(f"{name}.html")
     if len(ids) == 1:
         title = f"agentrunner episode {ids[0]}"
     else:
-        title = f"agentrunner: {len(ids)} episodes" + (f" of batch {name}" if args.batch else "")
+        title = f"agentrunner: {len(ids)} episodes" + (f" of {batch_id}" if batch_id else "")
     size = write_page(store, ids, path, title=title)
     if args.json:
         print_json({"path": str(path), "episodes": ids, "bytes": size})
