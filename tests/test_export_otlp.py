@@ -371,7 +371,8 @@ def test_phoenix_receives_a_native_episode_a_fork_a_fanout_and_an_imported_sessi
         sent = send_otlp(store, episodes, url)
         send_otlp(store, episodes, url)  # a second export updates, never duplicates
         spans = wait_for_spans(url, expected)
-    assert sent.spans == expected == len(spans)
+    assert sent.spans == expected, (sent, expected)
+    assert len(spans) == expected, (len(spans), (tmp_path / "phoenix.log").read_text()[-3000:])
     for episode in episodes:
         mine = [s for s in spans if s["attributes"].get("agentrunner.episode_id") == episode]
         found = {
