@@ -34,6 +34,7 @@ from agentrunner.cli import (
     tasks_cmd,
     tui_cmd,
     verify_cmd,
+    view_cmd,
 )
 from agentrunner.cli.common import add_common, print_json, stderr_console
 from agentrunner.errors import AgentRunnerError, StoreDriverError
@@ -59,6 +60,7 @@ COMMAND_MODULES = (
     verify_cmd,
     export_cmd,
     report_cmd,
+    view_cmd,
     import_cmd,
     record_cmd,
     copy_cmd,
