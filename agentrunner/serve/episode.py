@@ -1,0 +1,183 @@
+"""One served episode: a workspace reset for a task, its steps run by the environment and
+recorded as the runner records them (``tool.call`` before the step, ``tool.result`` with its
+snapshot and reward after), and its end.
+
+The environment side only: ``episode.start`` names the server and the client; no model
+events are seen. The episode holds its writer lease with a heartbeat, so a server killed
+mid-session leaves it ``interrupted`` (the store's lease rules), every acknowledged step
+already committed. Everything here runs in the session's own thread.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner import __version__
+from agentrunner.environment import StepResult, ToolAction
+from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.errors import EnvironmentFailure
+from agentrunner.events import EpisodeStart, StopReason
+from agentrunner.liveness import Heartbeat
+from agentrunner.recorder import Recorder
+from agentrunner.redaction import Redactor, known_secrets, scrub
+from agentrunner.store import TraceStore
+from agentrunner.store.leases import Lease
+from agentrunner.types import AgentToolCall, Message
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Who serves and who is served: what ``episode.start`` records of a session."""
+
+    server: str
+    """The server's URL (``http://127.0.0.1:8000``)."""
+    client: str
+    """The client's own name (its ``User-Agent``), or ``unknown``."""
+    address: str
+    """Where the client connected from."""
+    transport: str
+    """``websocket`` or ``http``."""
+    session_id: str
+
+
+class ServedEpisode:
+    """An episode being served: its environment, recorder, lease and heartbeat."""
+
+    def __init__(self, store: TraceStore, env: WorkspaceEnv, peer: Peer) -> None:
+        self.store = store
+        self.env = env
+        self.peer = peer
+        self.steps = 0
+        self.task_id = ""
+        self._rec: Recorder | None = None
+        self._lease: Lease | None = None
+        self._heartbeat: Heartbeat | None = None
+
+    @property
+    def episode_id(self) -> str:
+        return self._recorder().episode_id
+
+    def start(self, task_id: str, seed: int) -> tuple[str, str | None, int | None]:
+        """Reset the workspace and record the episode's start; (prompt, system, max_steps)."""
+        self.env.bind_store(self.store)
+        reset = self.env.reset(task_id, seed)
+        self.task_id = task_id
+        start = EpisodeStart(
+            task_id=task_id,
+            seed=seed,
+            env={**self.env.spec(), "served": self._served()},
+            model=self._client(),
+            config={"served_by": f"agentrunner serve-env {__version__}"},
+            version=__version__,
+            max_steps=reset.max_steps,
+        )
+        episode_id = self.store.create_episode(
+            task_id=task_id,
+            seed=seed,
+            env=start.env,
+            model=start.model,
+            claim=True,
+            first_event=(0, start),
+        )
+        self._lease = self.store.lease(episode_id, claimed=True)
+        rec = Recorder(self.store, self.store.writer(episode_id), secrets=known_secrets())
+        self._rec = rec
+        self._heartbeat = Heartbeat(
+            self.store,
+            episode_id,
+            None,
+            interrupt_main=False,
+            checkpoint=lambda: rec.checkpoint,
+            on_store_lost=lambda problem: setattr(rec.writer, "lost", problem),
+        )
+        self._heartbeat.__enter__()
+        if reset.system:
+            rec.message(Message(role="system", content=reset.system), "system")
+        rec.message(Message(role="user", content=reset.prompt), "prompt")
+        return reset.prompt, reset.system, reset.max_steps
+
+    def cancel_request(self) -> str | None:
+        """A cancel another process asked for (``agentrunner cancel EP``), if any."""
+        return self._heartbeat.reason() if self._heartbeat is not None else None
+
+    def step(self, tool: str, arguments: dict[str, Any]) -> tuple[StepResult, str]:
+        """Run one step, recorded; (the result, the observation as recorded and served)."""
+        rec = self._recorder()
+        self.steps += 1
+        rec.turn = self.steps
+        raw = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        call = AgentToolCall(call_id=f"step-{self.steps}", name=tool, arguments=raw)
+        rec.tool_call(call, arguments, None)
+        started = time.monotonic()
+        result = self.env.step(ToolAction(name=tool, arguments=arguments))
+        observation = rec.tool_result(
+            call,
+            result.observation,
+            reward=result.reward,
+            done=result.done,
+            error=result.error,
+            duration_s=time.monotonic() - started,
+            snapshot=result.snapshot,
+            step=self.steps,
+            truncated=result.truncated,
+        )
+        test = result.info.get("test")
+        if isinstance(test, dict):  # as the runner keeps it: a verdict of the submission
+            details = {**test, "seq": rec.writer.next_seq - 1, "source": "submit"}
+            self.store.add_verification(
+                rec.episode_id, "test", result.reward, bool(test.get("passed_all")), details
+            )
+        return result, observation
+
+    def failed(self, exc: EnvironmentFailure) -> None:
+        """Record an environment that broke during a step: a retryable failure leaves the
+        episode ``interrupted`` (resumable), any other ends it as ``error``."""
+        rec = self._recorder()
+        rec.error("tool", exc, retryable=exc.retryable)
+        if exc.retryable:
+            self._let_go()
+        else:
+            self.finish(StopReason.ERROR)
+
+    def finish(self, stop: StopReason, why: str | None = None) -> None:
+        """End the episode (``why``: a cancel's reason, recorded before the end)."""
+        rec = self._recorder()
+        try:
+            if why is not None:
+                rec.cancel("between_turns", why)
+            rec.end(stop, self.steps)
+        finally:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        heartbeat, self._heartbeat = self._heartbeat, None
+        lease, self._lease = self._lease, None
+        try:
+            if heartbeat is not None:
+                heartbeat.__exit__(None, None, None)
+        finally:
+            if lease is not None:
+                lease.release()
+
+    def _recorder(self) -> Recorder:
+        if self._rec is None:
+            raise EnvironmentFailure("no episode in this session: reset first")
+        return self._rec
+
+    def _served(self) -> dict[str, Any]:
+        peer = self.peer
+        served = {
+            "server": peer.server,
+            "transport": peer.transport,
+            "session_id": peer.session_id,
+            "client_address": peer.address,
+        }
+        return dict(scrub(served, Redactor(known_secrets()))[0])
+
+    def _client(self) -> dict[str, Any]:
+        client = self.peer.client or "unknown"
+        spec = {"spec": f"openenv-client:{client}", "provider": "openenv-client", "model": client}
+        return dict(scrub(spec, Redactor(known_secrets()))[0])
