@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrunner.errors import UsageError
 from agentrunner.formatting import plural
 from agentrunner.imports.items import (
     Answer,
@@ -37,12 +36,14 @@ from agentrunner.imports.session_writer import (
     UNRECORDED,
     SessionReport,
     SessionWriter,
+    being_written,
     episode_of,
     source_key,
     stamp,
 )
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import file_sha256
+from agentrunner.store.leases import Leases
 from agentrunner.types import ToolSpec
 
 __all__ = [
@@ -130,7 +131,7 @@ def import_file(
     fmt: Format,
     *,
     live: bool = False,
-    held: set[str] | None = None,
+    held: Leases | None = None,
     checked: bool = False,
 ) -> list[SessionReport]:
     """Import (or continue importing) every session of one file; return what was done.
@@ -155,7 +156,7 @@ class FileImport:
         path: Path,
         fmt: Format,
         *,
-        held: set[str] | None = None,
+        held: Leases | None = None,
         checked: bool = False,
     ) -> None:
         self.store, self.path, self.fmt = store, path, fmt
@@ -165,7 +166,7 @@ class FileImport:
         them, else it is refused."""
         self.complete = True  # every item read so far is written (no look was cut short)
         self.own_leases = held is None
-        self.leases: set[str] = set() if held is None else held
+        self.leases = Leases(store) if held is None else held
         self.parser = fmt.parser(path)
         self.writers: dict[str, SessionWriter] = {}
         self.fed = 0  # records given to the parser
@@ -217,12 +218,7 @@ class FileImport:
     ) -> list[SessionReport]:
         if self.own_leases:  # the sessions read in an earlier look: theirs again for this one
             for writer in self.writers.values():
-                if not self.store.claim_writer(writer.episode_id):
-                    raise UsageError(
-                        f"episode {writer.episode_id} is being written by another process"
-                        " (another import, or `import --follow`); wait for it or stop it"
-                    )
-                self.leases.add(writer.episode_id)
+                self.leases.hold(writer.episode_id, refused=being_written(writer.episode_id))
         for writer in self.writers.values():  # what this look adds
             writer.report = SessionReport(writer.episode_id, writer.source, created=False)
         self.complete = False
@@ -239,9 +235,7 @@ class FileImport:
             self.complete = True
         finally:
             if self.own_leases:
-                for episode_id in self.leases:
-                    self.store.release_writer(episode_id)
-                self.leases.clear()
+                self.leases.release_all()
         return [w.report for w in self.writers.values()]
 
     def _session(

@@ -18,6 +18,7 @@ from agentrunner.imports import atif, claude_code, codex, mini_swe_agent, swe_ag
 from agentrunner.imports.importer import FileImport, SessionReport, import_file
 from agentrunner.imports.items import Format
 from agentrunner.store import TraceStore
+from agentrunner.store.leases import Leases
 
 FORMATS: dict[str, ModuleType] = {
     claude_code.NAME: claude_code,
@@ -92,7 +93,7 @@ def import_paths(
     *,
     fmt: str = "auto",
     live: bool = False,
-    held: set[str] | None = None,
+    held: Leases | None = None,
 ) -> list[FileReport]:
     """Import every session found in ``paths``; a file of no known format is reported as
     skipped (when it was found in a folder) or is an error (when it was named). ``held``: see
@@ -134,7 +135,7 @@ class Follower:
     def __init__(self, store: TraceStore, *, fmt: str = "auto") -> None:
         self.store = store
         self.fmt = fmt
-        self.held: set[str] = set()
+        self.held = Leases(store)
         self.files: dict[Path, FileImport] = {}
         self.whole: dict[Path, str] = {}  # files read whole (not appending): their format
         self.seen: dict[Path, tuple[int, int]] = {}
@@ -199,6 +200,4 @@ class Follower:
             self.store.heartbeat(episode_id)
 
     def close(self) -> None:
-        for episode_id in self.held:
-            self.store.release_writer(episode_id)
-        self.held.clear()
+        self.held.release_all()

@@ -34,6 +34,7 @@ from agentrunner.recorder import Recorder
 from agentrunner.redaction import Redactor, known_secrets, mask_secret_fields, scrub
 from agentrunner.store import TraceStore
 from agentrunner.store.eventlog import stored_time
+from agentrunner.store.leases import Leases
 from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message, ToolSpec
 
 FINISH_PART = 1_000_000
@@ -76,6 +77,15 @@ def source_key(source: Source) -> str:
     return f"{source.format}:{source.session_id}"
 
 
+def being_written(episode_id: str, source: str | None = None) -> UsageError:
+    """The refusal of an episode whose writer lease another process holds."""
+    named = f"{episode_id} ({source})" if source is not None else episode_id
+    return UsageError(
+        f"episode {named} is being written by another process"
+        " (another import, or `import --follow`); wait for it or stop it"
+    )
+
+
 def episode_of(store: TraceStore, source: Source) -> str | None:
     return store.imported_episode(source_key(source))
 
@@ -98,7 +108,7 @@ class SessionWriter:
         digest: str,
         parent_episode: str | None,
         first_ts: int | None = None,
-        held: set[str],
+        held: Leases,
     ) -> None:
         self.store = store
         self.source = source
@@ -111,13 +121,10 @@ class SessionWriter:
         if existing is not None:
             _check_continues(store, existing, source)
         if existing is None:
-            existing = self._create(digest, parent_episode)  # created claimed
-        elif existing not in held and not store.claim_writer(existing):
-            raise UsageError(
-                f"episode {existing} ({source_key(source)}) is being written by another"
-                " process (another import, or `import --follow`); wait for it or stop it"
-            )
-        held.add(existing)
+            existing = self._create(digest, parent_episode)
+            held.hold(existing, claimed=True)  # created claimed
+        else:
+            held.hold(existing, refused=being_written(existing, source_key(source)))
         self.episode_id = existing
         self.report = SessionReport(existing, source, self.created)
         self.done: tuple[int, ...] = (-1, -1, -1)

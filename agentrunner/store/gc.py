@@ -66,7 +66,7 @@ from agentrunner.store.exclusive import (
 )
 
 if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
+    from agentrunner.store.base import StoreBase
 
 Progress = Callable[[str], None]
 HASH = re.compile(r"[0-9a-f]{64}")
@@ -125,7 +125,7 @@ class Report:
 # ---------------------------------------------------------------- sizes
 
 
-def space(store: TraceStore) -> tuple[dict[str, Part], int]:
+def space(store: StoreBase) -> tuple[dict[str, Part], int]:
     """The store's rows and bytes by part (indexes included), and its total size in bytes
     (SQLite: the file and its WAL; Postgres: the schema's tables)."""
     conn = store._conn
@@ -286,7 +286,7 @@ def sweep(conn: Conn, garbage: Garbage, progress: Progress) -> None:
 
 
 def collect(
-    store: TraceStore, *, dry_run: bool = False, wait: bool = False, progress: Progress
+    store: StoreBase, *, dry_run: bool = False, wait: bool = False, progress: Progress
 ) -> Report:
     """Measure the store; unless ``dry_run``, delete the content nothing names and reclaim
     the space (see the module docstring for when that is refused)."""
@@ -319,7 +319,7 @@ def collect(
     return Report(False, parts, garbage.summary(), before, space(store)[1])
 
 
-def _delete_garbage(store: TraceStore, progress: Progress) -> Garbage:
+def _delete_garbage(store: StoreBase, progress: Progress) -> Garbage:
     if store.sql.postgres:
         lock = postgres_exclusive(store._conn)
     else:
@@ -334,7 +334,7 @@ def _delete_garbage(store: TraceStore, progress: Progress) -> Garbage:
     return garbage
 
 
-def _reclaim(store: TraceStore) -> None:
+def _reclaim(store: StoreBase) -> None:
     conn = store._conn
     if store.sql.postgres:
         for table in ("blobs", "snapshots", "messages", "tools"):

@@ -21,14 +21,14 @@ from agentrunner.store.records import EventRow, Segment
 from agentrunner.types import Message
 
 if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
+    from agentrunner.store.base import StoreBase
 
 _NONCHUNK_CODES = tuple(code for code in eventlog.KIND_NAME if code != eventlog.CHUNK)
 _BATCH = 500  # hashes per IN (...) query
 
 
 @contextmanager
-def read_snapshot(store: TraceStore) -> Iterator[None]:
+def read_snapshot(store: StoreBase) -> Iterator[None]:
     """Reads inside see one state of the store (a read transaction on this thread's
     connection): a layout read in parts cannot mix two states of a live episode."""
     conn = store._conn
@@ -40,7 +40,7 @@ def read_snapshot(store: TraceStore) -> Iterator[None]:
 
 
 def events_before(
-    store: TraceStore,
+    store: StoreBase,
     episode_id: str,
     before_seq: int | None,
     limit: int,
@@ -69,7 +69,7 @@ def events_before(
     return out
 
 
-def nonchunk_seqs(store: TraceStore, segments: Sequence[Segment]) -> array:
+def nonchunk_seqs(store: StoreBase, segments: Sequence[Segment]) -> array:
     """Seqs of every event of the history that is not a streamed chunk, ascending: read
     from the partial kind index alone, one kind at a time, then merged."""
     runs: list[list[int]] = []
@@ -86,7 +86,7 @@ def nonchunk_seqs(store: TraceStore, segments: Sequence[Segment]) -> array:
     return array("q", heapq.merge(*runs))
 
 
-def last_seq(store: TraceStore, segments: Sequence[Segment]) -> int:
+def last_seq(store: StoreBase, segments: Sequence[Segment]) -> int:
     """The last seq of the history these segments make: the episode's own last event, or
     its fork point while it has none."""
     own = segments[-1]
@@ -96,7 +96,7 @@ def last_seq(store: TraceStore, segments: Sequence[Segment]) -> int:
     return own.start - 1 if last is None else int(last) & eventlog.SEQ_MASK
 
 
-def messages_by_hash(store: TraceStore, hashes: Iterable[str]) -> dict[str, Message]:
+def messages_by_hash(store: StoreBase, hashes: Iterable[str]) -> dict[str, Message]:
     """The stored messages with these hashes (those missing are left out)."""
     wanted = sorted(set(hashes))
     out: dict[str, Message] = {}
@@ -111,7 +111,7 @@ def messages_by_hash(store: TraceStore, hashes: Iterable[str]) -> dict[str, Mess
     return out
 
 
-def message_parent(store: TraceStore, message_hash: str) -> str | None:
+def message_parent(store: StoreBase, message_hash: str) -> str | None:
     """The hash of the message before this one in its chain (None: a root, or unknown)."""
     row = store._conn.execute(
         "SELECT parent_hash FROM messages WHERE hash = ?", (message_hash,)
@@ -119,7 +119,7 @@ def message_parent(store: TraceStore, message_hash: str) -> str | None:
     return None if row is None else row[0]
 
 
-def forks(store: TraceStore) -> list[tuple[str, str, int]]:
+def forks(store: StoreBase) -> list[tuple[str, str, int]]:
     """Every fork in the store, by id: ``(episode_id, parent_episode_id, fork_seq)``."""
     rows = store._conn.execute(
         "SELECT id, parent_episode_id, fork_seq FROM episodes"
@@ -128,7 +128,7 @@ def forks(store: TraceStore) -> list[tuple[str, str, int]]:
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-def spawned(store: TraceStore) -> list[tuple[str, str, str | None]]:
+def spawned(store: StoreBase) -> list[tuple[str, str, str | None]]:
     """Every sub-agent episode in the store: ``(episode_id, parent episode id, the parent's
     tool call that started it)``, from ``env.spawned_by`` (recorded and imported agents)."""
     field = store.sql.text("env", "spawned_by")
@@ -145,7 +145,7 @@ def spawned(store: TraceStore) -> list[tuple[str, str, str | None]]:
     return out
 
 
-def batches_of(store: TraceStore, episode_ids: Iterable[str]) -> list[str]:
+def batches_of(store: StoreBase, episode_ids: Iterable[str]) -> list[str]:
     """The ids of the batches these episodes belong to, sorted."""
     ids = list(episode_ids)
     marks = ", ".join("?" for _ in ids)
@@ -157,7 +157,7 @@ def batches_of(store: TraceStore, episode_ids: Iterable[str]) -> list[str]:
     return [r[0] for r in rows]
 
 
-def proposal_forks(store: TraceStore) -> set[str]:
+def proposal_forks(store: StoreBase) -> set[str]:
     """The fan-out forks that only proposed a candidate (one re-sampled turn)."""
     rows = store._conn.execute("SELECT episode_id FROM fork_group_members WHERE sample < 0")
     return {r[0] for r in rows}

@@ -1,7 +1,8 @@
 """The Postgres trace store: the SQLite store's contract on a database a team shares.
 
 ``TraceStore("postgresql://...")`` (or ``--db`` / ``AGENTRUNNER_DB`` set to such a URL) opens
-a :class:`PostgresStore`. It keeps the same tables, the same physical event log (an integer
+a :class:`PostgresStore`, a sibling of the SQLite store over the same shared core
+(:mod:`agentrunner.store.core`). It keeps the same tables, the same physical event log (an integer
 primary key packing the episode's key and the seq, integer kinds and µs times) behind the
 same ``events`` view, and runs the store's own queries (see :mod:`agentrunner.store.dialect`):
 only connecting, the schema and its migrations, and the write lock differ.
@@ -41,9 +42,10 @@ from agentrunner.errors import (
     UsageError,
 )
 from agentrunner.store.connection import Synchronous
+from agentrunner.store.core import StoreCore
 from agentrunner.store.dialect import POSTGRES, Conn, Dialect
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
-from agentrunner.store.store import TraceStore, _Depth, register_backend
+from agentrunner.store.store import register_backend
 from agentrunner.store.writer import DURABLE
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -203,7 +205,7 @@ class PgConnections:
         self._local = threading.local()
 
 
-class PostgresStore(TraceStore):
+class PostgresStore(StoreCore):
     """A trace store in a Postgres database. Safe to share between threads; any number of
     processes on any number of machines may open one database."""
 
@@ -227,11 +229,10 @@ class PostgresStore(TraceStore):
         self._url = url
         self._where = display_name(url)
         self.path = Path(self._where)
-        self._leases: dict[str, str] = {}
-        self._atomic = _Depth()
-        self._conns = PgConnections(url, self._where, synchronous)
+        self._pool = PgConnections(url, self._where, synchronous)
+        super().__init__(self._pool)
         try:
-            migrate(self._conns.get(), self._where, create=create)
+            migrate(self._pool.get(), self._where, create=create)
         except StoreDriverError as exc:
             self._conns.close()
             raise StoreError(f"{self._where}: cannot set up the store's schema: {exc}") from None
@@ -244,7 +245,9 @@ class PostgresStore(TraceStore):
         return self._url
 
     def raw_connection(self) -> Conn:
-        return self._conns.get()
+        """This thread's Postgres connection (its errors translated), for tests and ad-hoc
+        tools only."""
+        return self._pool.get()
 
     @property
     def where(self) -> str:

@@ -1,10 +1,11 @@
 """The trace store's interface, written down: what any backend provides.
 
 :class:`agentrunner.store.TraceStore` (SQLite) implements it; a second backend (Postgres)
-implements the same methods (:class:`agentrunner.store.PostgresStore`, a subclass sharing
-the queries) and passes the same contract suite (``tests/test_store_contract.py``,
-parametrized by backend). Everything outside ``agentrunner/store/`` reads and writes a store
-through these methods only; no SQL lives anywhere else.
+implements the same methods (:class:`agentrunner.store.PostgresStore`, a sibling over the
+same shared core, :mod:`agentrunner.store.core`) and passes the same contract suite
+(``tests/test_store_contract.py``, parametrized by backend). Everything outside
+``agentrunner/store/`` reads and writes a store through these methods only; no SQL lives
+anywhere else.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from agentrunner.environment import SnapshotBackend
-from agentrunner.errors import StoreCorruptError
+from agentrunner.errors import AgentRunnerError, StoreCorruptError
 from agentrunner.store.gc import Part, Report
+from agentrunner.store.leases import Lease
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -80,6 +82,12 @@ class StoreBackend(SnapshotBackend, Protocol):
         config: dict[str, Any],
         members: Sequence[tuple[str, int, dict[str, Any], dict[str, Any]]],
     ) -> dict[tuple[str, int], str]: ...
+
+    def ensure_batch(self, batch_id: str, config: dict[str, Any]) -> bool: ...
+
+    def batch_members(self, batch_id: str) -> dict[tuple[str, int], str]: ...
+
+    def batch_config(self, episode_id: str) -> dict[str, Any] | None: ...
 
     def atomic(self) -> contextlib.AbstractContextManager[None]: ...
 
@@ -190,8 +198,8 @@ class StoreBackend(SnapshotBackend, Protocol):
 
     # -- the writer's lease, heartbeats and cancel requests
     def lease(
-        self, episode_id: str, *, claimed: bool = False
-    ) -> contextlib.AbstractContextManager[None]: ...
+        self, episode_id: str, *, claimed: bool = False, refused: AgentRunnerError | None = None
+    ) -> Lease: ...
 
     def claim_writer(self, episode_id: str) -> bool: ...
 

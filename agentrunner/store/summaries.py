@@ -32,11 +32,11 @@ from agentrunner.store.records import (
 from agentrunner.store.status import IMPORT_KIND, derive, started
 
 if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
+    from agentrunner.store.base import StoreBase
 
 
 def summaries(
-    store: TraceStore,
+    store: StoreBase,
     clause: str,
     args: tuple[Any, ...],
     corrupt: list[StoreCorruptError] | None = None,
@@ -68,7 +68,7 @@ def summaries(
     return out
 
 
-def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
+def _checked_summary(store: StoreBase, row: tuple[Any, ...]) -> EpisodeSummary:
     try:
         return _summary(store, row)
     except (StoreFailedError, ValidationError, ValueError) as exc:
@@ -88,7 +88,7 @@ def _checked_summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
         ) from exc
 
 
-def _summary(store: TraceStore, row: tuple[Any, ...]) -> EpisodeSummary:
+def _summary(store: StoreBase, row: tuple[Any, ...]) -> EpisodeSummary:
     episode_id, parent, fork_seq, task_id, seed, created, env, model = row[:8]
     lease = control.Lease(*row[8:12])
     if row[12]:
@@ -174,7 +174,7 @@ def _plus(a: float | None, b: float | None) -> float | None:
     return a if b is None else (a or 0.0) + float(b)
 
 
-def _running_totals(store: TraceStore, episode_id: str) -> _Spend:
+def _running_totals(store: StoreBase, episode_id: str) -> _Spend:
     """Totals of a root episode without an end: the writer's checkpoint (totals as of a seq)
     plus the events after it, or, with no checkpoint, a scan of the whole history."""
     checkpoint = control.read_checkpoint(store._conn, episode_id)
@@ -187,7 +187,7 @@ def _running_totals(store: TraceStore, episode_id: str) -> _Spend:
     return _scan(store, [Segment(episode_id, seq + 1, None, store.episode_key(episode_id))], spend)
 
 
-def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None = None) -> _Spend:
+def _scan(store: StoreBase, segments: Sequence[Segment], spend: _Spend | None = None) -> _Spend:
     """``spend`` (default: nothing) plus the rewards and usage of the events in ``segments``."""
     out = spend if spend is not None else _Spend()
     result, usage = KIND_CODE["tool.result"], KIND_CODE["usage"]
@@ -222,7 +222,7 @@ def _scan(store: TraceStore, segments: Sequence[Segment], spend: _Spend | None =
 _PAGE = 200
 
 
-def _conditions(store: TraceStore, where: EpisodeFilter) -> tuple[list[str], list[Any]]:
+def _conditions(store: StoreBase, where: EpisodeFilter) -> tuple[list[str], list[Any]]:
     conds: list[str] = []
     args: list[Any] = []
     sql = store.sql
@@ -244,7 +244,7 @@ def _conditions(store: TraceStore, where: EpisodeFilter) -> tuple[list[str], lis
 
 
 def list_summaries(
-    store: TraceStore,
+    store: StoreBase,
     where: EpisodeFilter,
     limit: int | None,
     corrupt: list[StoreCorruptError] | None,
@@ -280,7 +280,7 @@ def list_summaries(
     return out[:limit] if limit else out
 
 
-def count_summaries(store: TraceStore, where: EpisodeFilter) -> int:
+def count_summaries(store: StoreBase, where: EpisodeFilter) -> int:
     """How many episodes match ``where`` (corrupt ones counted unless a status is asked for:
     those have no status)."""
     if where.status is not None:
@@ -292,7 +292,7 @@ def count_summaries(store: TraceStore, where: EpisodeFilter) -> int:
     )
 
 
-def resolve_batch(store: TraceStore, text: str) -> str:
+def resolve_batch(store: StoreBase, text: str) -> str:
     """A batch's id from its id, a unique prefix of it, or its name."""
     name = store.sql.text("config", "name")
     rows = store._conn.execute(
@@ -317,7 +317,7 @@ def resolve_batch(store: TraceStore, text: str) -> str:
 
 
 def batch_summaries(
-    store: TraceStore, limit: int | None, corrupt: list[StoreCorruptError] | None
+    store: StoreBase, limit: int | None, corrupt: list[StoreCorruptError] | None
 ) -> list[BatchSummary]:
     """Batches, newest first, each with its episodes' derived status and totals."""
     clause = "ORDER BY created_at DESC, id DESC" + (" LIMIT ?" if limit else "")
@@ -352,5 +352,5 @@ def batch_summaries(
     return out
 
 
-def count_batches(store: TraceStore) -> int:
+def count_batches(store: StoreBase) -> int:
     return int(store._conn.execute("SELECT count(*) FROM batches").fetchone()[0])

@@ -26,7 +26,7 @@ from agentrunner.errors import StoreError
 from agentrunner.store import control, eventlog
 
 if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
+    from agentrunner.store.core import StoreCore
 
 _PAGE = 1000
 
@@ -41,7 +41,7 @@ class Copied:
     events: int
 
 
-def lineage_order(src: TraceStore, episode_ids: Iterable[str] | None) -> list[str]:
+def lineage_order(src: StoreCore, episode_ids: Iterable[str] | None) -> list[str]:
     """The episodes to copy (None: all of them) with their ancestors, parents first."""
     if episode_ids is None:
         rows = src._conn.execute("SELECT id FROM episodes ORDER BY key").fetchall()
@@ -55,7 +55,7 @@ def lineage_order(src: TraceStore, episode_ids: Iterable[str] | None) -> list[st
     return list(wanted)
 
 
-def copy_episode(src: TraceStore, dst: TraceStore, episode_id: str) -> Copied:
+def copy_episode(src: StoreCore, dst: StoreCore, episode_id: str) -> Copied:
     """Copy one episode (whose ancestors ``dst`` already holds) from ``src`` into ``dst``."""
     row = src._conn.execute(
         "SELECT id, parent_episode_id, fork_seq, task_id, seed, created_at, env, model"
@@ -98,11 +98,10 @@ def copy_episode(src: TraceStore, dst: TraceStore, episode_id: str) -> Copied:
                     episode_id=episode_id,
                     created_at=created_at,
                 )
-        if not dst.claim_writer(episode_id):  # no run may append there meanwhile
-            raise StoreError(
-                f"episode {episode_id} is being written in {dst.where}; copy it when that run ends"
-            )
-        try:
+        busy = StoreError(
+            f"episode {episode_id} is being written in {dst.where}; copy it when that run ends"
+        )
+        with dst.lease(episode_id, refused=busy):  # no run may append there meanwhile
             dst_key = dst.episode_key(episode_id)
             page: list[tuple[Any, ...]] = []
             for event in _events(src, src_key, after, upto):
@@ -113,13 +112,11 @@ def copy_episode(src: TraceStore, dst: TraceStore, episode_id: str) -> Copied:
             if page:
                 written += _insert_events(dst, dst_key, page)
             _copy_side_rows(src, dst, episode_id)
-        finally:
-            dst.release_writer(episode_id)
     outcome = "new" if mine is None else ("grew" if written else "unchanged")
     return Copied(episode_id, outcome, written)
 
 
-def _check_agree(src: TraceStore, dst: TraceStore, episode_id: str, src_key: int) -> int:
+def _check_agree(src: StoreCore, dst: StoreCore, episode_id: str, src_key: int) -> int:
     """The destination's last seq of the episode, after checking both stores hold the same
     event there (and the destination nothing the source lacks)."""
     dst_key = dst.episode_key(episode_id)
@@ -142,7 +139,7 @@ def _check_agree(src: TraceStore, dst: TraceStore, episode_id: str, src_key: int
     return seq
 
 
-def _events(src: TraceStore, key: int, after: int, upto: int) -> Iterator[tuple[Any, ...]]:
+def _events(src: StoreCore, key: int, after: int, upto: int) -> Iterator[tuple[Any, ...]]:
     """The episode's own rows after seq ``after`` up to ``upto``: ``(seq, attempt, turn,
     kind, ts, payload)``."""
     if upto <= after:
@@ -161,7 +158,7 @@ def _events(src: TraceStore, key: int, after: int, upto: int) -> Iterator[tuple[
         lo = int(rows[-1][0]) + 1
 
 
-def _insert_events(dst: TraceStore, key: int, rows: list[tuple[Any, ...]]) -> int:
+def _insert_events(dst: StoreCore, key: int, rows: list[tuple[Any, ...]]) -> int:
     conn = dst._conn
     conn.execute(dst.sql.begin_write)
     try:
@@ -174,7 +171,7 @@ def _insert_events(dst: TraceStore, key: int, rows: list[tuple[Any, ...]]) -> in
     return len(rows)
 
 
-def _copy_references(src: TraceStore, dst: TraceStore, events: Iterable[tuple[Any, ...]]) -> None:
+def _copy_references(src: StoreCore, dst: StoreCore, events: Iterable[tuple[Any, ...]]) -> None:
     """The messages (whole chains), tool sets, snapshots (with their blobs) and the answers
     a recorded call kept (``answer.body``, a blob: what a replay serves) the events name,
     written into ``dst`` before the events that name them."""
@@ -223,7 +220,7 @@ def _copy_references(src: TraceStore, dst: TraceStore, events: Iterable[tuple[An
     dst.put_blobs((digest, _blob_parts(src, digest)) for digest in sorted(missing))
 
 
-def _copy_snapshot(src: TraceStore, dst: TraceStore, snapshot_id: str) -> None:
+def _copy_snapshot(src: StoreCore, dst: StoreCore, snapshot_id: str) -> None:
     rows = src._conn.execute(
         "WITH RECURSIVE chain(id, parent_id, depth, created_at, files, bytes, changes) AS ("
         " SELECT id, parent_id, depth, created_at, files, bytes, changes FROM snapshots"
@@ -250,7 +247,7 @@ def _copy_snapshot(src: TraceStore, dst: TraceStore, snapshot_id: str) -> None:
         )
 
 
-def _blob_parts(src: TraceStore, digest: str) -> Iterator[bytes]:
+def _blob_parts(src: StoreCore, digest: str) -> Iterator[bytes]:
     part = 0
     while True:
         row = src._conn.execute(
@@ -262,7 +259,7 @@ def _blob_parts(src: TraceStore, digest: str) -> Iterator[bytes]:
         part += 1
 
 
-def _copy_side_rows(src: TraceStore, dst: TraceStore, episode_id: str) -> None:
+def _copy_side_rows(src: StoreCore, dst: StoreCore, episode_id: str) -> None:
     """Batch membership, fork groups made at or joined by the episode, verifications and
     the import key, each row once."""
     keep = dst.sql.keep_existing
@@ -327,7 +324,7 @@ def _copy_side_rows(src: TraceStore, dst: TraceStore, episode_id: str) -> None:
             )
 
 
-def _copy_rows(src: TraceStore, dst: TraceStore, table: str, columns: str, episode_id: str) -> None:
+def _copy_rows(src: StoreCore, dst: StoreCore, table: str, columns: str, episode_id: str) -> None:
     rows = src._conn.execute(
         f"SELECT {columns} FROM {table} WHERE episode_id = ?", (episode_id,)
     ).fetchall()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
+    from agentrunner.store.base import StoreBase
 
 _COLS = "id, episode_id, verifier, score, passed, details, created_at"
 REWARD_VERIFIER = "reward"
@@ -57,7 +57,7 @@ def _record(row: tuple[Any, ...]) -> StoredVerification:
     )
 
 
-def for_episode(store: TraceStore, episode_id: str) -> list[StoredVerification]:
+def for_episode(store: StoreBase, episode_id: str) -> list[StoredVerification]:
     """Every result stored for one episode, newest first."""
     rows = store._conn.execute(
         f"SELECT {_COLS} FROM verifications WHERE episode_id = ? ORDER BY id DESC",
@@ -66,7 +66,7 @@ def for_episode(store: TraceStore, episode_id: str) -> list[StoredVerification]:
     return [_record(r) for r in rows]
 
 
-def latest(store: TraceStore, details: bool) -> list[StoredVerification]:
+def latest(store: StoreBase, details: bool) -> list[StoredVerification]:
     """The latest result of each verifier for each episode, by episode and verifier, in one
     query; without ``details`` the (possibly large) details are left out (read as ``{}``)."""
     cols = _COLS if details else _COLS.replace("details", "'{}'")

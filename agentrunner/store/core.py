@@ -1,0 +1,98 @@
+"""The trace store's shared core: one class over episodes, lineage, the log and leases
+(:mod:`agentrunner.store.episodes`, :mod:`~agentrunner.store.lineage`,
+:mod:`~agentrunner.store.log`, :mod:`~agentrunner.store.leases`), plus verifications and
+space. The SQLite and Postgres stores are siblings over it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from agentrunner.critical import critical
+from agentrunner.errors import StoreCorruptError, StoreDriverError, StoreError, StoreFailedError
+from agentrunner.store import gc as _gc
+from agentrunner.store import reports, verifications
+from agentrunner.store.base import utc_now
+from agentrunner.store.leases import LeaseStore
+from agentrunner.store.verifications import StoredVerification
+
+_T = TypeVar("_T")
+
+if TYPE_CHECKING:
+    from agentrunner.store.store import TraceStore
+
+
+class StoreCore(LeaseStore):
+    """The trace store's shared core: every query both backends run, written once in the
+    subset of SQL both read alike (see :mod:`agentrunner.store.dialect`). A backend
+    (:class:`agentrunner.store.TraceStore` for SQLite, :class:`agentrunner.store.PostgresStore`)
+    supplies its connections, its write lock and its dialect."""
+
+    def space(self) -> tuple[dict[str, _gc.Part], int]:
+        """Rows and bytes by part (events, messages, tools, blobs, snapshots, other), and
+        the store's whole size in bytes."""
+        return self._gc_translated(lambda: _gc.space(self))
+
+    def collect_garbage(
+        self,
+        *,
+        dry_run: bool = False,
+        wait: bool = False,
+        progress: Callable[[str], None] = lambda _: None,
+    ) -> _gc.Report:
+        """Delete the content (blobs, snapshots, messages, tools) no episode names and
+        reclaim the space; ``dry_run``: only measure. Refused with
+        :class:`~agentrunner.store.gc.StoreInUseError` while other processes have the store
+        open (``wait``: retried each second); see :mod:`agentrunner.store.gc`."""
+        return self._gc_translated(
+            lambda: _gc.collect(self, dry_run=dry_run, wait=wait, progress=progress)
+        )
+
+    def _gc_translated(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except StoreFailedError as exc:
+            raise StoreError(f"{self.where}: gc: {exc}") from None
+        except StoreDriverError as exc:
+            raise StoreCorruptError(f"{self.where}: gc: {exc}") from None
+
+    def add_verification(
+        self,
+        episode_id: str,
+        verifier: str,
+        score: float | None,
+        passed: bool,
+        details: dict[str, Any],
+    ) -> tuple[int, str]:
+        """Append a verifier's result for an episode; return its row id and time."""
+        created = utc_now()
+        with critical:
+            cur = self._conn.execute(
+                "INSERT INTO verifications (episode_id, verifier, score, passed, details,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    episode_id,
+                    verifier,
+                    score,
+                    int(passed),
+                    json.dumps(details, ensure_ascii=False, sort_keys=True),
+                    created,
+                ),
+            )
+            (row_id,) = cur.fetchone()
+        return int(row_id), created
+
+    def verifications(self, episode_id: str) -> list[StoredVerification]:
+        """Every verifier result stored for an episode, newest first."""
+        return verifications.for_episode(self, episode_id)
+
+    def latest_verifications(self, *, details: bool = False) -> list[StoredVerification]:
+        """The latest result of each verifier for each episode (``details``: with them)."""
+        return verifications.latest(self, details)
+
+    def log_facts(self) -> dict[str, reports.LogFacts]:
+        """Per episode: its tool calls, model latencies and errors (one indexed pass)."""
+        # store/reports.py (another engineer's) still names the SQLite class for any store
+        return reports.log_facts(cast("TraceStore", self))
