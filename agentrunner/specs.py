@@ -3,14 +3,18 @@
 The store keeps both as the JSON the episode recorded (``episode.start.model`` and ``.env``,
 and the episode row's copies); these models read that JSON back without changing it: every
 field a record holds that is not named here is kept (``extra="allow"``), and nothing here is
-ever written. ``model_spec`` and ``env_spec`` read a recorded dict.
+ever written. ``model_spec`` and ``env_spec`` read a recorded dict; an imported session's
+record holds what its source said, so a field whose value is not of its type is left out of
+the read (the record itself keeps it) rather than make the episode unreadable.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter, ValidationError
+
+T = TypeVar("T")
 
 UNKNOWN = "?"
 """The spec of a model an episode did not name (every episode this project writes names one)."""
@@ -73,6 +77,9 @@ class ImportedSpec(_Spec):
     path: str | None = None
     session_id: str | None = None
     agent: str | None = None
+    agent_version: str | None = None
+    extra: dict[str, Any] | None = None
+    """What the source said of itself beyond the session (an ATIF trajectory's header)."""
     parent_episode: str | None = None
     """The episode of the session that started this one (a sub-agent's)."""
     parent_call_id: str | None = None
@@ -117,13 +124,22 @@ EnvSpec = Annotated[
 ]
 
 _ENV: TypeAdapter[EnvSpec] = TypeAdapter(EnvSpec)
+_MODEL: TypeAdapter[ModelSpec] = TypeAdapter(ModelSpec)
+
+
+def _read(adapter: TypeAdapter[T], recorded: dict[str, Any]) -> T:
+    try:
+        return adapter.validate_python(recorded)
+    except ValidationError as exc:  # leave out the fields that are not of their type
+        wrong = {key for e in exc.errors() for key in e["loc"] if key in recorded}
+        return adapter.validate_python({k: v for k, v in recorded.items() if k not in wrong})
 
 
 def model_spec(recorded: dict[str, Any]) -> ModelSpec:
     """The model record an episode holds (``episode.start.model``), typed."""
-    return ModelSpec.model_validate(recorded)
+    return _read(_MODEL, recorded)
 
 
 def env_spec(recorded: dict[str, Any]) -> EnvSpec:
     """The environment record an episode holds (``episode.start.env``), typed by its kind."""
-    return _ENV.validate_python(recorded)
+    return _read(_ENV, recorded)

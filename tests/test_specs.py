@@ -78,6 +78,12 @@ def test_an_env_of_a_kind_not_known_keeps_everything_it_recorded() -> None:
     assert spec.model_dump() == {"kind": "mine", "url": "x"}
 
 
+def test_a_field_an_imported_source_gave_the_wrong_type_is_left_out_of_the_read() -> None:
+    spec = env_spec({"kind": "import", "session_id": 3, "agent": "codex"})
+    assert isinstance(spec, ImportedSpec) and (spec.session_id, spec.agent) == (None, "codex")
+    assert model_spec({"spec": 5, "provider": "codex"}).spec == UNKNOWN
+
+
 def _episode(store: TraceStore) -> str:
     return store.create_episode(task_id="t", seed=0, env={"kind": "x"}, model={"spec": "a:b"})
 

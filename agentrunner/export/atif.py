@@ -112,10 +112,10 @@ def _imported(store: TraceStore, episode: EpisodeSummary) -> bool:
 def _atif_header(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any]:
     """What an imported ATIF trajectory's header said (its ids, notes), for an episode
     imported from one (empty for any other, forks made of one included)."""
-    env = episode.env
-    atif = env.get("format") == "atif" and _imported(store, episode)
-    header = env.get("extra") if atif else None
-    return header if isinstance(header, dict) else {}
+    env = episode.env_spec
+    atif = isinstance(env, ImportedSpec) and env.format == "atif" and _imported(store, episode)
+    header = env.extra if isinstance(env, ImportedSpec) and atif else None
+    return header or {}
 
 
 def session_ids(store: TraceStore, episode: EpisodeSummary) -> tuple[str, str]:
@@ -130,7 +130,7 @@ def session_ids(store: TraceStore, episode: EpisodeSummary) -> tuple[str, str]:
         tid = source.get("trajectory_id")
         return (source["session_id"], tid if isinstance(tid, str) else episode.episode_id)
     env = episode.env_spec
-    session = env.session_id if isinstance(env, ImportedSpec | RecordedSpec) else None
+    session = env.session_id if isinstance(env, ImportedSpec) else None
     return (session or episode.episode_id, episode.episode_id)
 
 
@@ -142,11 +142,11 @@ def _agent(
     version (ATIF requires one, and an empty one is refused)."""
     if not _imported(store, episode):
         return {"name": AGENT_NAME, "version": start.version if start else __version__}
-    env = episode.env
-    return {
-        "name": str(env.get("agent") or AGENT_NAME),
-        "version": str(env.get("agent_version") or UNKNOWN_VERSION),
-    }
+    env = episode.env_spec
+    agent, version = (
+        (env.agent, env.agent_version) if isinstance(env, ImportedSpec) else (None, None)
+    )
+    return {"name": agent or AGENT_NAME, "version": version or UNKNOWN_VERSION}
 
 
 def _link_the_rest(
