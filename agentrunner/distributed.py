@@ -223,6 +223,9 @@ class _Run(Generic[U, R]):
         ray = self.pool.ray
         try:
             ray.get(ref)
+        except ray.exceptions.ActorUnavailableError:  # still restarting: ask again
+            self.pings[self.pool.actors[a].pid.remote()] = a
+            return
         except ray.exceptions.RayError:
             if self.pool.replace(a):
                 self.pings[self.pool.actors[a].pid.remote()] = a

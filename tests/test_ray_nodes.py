@@ -61,11 +61,16 @@ def _node_of(cluster: Any, worker_pid: int) -> Any:
     return node
 
 
+@pytest.mark.parametrize("graceful", [True, False], ids=["graceful", "ungraceful"])
 def test_episodes_of_a_removed_node_resume_on_the_other_node_and_complete_once(
-    cluster: Any, store: TraceStore, tmp_path: Path
+    cluster: Any, store: TraceStore, tmp_path: Path, graceful: bool
 ) -> None:
+    """Removed with its processes stopped (graceful) or killed (ungraceful, as a machine
+    that loses its power): the other node has room for every actor."""
+
     def remove_its_node(victim: EpisodeSummary) -> None:
-        cluster.remove_node(_node_of(cluster, victim.writer_pid or os.getpid()))
+        node = _node_of(cluster, victim.writer_pid or os.getpid())
+        cluster.remove_node(node, allow_graceful=graceful)
 
     try:
         batch_hurt_midway(store, tmp_path, remove_its_node)
