@@ -74,6 +74,20 @@ def test_a_unit_whose_worker_dies_one_time_less_than_the_limit_completes(
     assert len(list(kills.iterdir())) == UNIT_LOSSES - 1
 
 
+def test_a_unit_whose_actor_is_gone_for_good_runs_on_a_new_actor(tmp_path: Path) -> None:
+    marker = tmp_path / "gone"
+
+    def work(unit: str, stopped: object) -> str:
+        if unit == "b" and not marker.exists():
+            marker.touch()
+            ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+        return unit
+
+    with RayExecutor(work, concurrency=1) as executor:
+        assert executor.map(["a", "b", "c"]) == ["a", "b", "c"]
+    assert marker.exists()
+
+
 def test_a_unit_that_raises_on_its_worker_is_lost_with_the_cause_in_one_plain_line() -> None:
     def work(unit: str, stopped: object) -> str:
         raise ValueError(f"no workspace for {unit}\nsecond line")
