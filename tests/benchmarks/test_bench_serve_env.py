@@ -1,7 +1,8 @@
 """16 OpenEnv sessions against one ``serve-env`` for a minute, and the same steps in-process.
 
 Run on demand: ``pytest tests/benchmarks/test_bench_serve_env.py -m benchmark -s``
-(``AGENTRUNNER_BENCH_SERVE_S`` sets the seconds per phase, default 60). Each of 16 clients
+(``AGENTRUNNER_BENCH_SERVE_S`` sets the seconds per phase, default 60;
+``AGENTRUNNER_BENCH_SERVE_SESSIONS`` the sessions, default 16). Each of 16 clients
 (agentrunner's OpenEnv client, one thread each) runs episodes back to back for the duration:
 reset, list the files, read one, write the fix, run the tests, submit. The same steps then run
 in-process on 16 workspace environments (their snapshots kept in a store, as the runner does)
@@ -30,7 +31,7 @@ from agentrunner.envs.workspace import WorkspaceEnv
 
 pytestmark = pytest.mark.benchmark
 
-SESSIONS = 16
+SESSIONS = int(os.environ.get("AGENTRUNNER_BENCH_SERVE_SESSIONS", "16"))
 SECONDS = float(os.environ.get("AGENTRUNNER_BENCH_SERVE_S", "60"))
 STEPS: list[dict[str, Any]] = [
     {"tool": "list_files"},
