@@ -7,9 +7,9 @@ A comparison is flagged when one side is a string literal spelling a member's va
 tested as a key (``"error" in details``), and a comparison whose other side is named for
 something else these words also spell (an event's ``kind`` or an action's ``error``, a tool's
 ``name``, a reply's ``type``, a row's ``tone``). Modules that parse other programs' JSON
-compare that JSON's own words and are left out, by name. ``DEBT`` names the modules whose
-comparisons are still to convert (reshaped in other work of issue 24); an entry goes once its
-module has none (a test then fails until it is removed).
+compare that JSON's own words and are left out, by name. ``DEBT`` names the modules (or a
+package, ``/``-ended) whose comparisons are still to convert (reshaped in other work of issue
+24); an entry goes once they have none (a test then fails until it is removed).
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ FOREIGN = {
 
 _RESHAPED = "issue 24: reshaped in other work; compare with Status / StopReason members"
 DEBT: dict[str, str] = {
-    "agentrunner/store/store.py": f"{_RESHAPED} (`Status.RUNNING`)",
-    "agentrunner/store/summaries.py": f"{_RESHAPED} (`Status.RUNNING`, `Status.COMPLETED`)",
+    "agentrunner/store/": f"{_RESHAPED} (`Status.RUNNING`, `Status.COMPLETED`): being split",
     "agentrunner/record/episodes.py": f"{_RESHAPED} (`Status.INTERRUPTED`)",
     "agentrunner/export/otlp_spans.py": f"{_RESHAPED} (`StopReason.INCOMPLETE`)",
 }
@@ -88,14 +87,18 @@ def places() -> list[str]:
     return out
 
 
+def _in_debt(place: str) -> bool:
+    return any(place.startswith(module) for module in DEBT)
+
+
 def test_statuses_and_stop_reasons_are_compared_as_members() -> None:
-    found = [p for p in places() if p.split(":", 1)[0] not in DEBT]
+    found = [p for p in places() if not _in_debt(p)]
     assert found == [], "\n".join(found)
 
 
 def test_each_module_in_debt_still_compares_a_literal() -> None:
     found = places()
-    paid = [module for module in DEBT if not any(p.startswith(f"{module}:") for p in found)]
+    paid = [module for module in DEBT if not any(p.startswith(module) for p in found)]
     assert paid == [], f"no literal comparisons left in {paid}: remove them from DEBT"
 
 
