@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from agentrunner.errors import StoreError, StoreFailedError, StoreRefusedError
+from agentrunner.events import ModelChunk
+from agentrunner.store import TraceStore
 from agentrunner.store.driver import SqliteConnection
 
 
@@ -41,3 +43,15 @@ def test_a_failure_while_reading_rows_is_translated_too(tmp_path: Path) -> None:
     rows = conn.execute("SELECT boom(id) FROM t ORDER BY id")
     with pytest.raises(StoreFailedError, match="user-defined function raised exception"):
         rows.fetchall()
+
+
+def test_postgres_errors_are_translated_into_the_same_classes(pg_url: str) -> None:
+    with TraceStore(pg_url) as store:
+        conn = store.raw_connection()
+        with pytest.raises(StoreFailedError, match="nope") as caught:
+            conn.execute("SELECT * FROM nope")
+        assert caught.value.server == "postgres"
+        episode = store.create_episode(task_id="t", seed=0, env={}, model={})
+        store.writer(episode).append(0, ModelChunk(call_id="c", channel="text", index=0, text="x"))
+        with pytest.raises(StoreRefusedError, match="append-only"):
+            conn.execute("DELETE FROM event_log")
