@@ -16,6 +16,7 @@ import httpx
 import pytest
 from cli_process import run_cli
 from serve_support import SUBMIT, TASK, WRITE_FIX, serve_env, serve_env_command, served_episodes
+from thirdparty_repo import BUGGY, FIXED, PROMPT, TEST_CMD, make_repo
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -213,3 +214,35 @@ def test_a_host_other_machines_reach_needs_a_token(tmp_path: Path) -> None:
         health = httpx.get(f"{server.url}/health")
     assert without.status_code == 401 and with_token.status_code == 200
     assert health.status_code == 200
+
+
+def test_a_client_gone_while_its_step_runs_gets_the_step_recorded_then_the_end(
+    tmp_path: Path,
+) -> None:
+    with serve_env(tmp_path) as server, connect(server.url.replace("http", "ws") + "/ws") as ws:
+        episode = _reset(ws)
+        slow = {"tool": "bash", "command": "sleep 1; echo slept"}
+        ws.send(json.dumps({"type": "step", "data": slow}))
+        ws.socket.close()
+        _wait_for_end(server.db, episode)
+    assert _kinds(server.db, episode)[-4:] == ["tool.call", "tool.result", "cancel", "episode.end"]
+    assert _cancel_reason(server.db, episode) == "the client disconnected"
+
+
+def test_a_repository_is_served_as_a_task_its_test_command_scoring_submit(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    args = ("--repo", str(repo), "--prompt", PROMPT, "--test", TEST_CMD)
+    with serve_env(tmp_path, *args) as server:
+        tasks = httpx.get(f"{server.url}/metadata").json()["readme_content"]
+        env = OpenEnvEnv(server.url, timeout=300)
+        reset = env.reset("repo:repo", 0)
+        fix = {"tool": "str_replace", "path": "pygments/util.py", "old_str": BUGGY}
+        _step(env, {**fix, "new_str": FIXED})
+        reward = _step(env, SUBMIT).reward
+        env.close()
+        (episode,) = served_episodes(server.db)
+    assert "- repo:repo" in tasks and PROMPT in reset.prompt and reward == 1.0
+    diff = run_cli("diff", episode, "--db", str(server.db))
+    assert diff.returncode == 0 and f"+    {FIXED}" in diff.stdout

@@ -182,7 +182,10 @@ class OpenEnvServer:
                 if reply is None:
                     why = None
                     break
-                await ws.send_str(json.dumps(reply))
+                try:
+                    await ws.send_str(json.dumps(reply))
+                except ConnectionResetError:  # gone while its step ran: recorded as gone
+                    break
         finally:
             await self.table.close(session, why)
             await ws.close()
