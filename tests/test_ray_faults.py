@@ -187,5 +187,5 @@ def test_a_cli_batch_completes_each_pair_once_through_worker_kills_at_random_ins
         assert_each_pair_completed_once(store, expected)
         assert_summary_is_the_stores(report["summary"], store)
         assert kinds(store, again.episode_id).count("resume") >= 5
-    actions = {e["episode_id"]: e["action"] for e in report["episodes"]}
-    assert actions[again.episode_id] == "resumed"
+    statuses = {e["episode_id"]: e["status"] for e in report["episodes"]}
+    assert statuses[again.episode_id] == "completed"
