@@ -11,6 +11,7 @@ already committed. Everything here runs in the session's own thread.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -46,8 +47,13 @@ class Peer:
 class ServedEpisode:
     """An episode being served: its environment, recorder, lease and heartbeat."""
 
-    def __init__(self, store: TraceStore, env: WorkspaceEnv, peer: Peer) -> None:
+    def __init__(
+        self, store: TraceStore, env: WorkspaceEnv, peer: Peer, recording: threading.Lock
+    ) -> None:
         self.store = store
+        self.recording = recording
+        """Held for each write of the record: the server's sessions take turns at the store
+        without the database's busy waits (a step's environment work runs outside it)."""
         self.env = env
         self.peer = peer
         self.steps = 0
@@ -74,9 +80,18 @@ class ServedEpisode:
             version=__version__,
             max_steps=reset.max_steps,
         )
+        with self.recording:
+            rec = self._record_start(start)
+            if reset.system:
+                rec.message(Message(role="system", content=reset.system), "system")
+            rec.message(Message(role="user", content=reset.prompt), "prompt")
+        return reset.prompt, reset.system, reset.max_steps
+
+    def _record_start(self, start: EpisodeStart) -> Recorder:
+        """Create the episode with its start, claimed, and keep its lease alive."""
         episode_id = self.store.create_episode(
-            task_id=task_id,
-            seed=seed,
+            task_id=start.task_id,
+            seed=start.seed,
             env=start.env,
             model=start.model,
             claim=True,
@@ -94,10 +109,7 @@ class ServedEpisode:
             on_store_lost=lambda problem: setattr(rec.writer, "lost", problem),
         )
         self._heartbeat.__enter__()
-        if reset.system:
-            rec.message(Message(role="system", content=reset.system), "system")
-        rec.message(Message(role="user", content=reset.prompt), "prompt")
-        return reset.prompt, reset.system, reset.max_steps
+        return rec
 
     def cancel_request(self) -> str | None:
         """A cancel another process asked for (``agentrunner cancel EP``), if any."""
@@ -110,16 +122,23 @@ class ServedEpisode:
         rec.turn = self.steps
         raw = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
         call = AgentToolCall(call_id=f"step-{self.steps}", name=tool, arguments=raw)
-        rec.tool_call(call, arguments, None)
+        with self.recording:
+            rec.tool_call(call, arguments, None)
         started = time.monotonic()
         result = self.env.step(ToolAction(name=tool, arguments=arguments))
+        with self.recording:
+            return result, self._record_result(call, result, time.monotonic() - started)
+
+    def _record_result(self, call: AgentToolCall, result: StepResult, duration_s: float) -> str:
+        """The step's ``tool.result`` (and its test verdict); the observation as recorded."""
+        rec = self._recorder()
         observation = rec.tool_result(
             call,
             result.observation,
             reward=result.reward,
             done=result.done,
             error=result.error,
-            duration_s=time.monotonic() - started,
+            duration_s=duration_s,
             snapshot=result.snapshot,
             step=self.steps,
             truncated=result.truncated,
@@ -130,13 +149,13 @@ class ServedEpisode:
             self.store.add_verification(
                 rec.episode_id, "test", result.reward, bool(test.get("passed_all")), details
             )
-        return result, observation
+        return observation
 
     def failed(self, exc: EnvironmentFailure) -> None:
         """Record an environment that broke during a step: a retryable failure leaves the
         episode ``interrupted`` (resumable), any other ends it as ``error``."""
-        rec = self._recorder()
-        rec.error("tool", exc, retryable=exc.retryable)
+        with self.recording:
+            self._recorder().error("tool", exc, retryable=exc.retryable)
         if exc.retryable:
             self._let_go()
         else:
@@ -146,9 +165,10 @@ class ServedEpisode:
         """End the episode (``why``: a cancel's reason, recorded before the end)."""
         rec = self._recorder()
         try:
-            if why is not None:
-                rec.cancel("between_turns", why)
-            rec.end(stop, self.steps)
+            with self.recording:
+                if why is not None:
+                    rec.cancel("between_turns", why)
+                rec.end(stop, self.steps)
         finally:
             self._let_go()
 

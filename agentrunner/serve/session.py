@@ -8,6 +8,7 @@ in order, off the server's event loop: a slow test run blocks nobody else.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,8 +42,11 @@ class SessionProblem(Exception):
 class Session:
     """One client's session: at most one open episode at a time."""
 
-    def __init__(self, store: TraceStore, catalog: Catalog, peer: Peer) -> None:
+    def __init__(
+        self, store: TraceStore, catalog: Catalog, peer: Peer, recording: threading.Lock
+    ) -> None:
         self.store = store
+        self.recording = recording
         self.catalog = catalog
         self.peer = peer
         self.id = peer.session_id
@@ -76,7 +80,7 @@ class Session:
     def _reset(self, task_id: str, seed: int) -> dict[str, Any]:
         self._end(StopReason.CANCELLED, "the client reset the session")
         env = self.catalog.environment(task_id)
-        episode = ServedEpisode(self.store, env, self.peer)
+        episode = ServedEpisode(self.store, env, self.peer, self.recording)
         try:
             prompt, system, max_steps = episode.start(task_id, seed)
         except BaseException:

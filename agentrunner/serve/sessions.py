@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
@@ -37,6 +38,8 @@ class SessionTable:
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
         self.sessions: dict[str, Session] = {}
+        self.recording = threading.Lock()
+        """Taken by every session for each write of its record (see ``ServedEpisode``)."""
         self.hangups: dict[str, Callable[[], Awaitable[object]]] = {}
         """How to hang up on a session's client (its WebSocket) when it idles out."""
 
@@ -45,7 +48,7 @@ class SessionTable:
         if len(self.sessions) >= self.max_sessions:
             raise CapacityReached(len(self.sessions), self.max_sessions)
         peer = Peer(server, client, address, transport, secrets.token_hex(8))
-        session = Session(self.store, self.catalog, peer)
+        session = Session(self.store, self.catalog, peer, self.recording)
         self.sessions[session.id] = session
         return session
 
