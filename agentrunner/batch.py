@@ -181,14 +181,13 @@ def run_batch(
     if executor == "ray":
         make_model = model_factory or shared(probe)
         work = functools.partial(run_member, store.location, env_factory, make_model)
-        episodes = store.add_batch(
-            batch_id, config, [(t, s, env_spec, model_spec) for t, s in pairs]
-        )
-        units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
-        return BatchResult(
-            batch_id,
-            _run_on_ray(units, work, ray_address, concurrency, on_episode, cancel_check),
-        )
+        # connected first: a cluster that does not answer records nothing
+        with RayExecutor(work, address=ray_address, concurrency=concurrency) as cluster:
+            episodes = store.add_batch(
+                batch_id, config, [(t, s, env_spec, model_spec) for t, s in pairs]
+            )
+            units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
+            return BatchResult(batch_id, _run_on_ray(units, cluster, on_episode, cancel_check))
     ensure_batch(store, batch_id, config)
     threads = _ThreadBatch(
         store,
@@ -349,9 +348,7 @@ class _ThreadBatch:
 
 def _run_on_ray(
     units: list[Member],
-    work: Callable[[Member, Callable[[], bool]], BatchEpisode],
-    address: str | None,
-    concurrency: int,
+    cluster: RayExecutor[Member, BatchEpisode],
     on_episode: Callable[[BatchEpisode], None] | None,
     cancel_check: Callable[[], bool] | None,
 ) -> list[BatchEpisode]:
@@ -359,8 +356,7 @@ def _run_on_ray(
         if on_episode is not None:
             on_episode(_found(member, result))
 
-    with RayExecutor(work, address=address, concurrency=concurrency) as ray:
-        results = ray.map(units, done, cancel_check)
+    results = cluster.map(units, done, cancel_check)
     return [_found(m, r) for m, r in zip(units, results, strict=True)]
 
 

@@ -115,17 +115,19 @@ def score_actions(
         if executor == "ray"
         else _in_threads(store, env_factory, model_fn)
     )
-    with store.atomic():  # the group and the forks it knows of yet: all or none
-        group = create_fork_group(store, parent.episode_id, seq, turn, config)
-        if actions is not None:
-            candidates: list[Any] = list(actions)
-            members = _continuations(store, group, parent.episode_id, turn, model, n, candidates)
-        else:
-            proposals = [
-                fork_episode(store, parent.episode_id, turn=turn, model=model)[0]
-                for _ in range(k or 0)
-            ]
-    with runner(concurrency) as run:
+    with runner(concurrency) as run:  # connected first: a cluster that does not answer
+        with store.atomic():  # records nothing; the group and the forks it knows: all or none
+            group = create_fork_group(store, parent.episode_id, seq, turn, config)
+            if actions is not None:
+                candidates: list[Any] = list(actions)
+                members = _continuations(
+                    store, group, parent.episode_id, turn, model, n, candidates
+                )
+            else:
+                proposals = [
+                    fork_episode(store, parent.episode_id, turn=turn, model=model)[0]
+                    for _ in range(k or 0)
+                ]
         if actions is None:
             run(proposals, turn)
             candidates = [message_action(_assistant_at(store, f, turn)) for f in proposals]

@@ -24,9 +24,7 @@ from agentrunner.model import Model
 from agentrunner.resume import resume_episode
 from agentrunner.runner import Rollout, RunConfig, run_agent_episode
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.control import HEARTBEAT_STALE_S
 
-WRITER_WAIT_S = HEARTBEAT_STALE_S + 5  # how long a unit waits for a live writer to go
 T = TypeVar("T")
 
 
@@ -66,8 +64,10 @@ def run_member(
 ) -> BatchEpisode:
     """Run ``member``'s episode to its end in the store at ``location`` (reopened here, in a
     worker): from the start if it has no events, else resumed from its log (as after a
-    worker that ran it died); skipped when completed, or when a live writer keeps it past
-    :data:`WRITER_WAIT_S`. Without a factory the episode's recorded env or model is used."""
+    worker that ran it died); skipped when completed. While a live writer holds it (a unit
+    submitted again while the worker that had it still runs it, or before a lost node's
+    heartbeat went stale) it waits for that writer to end. Without a factory the episode's
+    recorded env or model is used."""
     with TraceStore(location, create=False) as store:  # never a stray new store
         summary = _unwritten(store, member.episode_id, stopped)
         if stopped():
@@ -111,11 +111,10 @@ def run_member(
 
 
 def _unwritten(store: TraceStore, episode_id: str, stopped: Callable[[], bool]) -> EpisodeSummary:
-    """The episode once no live writer holds it, or after :data:`WRITER_WAIT_S`: a unit
-    retried after its node died can start before that node's processes are gone."""
-    deadline = time.monotonic() + WRITER_WAIT_S
+    """The episode once no live writer holds it (a writer whose process is gone stops
+    holding it when its heartbeat goes stale) or the batch stops."""
     summary = store.episode(episode_id)
-    while summary.status == Status.RUNNING and time.monotonic() < deadline and not stopped():
+    while summary.status == Status.RUNNING and not stopped():
         time.sleep(0.25)
         summary = store.episode(episode_id)
     return summary

@@ -60,6 +60,11 @@ def can_resume(
         return imported.why_not_runnable(episode.env)
     if env.kind == recorded.KIND:
         return recorded.why_not_runnable(episode.env)
+    if "served" in episode.env:
+        return (
+            "it was served to an OpenEnv client (agentrunner serve-env): only that client's"
+            " trainer can continue it; fork or verify it instead"
+        )
     if status == Status.COMPLETED:
         return f"it is completed ({stop}); fork it instead"
     if episode.parent_episode_id is None and episode.last_seq == 0:

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("readers", _ours("history state restore changes")),
     ("runtime", _ours("runner recorder liveness interrupts distributed")),
     ("lifecycle", _ours("resume fork fanout batch members decisions decision_log runs")),
-    ("applications", _ours("verifiers export imports record report request_diff view")),
+    ("applications", _ours("verifiers export imports record report request_diff view serve")),
     ("front ends", _ours("cli tui")),
 ]  # fmt: skip
 

@@ -118,10 +118,6 @@ def test_batch_on_a_dead_ray_address_exits_2_with_one_line_instead_of_hanging(
     assert "nothing answers" in message and "Traceback" not in done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batch.py records the batch before it connects (it should enter RayExecutor first)",
-)
 def test_batch_on_a_dead_ray_address_records_nothing(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     done = run_cli(

@@ -62,7 +62,7 @@ def new_command(
     return parser
 
 
-CREATING_COMMANDS = frozenset({"run", "batch", "import", "record", "proxy"})
+CREATING_COMMANDS = frozenset({"run", "batch", "import", "record", "proxy", "serve-env"})
 """Only these may make a new store; every other command reads (or adds to) an existing one."""
 
 

@@ -30,6 +30,7 @@ from agentrunner.cli import (
     record_cmd,
     report_cmd,
     run_cmd,
+    serve_env_cmd,
     show_cmd,
     tasks_cmd,
     tui_cmd,
@@ -67,6 +68,7 @@ COMMAND_MODULES = (
     gc_cmd,
     tasks_cmd,
     tui_cmd,
+    serve_env_cmd,
 )
 
 

@@ -13,8 +13,10 @@ RAY_HELP = (
     "(--concurrency episodes at once): with no ADDRESS (or 'local') a local cluster started "
     "for this command; 'auto' the one `ray start` runs on this machine; or HOST:PORT, "
     "ray://HOST:10001. Every worker must reach the store (across machines: a postgresql:// "
-    "--db) and the model's API key. Needs `pip install 'agentrunner[ray]'`. Put --ray after "
-    "positional arguments, or write --ray=ADDRESS"
+    "--db) and the model's API key. A unit whose worker dies is submitted again and resumes "
+    "from the store (after 8 losses it is an error, its episode resumable); an address where "
+    "nothing answers within 10 s is an error. Needs `pip install 'agentrunner[ray]'` "
+    "(ray:// also 'ray[client]'). Put --ray after positional arguments, or write --ray=ADDRESS"
 )
 
 
