@@ -5,6 +5,8 @@ slow test)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -350,6 +352,38 @@ def test_a_base_endpoint_gets_the_traces_path_and_a_full_one_is_kept() -> None:
     assert traces_url("https://x.example/api/otel/v1/traces") == (
         "https://x.example/api/otel/v1/traces"
     )
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner.cli.main", *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_the_export_command_writes_the_file_and_sends_to_an_endpoint(
+    family: tuple[Path, str, str], collector: tuple[str, type[_Collector]], tmp_path: Path
+) -> None:
+    db, parent, fork = family
+    url, handler = collector
+    path = tmp_path / "traces.jsonl"
+    wrote = _cli("export", "--db", str(db), "--format", "otlp", parent, fork, "-o", str(path),
+                 "--json")  # fmt: skip
+    assert wrote.returncode == 0, wrote.stderr
+    spans = exported(db, [parent, fork], tmp_path / "direct.jsonl")
+    assert json.loads(wrote.stdout.splitlines()[-1])["rows"] == len(spans)
+    assert path.read_text() == (tmp_path / "direct.jsonl").read_text()
+    sent = _cli("export", "--db", str(db), "--format", "otlp", parent, "--endpoint", url,
+                "--no-content")  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    assert f"to {url}/v1/traces" in sent.stderr and len(handler.bodies) == 1
+    dead = _cli("export", "--db", str(db), "--format", "otlp", parent, "--endpoint",
+                url.rsplit(":", 1)[0] + ":1")  # fmt: skip
+    assert dead.returncode == 1 and len(dead.stderr.strip().splitlines()) == 1
+    both = _cli("export", "--db", str(db), "--format", "otlp", parent, "--endpoint", url,
+                "-o", str(path))  # fmt: skip
+    other = _cli("export", "--db", str(db), "--format", "sft", "--endpoint", url)
+    assert both.returncode == other.returncode == 2
 
 
 # ------------------------------------------------------------------ a real Phoenix server

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 NOT_PACKAGED = (".git", ".venv", ".ci", "tests", "build", "*.egg-info", "__pycache__", ".*cache")
 INSTALL_TIMEOUT_S = 1000
 HINT = re.compile(r"pip install 'agentrunner\[(\w+)\]'")
-EXTRAS_ONLY = ("pyarrow", "ray", "psycopg", "plotly", "mypy", "pytest")
+EXTRAS_ONLY = ("pyarrow", "ray", "psycopg", "plotly", "mypy", "pytest", "opentelemetry.proto")
 
 
 class Base:
@@ -122,6 +122,7 @@ def test_the_base_install_writes_the_html_report(base: Base) -> None:
     ("extra", "args"),
     [
         ("parquet", ["export", "--format", "sft", "--parquet", "-o", "rows.parquet"]),
+        ("otlp", ["export", "--format", "otlp", "-o", "traces.jsonl"]),
         ("ray", ["batch", "--ray", "--task", "demo-mean", "--seeds", "1"]),
         ("postgres", ["ls", "--db", "postgresql://nobody@127.0.0.1:1/none"]),
     ],
@@ -139,4 +140,4 @@ def test_every_extra_a_hint_names_is_one_the_package_declares(base: Base) -> Non
         "import importlib.metadata as m, json;"
         "print(json.dumps(m.metadata('agentrunner').get_all('Provides-Extra')))"
     )
-    assert {"parquet", "ray", "postgres", "dev"} <= set(json.loads(base.probe(probe)))
+    assert {"parquet", "ray", "postgres", "otlp", "dev"} <= set(json.loads(base.probe(probe)))

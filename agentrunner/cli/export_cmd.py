@@ -65,6 +65,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--parquet", action="store_true", help="write Parquet (needs pyarrow and -o FILE)"
     )
+    t = p.add_argument_group("traces (otlp)")
+    t.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="send the traces to this OTLP/HTTP endpoint (protobuf; /v1/traces is added to a "
+        "bare base URL) instead of writing a file",
+    )
+    t.add_argument(
+        "--no-content",
+        action="store_true",
+        help="leave message contents out of the spans (names, counts and times stay)",
+    )
     f = p.add_argument_group("filters (which episodes are read)")
     f.add_argument(
         "episodes",
@@ -170,8 +182,10 @@ def _selection(args: argparse.Namespace) -> Selection:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    if args.json and args.output is None:
+    if args.json and args.output is None and args.endpoint is None:
         raise UsageError("--json needs -o FILE (without it the rows go to stdout)")
+    if args.format != "otlp" and (args.endpoint is not None or args.no_content):
+        raise UsageError("--endpoint and --no-content are options of --format otlp")
     selection = _selection(args)
     options = ExportOptions(
         reasoning_key=args.reasoning,
@@ -189,12 +203,20 @@ def run_export(args: argparse.Namespace) -> int:
         options=options,
         parquet=True if args.parquet else None,
         directory=True if args.output and args.output.endswith(("/", os.sep)) else None,
+        endpoint=args.endpoint,
+        content=not args.no_content,
     )
     err = stderr_console()
     for note in result.notes:
         err.print(f"note: {note}", soft_wrap=True)
     where = result.file or "stdout"
-    if FORMATS[args.format].writes == "trajectories":
+    if FORMATS[args.format].writes == "traces":
+        done = "sent" if args.endpoint is not None else "wrote"
+        err.print(
+            f"{done} {result.rows} span(s) of {result.episodes} episode(s) to {where}",
+            soft_wrap=True,
+        )
+    elif FORMATS[args.format].writes == "trajectories":
         if result.rows == 0:
             err.print(
                 f"[yellow]nothing to export[/]: {result.episodes} episode(s) selected, no "

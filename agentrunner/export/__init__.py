@@ -61,6 +61,8 @@ def export(
     options: ExportOptions | None = None,
     parquet: bool | None = None,
     directory: bool | None = None,
+    endpoint: str | None = None,
+    content: bool = True,
 ) -> ExportResult:
     """Write format ``fmt`` to ``output`` (stdout when None; Parquet when ``parquet`` or the
     file ends in ``.parquet``). An export that selects nothing writes an empty file. The
@@ -69,8 +71,10 @@ def export(
 
     ``atif`` writes one trajectory per episode (``rows`` counts them): to the file
     ``output`` or stdout when one episode is selected, else into the directory ``output``
-    (``directory``, or an existing one) as ``<episode_id>.json``; nothing when none is."""
-    target = Target(output, options or ExportOptions(), parquet, directory)
+    (``directory``, or an existing one) as ``<episode_id>.json``; nothing when none is.
+    ``otlp`` writes OpenTelemetry traces to ``output`` or stdout, or sends them to the
+    OTLP/HTTP ``endpoint`` (``content``: with message contents; ``rows`` counts spans)."""
+    target = Target(output, options or ExportOptions(), parquet, directory, endpoint, content)
     return get_format(fmt).export(store, selection or Selection(), target)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from agentrunner.errors import UsageError
-from agentrunner.export import atif, dpo, grpo, kto, prm, sft
+from agentrunner.export import atif, dpo, grpo, kto, otlp, prm, sft
 from agentrunner.export.chat import ExportOptions
 from agentrunner.export.lengths import LengthWatch
 from agentrunner.export.parquet import require_pyarrow
@@ -27,7 +27,7 @@ from agentrunner.store import EpisodeSummary, TraceStore
 Option = Literal["reasoning_key", "tool_args", "kto_threshold", "with_tool_results"]
 """A row option (a field of :class:`ExportOptions`; its flag is ``--reasoning``,
 ``--tool-args``, ``--kto-threshold``, ``--with-tool-results``)."""
-Writes = Literal["rows", "trajectories"]
+Writes = Literal["rows", "trajectories", "traces"]
 RowsFn = Callable[[TraceStore, Selected, ExportOptions], Iterator[dict[str, Any]]]
 CHAT_OPTIONS: frozenset[Option] = frozenset({"reasoning_key", "tool_args"})
 """What every row made of chat messages reads."""
@@ -57,6 +57,10 @@ class Target:
     options: ExportOptions = field(default_factory=ExportOptions)
     parquet: bool | None = None
     directory: bool | None = None
+    endpoint: str | None = None
+    """Traces: an OTLP/HTTP endpoint to send them to instead of a file."""
+    content: bool = True
+    """Traces: message contents in the spans (off: only names, counts and times)."""
 
 
 @dataclass
@@ -180,6 +184,46 @@ class TrajectoryFormat:
         )
 
 
+@dataclass(frozen=True)
+class TraceFormat:
+    """Episodes as OpenTelemetry traces: an OTLP JSON file (or stdout), or sent to an
+    OTLP/HTTP endpoint (``rows`` counts spans)."""
+
+    name: str
+    help: str
+    options: frozenset[Option] = frozenset()
+
+    @property
+    def writes(self) -> Writes:
+        return "traces"
+
+    def export(self, store: TraceStore, selection: Selection, target: Target) -> ExportResult:
+        if target.parquet:
+            raise UsageError(
+                f"{self.name} traces are OTLP JSON or protobuf: --parquet does not apply"
+            )
+        if target.endpoint is not None and target.output is not None:
+            raise UsageError("-o FILE and --endpoint URL: give one of them", param="endpoint")
+        otlp.require_otlp()
+        if target.output is not None:
+            check_output(target.output)  # fail before reading anything
+        selected = select_episodes(store, selection)
+        ids = [e.episode_id for e in selected.episodes]
+        if target.endpoint is not None:
+            sent = otlp.send_otlp(store, ids, target.endpoint, content=target.content)
+        else:
+            sent = otlp.write_otlp_file(store, ids, target.output, content=target.content)
+        return ExportResult(
+            format=self.name,
+            rows=sent.spans,
+            file=otlp.traces_url(target.endpoint)
+            if target.endpoint is not None
+            else (str(target.output) if target.output is not None else None),
+            episodes=len(selected.episodes),
+            notes=[*selected.notes, *sent.notes],
+        )
+
+
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
@@ -232,6 +276,15 @@ FORMATS: dict[str, Format] = {
             "extra.agentrunner; one episode goes to -o FILE or stdout, several need -o DIR/ "
             "(one <episode_id>.json each).",
             atif.write_atif,
+        ),
+        TraceFormat(
+            "otlp",
+            "OpenTelemetry traces, one per episode (GenAI semantic conventions plus the "
+            "OpenInference attributes Phoenix reads: an invoke_agent span, a chat span per "
+            "model call with its usage, an execute_tool span per tool call; a fork its own "
+            "trace linked to its parent); ids derived from episode and seq, so exporting "
+            "again updates rather than duplicates; to -o FILE (OTLP JSON, one request per "
+            "line) or stdout, or --endpoint URL (OTLP/HTTP protobuf); needs the [otlp] extra.",
         ),
     )
 }
