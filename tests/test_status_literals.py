@@ -35,8 +35,6 @@ FOREIGN = {
 _RESHAPED = "issue 24: reshaped in other work; compare with Status / StopReason members"
 DEBT: dict[str, str] = {
     "agentrunner/store/": f"{_RESHAPED} (`Status.RUNNING`, `Status.COMPLETED`): being split",
-    "agentrunner/record/episodes.py": f"{_RESHAPED} (`Status.INTERRUPTED`)",
-    "agentrunner/export/otlp_spans.py": f"{_RESHAPED} (`StopReason.INCOMPLETE`)",
 }
 
 

@@ -37,13 +37,6 @@ LEFT_OUT = {
 _RESHAPED = "issue 24: reshaped in other work (its records to read typed)"
 DEBT: dict[str, str] = {
     "agentrunner/imports/session_writer.py": f"{_RESHAPED}: `src`, `env.path`",
-    "agentrunner/record/bodies.py": f"{_RESHAPED}: a request's `api`",
-    "agentrunner/record/episodes.py": f"{_RESHAPED}: env kind and session, tool call names",
-    "agentrunner/record/replay.py": f"{_RESHAPED}: env kind, record_run, spawned_by",
-    "agentrunner/report/build.py": f"{_RESHAPED}: the model's spec (`ModelSpec.spec`)",
-    "agentrunner/view/page.py": f"{_RESHAPED}: the model's spec (`ModelSpec.spec`)",
-    "agentrunner/view/sections.py": f"{_RESHAPED}: model spec and env kind",
-    "agentrunner/export/otlp_spans.py": f"{_RESHAPED}: env agent and kind (`EnvSpec`)",
 }
 
 

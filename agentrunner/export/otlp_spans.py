@@ -45,6 +45,7 @@ from agentrunner.events import (
     MessageEvent,
     ModelRequest,
     ModelResponse,
+    StopReason,
     ToolCall,
     ToolResult,
     Usage,
@@ -63,6 +64,7 @@ from agentrunner.export.otlp_attrs import (
 from agentrunner.export.otlp_content import chat_input, chat_output, tool_content
 from agentrunner.history import NOT_CHUNKS
 from agentrunner.redaction import Redactor
+from agentrunner.specs import ImportedSpec, RecordedSpec
 from agentrunner.store import EpisodeSummary, EventRow, TraceStore
 
 AGENT_NAME = "agentrunner"
@@ -222,7 +224,7 @@ class _Walk:
         if response.stop_reason:
             attributes["gen_ai.response.finish_reasons"] = [response.stop_reason]
         attributes["agentrunner.latency_s"] = response.latency_s
-        if response.stop_reason == "incomplete":
+        if response.stop_reason == StopReason.INCOMPLETE:
             call.status = Status(
                 code=Status.STATUS_CODE_ERROR, message="the stream ended without a finish reason"
             )
@@ -327,12 +329,13 @@ def _agent_status(episode: EpisodeSummary, walk: _Walk) -> Status | None:
 
 def _agent_name(episode: EpisodeSummary) -> str:
     """agentrunner, or for an imported or recorded session the agent that wrote it."""
-    agent = episode.env.get("agent")
-    return agent if isinstance(agent, str) and agent else AGENT_NAME
+    env = episode.env_spec
+    agent = env.agent if isinstance(env, ImportedSpec | RecordedSpec) else None
+    return agent or AGENT_NAME
 
 
 def _agent_attributes(store: TraceStore, episode: EpisodeSummary, walk: _Walk) -> Attributes:
-    model = episode.model
+    model = episode.model_spec
     ancestors = store.ancestors(episode.episode_id)
     group = episode.fork_group
     attributes: Attributes = {
@@ -340,13 +343,13 @@ def _agent_attributes(store: TraceStore, episode: EpisodeSummary, walk: _Walk) -
         "gen_ai.agent.name": _agent_name(episode),
         "gen_ai.agent.id": episode.episode_id,
         "gen_ai.conversation.id": episode.episode_id,
-        "gen_ai.provider.name": provider_name(str(model.get("provider") or "")) or None,
-        "gen_ai.request.model": model.get("model") or model.get("spec"),
+        "gen_ai.provider.name": provider_name(model.provider or "") or None,
+        "gen_ai.request.model": model.model or (model.spec if model.named else None),
         OI.OPENINFERENCE_SPAN_KIND: Kind.AGENT.value,
         OI.AGENT_NAME: _agent_name(episode),
         OI.SESSION_ID: ancestors[-1] if ancestors else episode.episode_id,
         "agentrunner.episode_id": episode.episode_id,
-        "agentrunner.kind": episode.env.get("kind"),
+        "agentrunner.kind": episode.env_spec.kind,
         "agentrunner.task_id": episode.task_id,
         "agentrunner.seed": episode.seed,
         "agentrunner.status": str(episode.status),

@@ -6,6 +6,7 @@ from typing import Any
 
 from agentrunner.errors import UsageError
 from agentrunner.record.dialects import dialect
+from agentrunner.record.proxied import proxied_request
 from agentrunner.store import TraceStore
 
 
@@ -13,8 +14,8 @@ def request_body(store: TraceStore, episode_id: str, turn: int) -> dict[str, Any
     """The body of the recorded call at ``turn`` (secrets as redaction markers), rebuilt from
     its message chain, tools and params by its wire API's dialect."""
     row = store.last_at_turn(store.resolve(episode_id), "model.request", turn)
-    api = row.payload.get("api") if row is not None else None
-    if not isinstance(api, str):
+    api = proxied_request(row.payload).api if row is not None else None
+    if api is None:
         raise UsageError(f"turn {turn} of {episode_id} is not a call recorded through the proxy")
     request = store.reconstruct_request(episode_id, turn)
     return dialect(api).rebuild(list(request.messages), list(request.tools), dict(request.params))

@@ -18,6 +18,7 @@ from agentrunner.record.dialects.base import Dialect
 from agentrunner.record.snapshots import base as folder_base
 from agentrunner.recorder import Recorder
 from agentrunner.redaction import Redactor, known_secrets, scrub
+from agentrunner.specs import RecordedSpec
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json, message_hash, message_json
@@ -152,11 +153,14 @@ class Episodes:
         """The recorded episodes a killed proxy left interrupted: each waits, unclaimed, for
         its agent to retry its last call (or make its next one) through this proxy."""
         for episode in self.store.list_episodes():
-            if episode.env.get("kind") != recorded.KIND or episode.status != "interrupted":
+            env = episode.env_spec
+            if not isinstance(env, RecordedSpec) or env.kind != recorded.KIND:
+                continue
+            if episode.status != ev.Status.INTERRUPTED:
                 continue
             places = keys(self._last_request(episode.episode_id)[1])
             if places and places[-1]:
-                self._dormant[(episode.env.get("session_id"), places[-1])] = episode.episode_id
+                self._dormant[(env.session_id, places[-1])] = episode.episode_id
 
     def _last_request(self, episode_id: str) -> tuple[int, list[Message]]:
         """The turn and messages of an episode's last request (turn 0: the messages recorded
@@ -234,8 +238,9 @@ class Episodes:
             self.conversations.advance(conversation, chain_of(inherited), keys(inherited))
             rec.tip = conversation.chain[-1] if conversation.chain else None
             for row in self.store.events(parent.episode_id, kinds=["tool.call"]):
-                if row.turn == turn - 1:
-                    conversation.open_calls[row.payload["call_id"]] = row.payload["name"]
+                call = row.typed() if row.turn == turn - 1 else None
+                if isinstance(call, ev.ToolCall):
+                    conversation.open_calls[call.call_id] = call.name
         self.conversations.add(conversation)
         return conversation
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrunner.envs import recorded
 from agentrunner.errors import UsageError
 from agentrunner.record.bodies import request_body
 from agentrunner.record.conversations import compared, normal
 from agentrunner.record.dialects import dialect
+from agentrunner.record.proxied import proxied_answer, proxied_request
+from agentrunner.specs import EnvSpec, ImportedSpec, RecordedSpec
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
 
@@ -64,7 +65,7 @@ class Replay:
 
     def __init__(self, store: TraceStore, episode_id: str, volatile: Volatile = ()) -> None:
         root = store.episode(episode_id)
-        if root.env.get("kind") not in (recorded.KIND, "replay"):
+        if not isinstance(root.env_spec, RecordedSpec):
             raise UsageError(
                 f"episode {root.episode_id} was not recorded through the proxy: only recorded"
                 " agents can be replayed this way (`agentrunner replay` re-runs native episodes)"
@@ -135,12 +136,14 @@ def _family(store: TraceStore, root: str) -> list[str]:
     their calls spawned (sub-agents), recursively."""
     found = [root]
     children: dict[str, list[str]] = {}
-    run = store.episode(root).env.get("record_run")
+    run = _record_run(store.episode(root).env_spec)
     for episode in store.list_episodes():
-        parent = (episode.env.get("spawned_by") or {}).get("episode_id")
+        env = episode.env_spec
+        spawner = env.spawned_by if isinstance(env, ImportedSpec | RecordedSpec) else None
+        parent = spawner.episode_id if spawner is not None else None
         if parent:
             children.setdefault(parent, []).append(episode.episode_id)
-        elif run and episode.env.get("record_run") == run and episode.episode_id != root:
+        elif run and _record_run(env) == run and episode.episode_id != root:
             found.append(episode.episode_id)
     i = 0
     while i < len(found):
@@ -149,26 +152,32 @@ def _family(store: TraceStore, root: str) -> list[str]:
     return found
 
 
+def _record_run(env: EnvSpec) -> str | None:
+    """The ``record`` run that made a recorded episode (None for any other)."""
+    return env.record_run if isinstance(env, RecordedSpec) else None
+
+
 def _answers(store: TraceStore, episode_id: str, volatile: Volatile) -> list[Answer]:
     """The calls of an episode that got an answer the proxy kept (one per turn)."""
     out: list[Answer] = []
     for row in store.iter_events(episode_id, kinds=["model.response", "error"]):
-        answer = row.payload.get("answer")
-        if not isinstance(answer, dict):
+        kept = proxied_answer(row.payload)
+        answer = kept.answer
+        if answer is None:
             continue
         request = store.last_at_turn(episode_id, "model.request", row.turn)
         assert request is not None, "an answer recorded without its request"
+        api = proxied_request(request.payload).api
+        assert api is not None, "an answer kept for a request the proxy did not record"
         out.append(
             Answer(
                 episode_id=episode_id,
                 turn=row.turn,
-                messages=conversation(
-                    request.payload["api"], request_body(store, episode_id, row.turn), volatile
-                ),
-                status=int(answer.get("status") or 200),
-                content_type=answer.get("content_type"),
-                body=store.read_blob(str(answer["body"])),
-                latency_s=float(row.payload.get("latency_s") or 0.0),
+                messages=conversation(api, request_body(store, episode_id, row.turn), volatile),
+                status=answer.status or 200,
+                content_type=answer.content_type,
+                body=store.read_blob(answer.body),
+                latency_s=kept.latency_s or 0.0,
             )
         )
     return out

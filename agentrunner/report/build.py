@@ -88,7 +88,7 @@ class Facts:
 
     @property
     def model(self) -> str:
-        return str(self.summary.model.get("spec", ""))
+        return _spec(self.summary)
 
     def key(self, by: str) -> str:
         match by:
@@ -157,6 +157,12 @@ def _only_split(
     return [e for e, _ in kept], [s for _, s in kept]
 
 
+def _spec(s: EpisodeSummary) -> str:
+    """The episode's model spec (empty when its record names none)."""
+    model = s.model_spec
+    return model.spec if model.named else ""
+
+
 def _keeps(
     where: ReportFilter, s: EpisodeSummary, batches: list[str], wanted_batches: list[str]
 ) -> bool:
@@ -164,7 +170,7 @@ def _keeps(
         return False
     if where.tasks and not any(fnmatch.fnmatchcase(s.task_id, t) for t in where.tasks):
         return False
-    spec = str(s.model.get("spec", ""))
+    spec = _spec(s)
     if where.models and not any(fnmatch.fnmatchcase(spec, m) for m in where.models):
         return False
     if wanted_batches and not set(batches) & set(wanted_batches):

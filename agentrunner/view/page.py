@@ -96,7 +96,7 @@ def _index(summaries: Sequence[EpisodeSummary], link: _Links) -> str:
             parent,
             esc_line(e.task_id),
             str(e.seed),
-            esc_line(e.model.get("spec", "?")),
+            esc_line(e.model_spec.spec),
             esc_line(e.status),
             str(e.turns),
             esc_line(fmt.reward(e.total_reward)),

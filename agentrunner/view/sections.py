@@ -20,8 +20,8 @@ def facts(e: EpisodeSummary) -> str:
     reward = "not judged" if e.total_reward is None else f"{e.total_reward:g}"
     rows = [
         ("task", f"{e.task_id} (seed {e.seed})"),
-        ("model", str(e.model.get("spec", "?"))),
-        ("env", str(e.env.get("kind", "?"))),
+        ("model", e.model_spec.spec),
+        ("env", e.env_spec.kind or "?"),
         ("status", f"{e.status}{stop}"),
         ("turns", f"{e.turns} · attempt {e.attempt} · {e.last_seq} events"),
         ("reward", reward),
