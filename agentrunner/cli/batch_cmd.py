@@ -26,6 +26,7 @@ from agentrunner.cli.run_cmd import DEFAULT_MODEL
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.cli.seeds import SEEDS_FORMS, parse_seeds
 from agentrunner.envs.factory import make_env
+from agentrunner.envs.registry import flag_help
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
@@ -65,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--model", default=DEFAULT_MODEL, help=f"PROVIDER:MODEL (default {DEFAULT_MODEL})"
     )
     p.add_argument("--base-url", metavar="URL", help="the provider's base URL")
-    p.add_argument("--env", default="workspace", help="'workspace' (default) or an OpenEnv URL")
+    p.add_argument("--env", default="workspace", help=flag_help())
     p.add_argument(
         "--concurrency", type=int, default=4, metavar="N", help="episodes at once (default 4)"
     )

@@ -23,6 +23,7 @@ from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args,
 from agentrunner.decisions import spend
 from agentrunner.environment import Environment
 from agentrunner.envs.factory import make_env
+from agentrunner.envs.registry import flag_help
 from agentrunner.envs.tasks import DEFAULT_TASK
 from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
 from agentrunner.errors import StoreError, UsageError
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--env",
         default="workspace",
-        help="'workspace' (the coding workspace, default) or the URL of an OpenEnv server",
+        help=flag_help(),
     )
     p.add_argument(
         "--model", default=DEFAULT_MODEL, help=f"PROVIDER:MODEL (default: {DEFAULT_MODEL})"
