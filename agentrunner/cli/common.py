@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import ipaddress
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from agentrunner.errors import UsageError
 from agentrunner.safe_text import json_safe
 from agentrunner.store import TraceStore, user_db_path
 
@@ -117,3 +119,24 @@ def print_json(value: Any) -> None:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     sys.stdout.write(json_safe(text) + "\n")
     sys.stdout.flush()
+
+
+def listening_token(host: str, given: str | None, variable: str, why: str) -> str | None:
+    """The token a server listening on ``host`` asks its clients for: ``given`` (``--token``)
+    or ``$variable``; on any address but loopback one is required (a UsageError saying
+    ``why``), on loopback none is."""
+    token = given or os.environ.get(variable) or None
+    if token is None and not _loopback(host):
+        raise UsageError(
+            f"--host {host} is reachable from other machines: give --token (or ${variable}); {why}"
+        )
+    return token
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import os
 import signal
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner.cli.common import (
+    listening_token,
     new_command,
     open_store,
     print_json,
@@ -246,12 +246,8 @@ def run_record(args: argparse.Namespace) -> int:
 
 
 def run_proxy(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get(TOKEN_VAR) or None
-    if not _loopback(args.host) and token is None:
-        raise UsageError(
-            f"--host {args.host} is reachable from other machines: give --token (or ${TOKEN_VAR});"
-            " a recording holds private code and keys pass through the proxy"
-        )
+    why = "a recording holds private code and keys pass through the proxy"
+    token = listening_token(args.host, args.token, TOKEN_VAR, why)
     found = client("sdk").redirect([], os.environ, "", Path.cwd()).upstreams
     chosen = upstreams(found, _upstream_choices(args))
     origin = Origin(upstreams={family: public_url(url) for family, url in chosen.items()})
@@ -294,15 +290,6 @@ async def _serve(proxy: Proxy, host: str) -> None:
         await stop.wait()
     finally:
         await proxy.stop()
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _list_clients(args: argparse.Namespace) -> int:

@@ -4,12 +4,10 @@ served step recorded in the trace store."""
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import os
 import sys
 from pathlib import Path
 
-from agentrunner.cli.common import new_command, print_json, store_location
+from agentrunner.cli.common import listening_token, new_command, print_json, store_location
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args
 from agentrunner.errors import UsageError
 from agentrunner.serve.catalog import Catalog, RepoTask, repos_catalog, tasks_catalog
@@ -85,12 +83,12 @@ def _catalog(args: argparse.Namespace) -> Catalog:
 
 
 def run_serve_env(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get(TOKEN_VAR) or None
-    if not _loopback(args.host) and token is None:
-        raise UsageError(
-            f"--host {args.host} is reachable from other machines: give --token (or"
-            f" ${TOKEN_VAR}); a served workspace runs commands and its recordings hold code"
-        )
+    token = listening_token(
+        args.host,
+        args.token,
+        TOKEN_VAR,
+        "a served workspace runs commands and its recordings hold code",
+    )
     if args.max_sessions < 1:
         raise UsageError("--max-sessions must be at least 1")
     if args.idle_timeout <= 0:
@@ -118,12 +116,3 @@ def run_serve_env(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"stopped": True})
     return 0
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
