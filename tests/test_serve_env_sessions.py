@@ -138,6 +138,8 @@ def test_a_killed_server_loses_no_acknowledged_step_and_leaves_the_episode_inter
     assert summary.status == "interrupted"
     diff = run_cli("diff", episode, "--db", str(server.db))
     assert diff.returncode == 0 and "+++ b/stats.py" in diff.stdout
+    resumed = run_cli("resume", episode, "--db", str(server.db))  # the trainer's to continue
+    assert resumed.returncode == 2 and "served to an OpenEnv client" in resumed.stderr
 
 
 def test_a_stopped_server_ends_open_episodes_and_served_ones_read_like_runs(
