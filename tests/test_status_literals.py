@@ -32,10 +32,7 @@ FOREIGN = {
 }
 
 
-_RESHAPED = "issue 24: reshaped in other work; compare with Status / StopReason members"
-DEBT: dict[str, str] = {
-    "agentrunner/store/": f"{_RESHAPED} (`Status.RUNNING`, `Status.COMPLETED`): being split",
-}
+DEBT: dict[str, str] = {}
 
 
 def _literals(node: ast.expr) -> Iterator[str]:

@@ -148,7 +148,7 @@ def _summary(store: StoreBase, row: tuple[Any, ...]) -> EpisodeSummary:
         total_reward=reward,
         tokens=tokens,
         cost_usd=cost,
-        writer_pid=lease.pid if status == "running" else None,
+        writer_pid=lease.pid if status == Status.RUNNING else None,
         inherited_tokens=inherited.tokens,
         inherited_cost_usd=inherited.cost_usd,
         fork_group=group,
@@ -332,7 +332,7 @@ def batch_summaries(
             (batch_id,),
             corrupt,
         )
-        ended = [m for m in members if m.status == "completed"]
+        ended = [m for m in members if m.status == Status.COMPLETED]
         done = [m.total_reward for m in ended if m.total_reward is not None]
         costs = [m.cost_usd for m in members if m.cost_usd is not None]
         model = config.get("model")
