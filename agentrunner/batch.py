@@ -38,7 +38,6 @@ from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.resume import resume_episode
 from agentrunner.runner import run_agent_episode
 from agentrunner.store import TraceStore
-from agentrunner.store.groups import batch_members, ensure_batch
 from agentrunner.store.hashing import canonical_json
 from agentrunner.system_prompt import with_system_prompt
 from agentrunner.types import AgentToolCall, AgentTurn
@@ -188,7 +187,7 @@ def run_batch(
             )
             units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
             return BatchResult(batch_id, _run_on_ray(units, cluster, on_episode, cancel_check))
-    ensure_batch(store, batch_id, config)
+    store.ensure_batch(batch_id, config)
     threads = _ThreadBatch(
         store,
         batch_id,
@@ -258,7 +257,7 @@ class _ThreadBatch:
         self.probe, self.model_factory = probe, model_factory
         self.max_turns, self.branching = max_turns, branching
         self.cancel_check = cancel_check
-        self.members = batch_members(store, batch_id)
+        self.members = store.batch_members(batch_id)
         self.stop = threading.Event()
         self.local = threading.local()
 

@@ -34,7 +34,7 @@ from agentrunner.runner import (
 from agentrunner.specs import ImportedSpec
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.groups import batch_config_for, fork_groups
+from agentrunner.store.groups import fork_groups
 from agentrunner.types import AgentTurn, Message
 from providers import model_from_spec
 
@@ -222,7 +222,7 @@ def _run_fresh(
 
 def _planned_max_turns(store: TraceStore, episode_id: str) -> int:
     """The turn limit an episode was made with (its batch's), when it died before starting."""
-    config = batch_config_for(store, episode_id)
+    config = store.batch_config(episode_id)
     value = (config or {}).get("max_turns")
     return int(value) if isinstance(value, int) else RunConfig().max_turns
 

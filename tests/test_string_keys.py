@@ -34,10 +34,7 @@ LEFT_OUT = {
 }
 
 
-_RESHAPED = "issue 24: reshaped in other work (its records to read typed)"
-DEBT: dict[str, str] = {
-    "agentrunner/imports/session_writer.py": f"{_RESHAPED}: `src`, `env.path`",
-}
+DEBT: dict[str, str] = {}
 
 
 def _left_out(path: Path) -> bool:

@@ -32,9 +32,11 @@ from agentrunner.imports.items import (
 from agentrunner.imports.pricing import with_cost
 from agentrunner.recorder import Recorder
 from agentrunner.redaction import Redactor, known_secrets, mask_secret_fields, scrub
+from agentrunner.specs import ImportedSpec
 from agentrunner.store import TraceStore
 from agentrunner.store.eventlog import stored_time
 from agentrunner.store.leases import Leases
+from agentrunner.store.records import EventRow
 from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message, ToolSpec
 
 FINISH_PART = 1_000_000
@@ -207,9 +209,9 @@ class SessionWriter:
         (chunks are not read: only the last event's position and a count of them matter)."""
         last = self.store.last_events(self.episode_id, 1)
         if last:
-            src = last[-1].payload.get("src")
-            if isinstance(src, list) and len(src) == 3:
-                self.done = tuple(int(v) for v in src)
+            position = _position(last[-1])
+            if position is not None:
+                self.done = position
             self.rec.turn = last[-1].turn
         for row in self.store.iter_events(self.episode_id, kinds=NOT_CHUNKS):
             match row.typed():
@@ -379,8 +381,9 @@ def _check_continues(store: TraceStore, episode_id: str, source: Source) -> None
     """A session already imported from another file continues only from a file that one
     is a byte prefix of, or that is a prefix of it (snapshots of one growing session): the
     positions an import continues from are that file's."""
-    before = store.episode(episode_id).env.get("path")
-    if not isinstance(before, str) or before == source.path:
+    spec = store.episode(episode_id).env_spec
+    before = spec.path if isinstance(spec, ImportedSpec) else None
+    if before is None or before == source.path:
         return
     if not Path(before).is_file() or one_extends(Path(before), Path(source.path)):
         return
@@ -403,10 +406,10 @@ def _fork_point(store: TraceStore, source: Source) -> tuple[str, int, int, int] 
         return None
     point: tuple[str, int, int, int] | None = None
     for row in store.iter_events(parent, kinds=NOT_CHUNKS):
-        src = row.payload.get("src")
-        if isinstance(src, list) and len(src) == 3 and src[0] >= told.shared:
+        src = _position(row)
+        if src is not None and src[0] >= told.shared:
             break
-        if isinstance(src, list) and len(src) == 3 and src[1] < FINISH_PART:
+        if src is not None and src[1] < FINISH_PART:
             point = (parent, row.seq, row.turn, told.shared)
     return point
 
@@ -421,3 +424,12 @@ def _continuation(recorded: str) -> tuple[str, int]:
 def _jsonable(record: Any) -> Any:
     """A record as JSON data (a :class:`BadLine` as its fields)."""
     return asdict(record) if is_dataclass(record) and not isinstance(record, type) else record
+
+
+def _position(row: EventRow) -> tuple[int, int, int] | None:
+    """Where in its source file an imported event came from: its ``src`` tag (record index,
+    part, slot), or None for an event that has none."""
+    src = row.payload.get("src")
+    if isinstance(src, list) and len(src) == 3 and all(isinstance(v, int) for v in src):
+        return src[0], src[1], src[2]
+    return None

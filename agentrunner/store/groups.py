@@ -1,5 +1,6 @@
-"""Side tables that group episodes: batches (task x seed), fork groups (fan-outs and decision
-points) and the outcomes decision points recorded; groups and outcomes read back typed."""
+"""Side tables that group episodes: fork groups (fan-outs and decision points) and the outcomes
+decision points recorded, read back typed (batches are the store's own: ``ensure_batch``,
+``batch_members``, ``batch_config``)."""
 
 from __future__ import annotations
 
@@ -16,39 +17,6 @@ from agentrunner.store.eventlog import iso, now_us
 
 if TYPE_CHECKING:
     from agentrunner.store.store import TraceStore
-
-
-def ensure_batch(store: TraceStore, batch_id: str, config: dict[str, Any]) -> bool:
-    """Record a batch once; return True when it is new."""
-    with critical:
-        cur = store._conn.execute(
-            store.sql.keep_existing(
-                "INSERT INTO batches (id, created_at, config) VALUES (?, ?, ?)"
-            ),
-            (batch_id, iso(now_us()), json.dumps(config, sort_keys=True)),
-        )
-    return cur.rowcount == 1
-
-
-def batch_members(store: TraceStore, batch_id: str) -> dict[tuple[str, int], str]:
-    """``(task_id, seed) -> episode_id`` for the batch's episodes so far."""
-    rows = store._conn.execute(
-        "SELECT task_id, seed, episode_id FROM batch_members WHERE batch_id = ?", (batch_id,)
-    )
-    return {(r[0], r[1]): r[2] for r in rows}
-
-
-def batch_config_for(store: TraceStore, episode_id: str) -> dict[str, Any] | None:
-    """The configuration of the batch an episode was made for (None: not a batch's)."""
-    row = store._conn.execute(
-        "SELECT b.config FROM batch_members m JOIN batches b ON b.id = m.batch_id"
-        " WHERE m.episode_id = ?",
-        (episode_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    value = json.loads(row[0])
-    return value if isinstance(value, dict) else None
 
 
 @dataclass(frozen=True)
