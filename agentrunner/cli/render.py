@@ -16,13 +16,14 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.text import Text
 
 from agentrunner import events as ev
 from agentrunner.cli.common import reward_text
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import count, plural, unique_prefixes
-from agentrunner.safe_text import Part, line, literal
+from agentrunner.safe_text import Part, line
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
@@ -38,6 +39,47 @@ MESSAGE_LABELS = {
     "edit": "edited turn",
 }
 GAVE_UP = "(gave up after "  # how providers/_retry.py ends an error it stopped retrying
+BATCH_PIECES = 500
+"""Most pieces a batched renderer holds before printing them."""
+
+
+class BatchedOutput:
+    """Text printed to one console in as few ``print`` calls as the wrapping allows.
+
+    Each ``print`` costs Rich a look at the environment and the terminal, so pieces are
+    gathered into one ``Text`` and printed together: a run of pieces wrapped alike (a
+    ``soft_wrap`` piece is never wrapped, any other wraps at the console's width), at most
+    :data:`BATCH_PIECES` at a time. ``hold=False`` prints each piece as it comes (a live
+    view); otherwise :meth:`flush` prints what is held.
+    """
+
+    def __init__(self, console: Console, *, hold: bool) -> None:
+        self.console = console
+        self.hold = hold
+        self._text = Text()
+        self._soft = False
+        self._pieces = 0
+
+    def add(self, text: Text, *, soft_wrap: bool = False, end: str = "\n") -> None:
+        """Print ``text`` followed by ``end`` (now, or with the batch it joins)."""
+        if self._pieces and soft_wrap != self._soft:
+            self.flush()
+        self._soft = soft_wrap
+        self._text.append_text(text)
+        self._text.append(end)
+        self._pieces += 1
+        if not self.hold or self._pieces >= BATCH_PIECES:
+            self.flush()
+
+    def newline(self) -> None:
+        """End the line (an empty one wraps alike in either mode)."""
+        self.add(Text(), soft_wrap=self._soft)
+
+    def flush(self) -> None:
+        """Print what is held."""
+        if self._pieces:
+            text, self._text, self._pieces = self._text, Text(), 0
+            self.console.print(text, soft_wrap=self._soft, end="")
 
 
 def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160) -> str:
@@ -77,8 +119,10 @@ class EventRenderer:
         store: TraceStore | None = None,
         episode_id: str | None = None,
         decisions: Sequence[Decision] | None = None,
+        batched: bool = False,
     ) -> None:
         self.console = console
+        self.out = BatchedOutput(console, hold=batched)
         self.verbose = verbose
         self.store = store
         self.episode_id = episode_id
@@ -88,18 +132,31 @@ class EventRenderer:
         self._kept_raw: dict[str, int] = {}  # why -> how many, of a run of records kept raw
 
     def flush(self) -> None:
-        """Print what is held back: a run of records an import kept raw, as one line (call
-        it when no more events come, or before waiting for more)."""
+        """Print what is held back: a run of records an import kept raw, as one line, and a
+        batch of output (call it when no more events come, or before waiting for more)."""
+        self._flush_kept_raw()
+        self.out.flush()
+
+    def _print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print through the console itself (after what is batched)."""
+        self.out.flush()
+        self.console.print(*objects, **kwargs)
+
+    def _rule(self, title: str | Text) -> None:
+        self.out.flush()
+        self.console.rule(title, style="dim")
+
+    def _flush_kept_raw(self) -> None:
         held, self._kept_raw = self._kept_raw, {}
         total = sum(held.values())
         if total == 1:
             [(why, _)] = held.items()
-            self.console.print(line(("error", "bold red"), f" in import: unmapped: {why}"))
+            self.out.add(line(("error", "bold red"), f" in import: unmapped: {why}"))
         elif total:
             whys = sorted(held.items(), key=lambda kv: -kv[1])
             said = "; ".join(f"{n:,} × {why}" for why, n in whys[:3])
             more = f"; {plural(len(whys) - 3, 'other reason')}" if len(whys) > 3 else ""
-            self.console.print(
+            self.out.add(
                 line(
                     ("kept raw", "bold red"),
                     f" by the import: {total:,} records ({said}{more})",
@@ -112,7 +169,7 @@ class EventRenderer:
 
     def _close_stream(self) -> None:
         if self._open_channel is not None:
-            self.console.print()
+            self.out.newline()
             self._open_channel = None
 
     def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
@@ -121,7 +178,7 @@ class EventRenderer:
             self._kept_raw[payload.message] = self._kept_raw.get(payload.message, 0) + 1
             return  # one line for the run of them (flush)
         if self._kept_raw:
-            self.flush()
+            self._flush_kept_raw()
         match payload:
             case ev.EpisodeStart():
                 self._episode_start(turn, payload)
@@ -158,16 +215,15 @@ class EventRenderer:
             lines.pop()
         shown = lines if self.verbose else lines[:limit]
         for text_line in shown:
-            self.console.print(line(("  │", style), " ", text_line), soft_wrap=True)
+            self.out.add(line(("  │", style), " ", text_line), soft_wrap=True)
         if len(shown) < len(lines):
-            self.console.print(
-                f"  [{style}]│[/] [dim]… {len(lines) - len(shown)} more lines (-v)[/]"
-            )
+            more = f"… {len(lines) - len(shown)} more lines (-v)"
+            self.out.add(line("  ", ("│", style), " ", (more, "dim")))
 
     def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
         model = p.model_spec.spec
         episode: list[Part] = [(self.episode_id, "bold"), " · "] if self.episode_id else []
-        self.console.print(
+        self.out.add(
             line(
                 ("episode", "bold"),
                 " ",
@@ -185,17 +241,17 @@ class EventRenderer:
         label = MESSAGE_LABELS.get(p.reason, p.reason)
         message = self._read(p.message_hash)
         if message is None:
-            self.console.print(f"[magenta]» {literal(label)}[/] [dim]({literal(p.role)})[/]")
+            self.out.add(line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim")))
             return
         if p.reason == "system" and not self.verbose:
             size = plural(len(message.content.splitlines()), "line")
-            self.console.print(f"[magenta]» {literal(label)}[/] [dim]({size}; -v shows it)[/]")
+            self.out.add(line((f"» {label}", "magenta"), " ", (f"({size}; -v shows it)", "dim")))
             return
         if p.reason == "continue" or message.tool_calls:
             text = describe_message(message) if message.tool_calls else message.content
-            self.console.print(f"[magenta]» {literal(label)}:[/] [dim]{literal(text)}[/]")
+            self.out.add(line((f"» {label}:", "magenta"), " ", (text, "dim")))
             return
-        self.console.print(f"[magenta]» {literal(label)}[/] [dim]({literal(p.role)})[/]")
+        self.out.add(line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim")))
         self._lines(message.content, "magenta", MAX_PROMPT_LINES)
 
     def _adopted(self, seq: int, turn: int, p: ev.MessageEvent) -> None:
@@ -204,18 +260,16 @@ class EventRenderer:
         self._close_stream()
         decision = self._decision_at(seq)
         if decision is None:
-            self.console.rule(f"[bold]turn {turn}[/] · adopted action", style="dim")
+            self._rule(line((f"turn {turn}", "bold"), " · adopted action"))
         else:
             self._decision(decision)
         message = self._read(p.message_hash)
         if message is None:
             return
         if message.reasoning:
-            self.console.print(
-                f"[dim italic]thinking: {literal(message.reasoning)}[/]", soft_wrap=True
-            )
+            self.out.add(line((f"thinking: {message.reasoning}", "dim italic")), soft_wrap=True)
         if message.content:
-            self.console.print(line(message.content), soft_wrap=True)
+            self.out.add(line(message.content), soft_wrap=True)
 
     def _decision_at(self, seq: int) -> Decision | None:
         """The decision whose adopted message is at ``seq`` (made on this episode or, for a
@@ -245,32 +299,34 @@ class EventRenderer:
             if done and d.candidates
             else "[yellow]not finished[/] (`agentrunner resume` finishes it)"
         )
-        self.console.rule(f"{where} · {chosen}", style="dim")
+        self._rule(f"{where} · {chosen}")
         ids = unique_prefixes(self.store.episode_ids(), minimum=8) if self.store else {}
         for c in d.candidates:
             adopted = done and c.index == d.adopted
             mark = "[bold green]★[/]" if adopted else " "
             same = f" [dim](= candidate {c.duplicate_of})[/]" if c.duplicate_of is not None else ""
             tail = " [bold green]adopted[/]" if adopted else ""
-            self.console.print(
+            self._print(
                 f"{mark} [bold]candidate {c.index}[/] · value {c.mean:.3f} ± {c.spread:.3f}"
                 f" (n {len(c.rewards)}){same}{tail}",
                 highlight=False,
             )
-            self.console.print(line("    action: ", describe_message(c.message, limit=100)))
+            self.out.add(line("    action: ", describe_message(c.message, limit=100)))
             forks = " ".join(ids.get(e, e) for e in c.continuations) or "-"
-            self.console.print(
+            self._print(
                 f"    [dim]continuations {forks} · proposal {ids.get(c.proposal, c.proposal)}[/]",
                 highlight=False,
             )
         if d.pending:
             waiting = " ".join(ids.get(e, e) for e in d.pending)
-            self.console.print(
+            self._print(
                 f"  [yellow]{plural(len(d.pending), 'fork')} not finished:[/] [dim]{waiting}[/]",
                 highlight=False,
             )
         if done:
-            self.console.print(f"[magenta]» adopted action[/] [dim](candidate {d.adopted})[/]")
+            self.out.add(
+                line(("» adopted action", "magenta"), " ", (f"(candidate {d.adopted})", "dim"))
+            )
 
     def _read(self, message_hash: str) -> Message | None:
         if self.store is None:
@@ -282,7 +338,7 @@ class EventRenderer:
 
     def _model_request(self, turn: int, p: ev.ModelRequest) -> None:
         self._close_stream()
-        self.console.rule(line((f"turn {turn}", "bold"), f" · {p.provider}:{p.model}"), style="dim")
+        self._rule(line((f"turn {turn}", "bold"), f" · {p.provider}:{p.model}"))
 
     def _model_chunk(self, turn: int, p: ev.ModelChunk) -> None:
         if p.channel == "tool_args":
@@ -291,28 +347,33 @@ class EventRenderer:
             self._close_stream()
             self._open_channel = p.channel
             if p.channel == "reasoning":
-                self.console.print("[dim italic]thinking:[/] ", end="")
+                self.out.add(line(("thinking:", "dim italic"), " "), soft_wrap=True, end="")
         style = {"reasoning": "dim italic", "refusal": "bold red"}.get(p.channel, "")
-        self.console.print(line((p.text, style)), end="", soft_wrap=True)
+        self.out.add(line((p.text, style)), soft_wrap=True, end="")
 
     def _model_response(self, turn: int, p: ev.ModelResponse) -> None:
         self._close_stream()
         if p.refusal:
-            self.console.print(line(("refusal:", "bold red"), " ", p.refusal))
+            self.out.add(line(("refusal:", "bold red"), " ", p.refusal))
         if p.stop_reason in (None, ev.StopReason.INCOMPLETE):
-            self.console.print("[yellow]stream ended without a finish reason[/]")
+            self.out.add(line(("stream ended without a finish reason", "yellow")))
 
     def _usage(self, turn: int, p: ev.Usage) -> None:
         cost = "?" if p.cost_usd is None else f"${p.cost_usd:.4f}"
-        self.console.print(
-            f"[dim]  usage: {count(p.input_tokens)} in · {count(p.output_tokens)} out"
-            f" · {count(p.reasoning_tokens)} reasoning · {cost}[/]"
+        self.out.add(
+            line(
+                (
+                    f"  usage: {count(p.input_tokens)} in · {count(p.output_tokens)} out"
+                    f" · {count(p.reasoning_tokens)} reasoning · {cost}",
+                    "dim",
+                )
+            )
         )
 
     def _tool_call(self, turn: int, p: ev.ToolCall) -> None:
         self._close_stream()
         args = _short_args(p.arguments, p.parsed)
-        self.console.print(line((f"▶ {p.name}", "bold cyan"), "(", (args, "cyan"), ")"))
+        self.out.add(line((f"▶ {p.name}", "bold cyan"), "(", (args, "cyan"), ")"))
 
     def _tool_result(self, turn: int, p: ev.ToolResult) -> None:
         self._lines(p.observation, "red" if p.error else "green", MAX_OBS_LINES)
@@ -322,32 +383,30 @@ class EventRenderer:
         if p.done:
             extra.append("done")
         if extra:
-            self.console.print(f"  [bold green]{' · '.join(extra)}[/]")
+            self.out.add(line("  ", (" · ".join(extra), "bold green")))
 
     def _cancel(self, turn: int, p: ev.Cancel) -> None:
         self._close_stream()
-        self.console.print(line(("cancelled", "bold yellow"), f" during {p.where}: {p.reason}"))
+        self.out.add(line(("cancelled", "bold yellow"), f" during {p.where}: {p.reason}"))
 
     def _error(self, turn: int, p: ev.Error) -> None:
         self._close_stream()
         # A retryable error is retried (or left for `resume`); one the adapter stopped
         # retrying says so in its message, and is not called retryable as well.
         retry = " (retryable)" if p.retryable and GAVE_UP not in p.message else ""
-        self.console.print(
-            line(("error", "bold red"), f" in {p.where}: {p.type}: {p.message}{retry}")
-        )
+        self.out.add(line(("error", "bold red"), f" in {p.where}: {p.type}: {p.message}{retry}"))
 
     def _resume(self, turn: int, p: ev.Resume) -> None:
         self._close_stream()
         what = "fork" if p.reason == "fork" else "episode"
         episode: list[Part] = [f" {what} ", (self.episode_id, "bold")] if self.episode_id else []
-        self.console.print(
+        self.out.add(
             line(("resumed", "bold magenta"), *episode, f" from seq {p.from_seq} ({p.env_restore})")
         )
 
     def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
         self._close_stream()
-        self.console.print(
+        self.out.add(
             line(
                 ("end", "bold"),
                 f": {p.stop_reason} after {plural(p.turns, 'turn')} · reward ",

@@ -197,7 +197,7 @@ def show(args: argparse.Namespace) -> int:
         out.print(f"  branching {_branching(store, episode_id, made)}")
     out.print()
     renderer = EventRenderer(
-        out, verbose=args.verbose, store=store, episode_id=episode_id, decisions=made
+        out, verbose=args.verbose, store=store, episode_id=episode_id, decisions=made, batched=True
     )
     for row in store.iter_events(episode_id):
         renderer(row.seq, row.turn, row.typed())

@@ -1,0 +1,136 @@
+"""``agentrunner show EP`` on a 100,000-event episode against a plain reader of the same rows.
+
+The episode (4,000 equal turns of 25 events: a request, 20 streamed chunks, a response,
+usage, a tool call and a 1 KiB many-line observation) is recorded through the Recorder into
+a real store file. Then, alternated, ``agentrunner show EP`` runs as a subprocess with its
+stdout to a file, and so does the baseline: a small Python script that reads the same rows
+with sqlite3 and prints one line per event. Each prints the median time of both and the
+ratio (issue 25 goal 2: at most 1.5x).
+
+Run on demand: ``pytest tests/benchmarks/test_bench_show.py -m benchmark -s``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentrunner import __version__
+from agentrunner.envs.workspace import TOOL_SPECS
+from agentrunner.recorder import Recorder
+from agentrunner.store import TraceStore
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
+
+pytestmark = pytest.mark.benchmark
+
+RATIO_BUDGET = 1.5
+TURNS = 4000
+CHUNKS_PER_TURN = 20  # + request, response, usage, tool call, tool result = 25 events a turn
+OBSERVATION_BYTES = 1024
+REPS = 5
+
+PLAIN_READER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+rows = conn.execute(
+    "SELECT seq, turn, kind, payload FROM events WHERE episode_id = ? ORDER BY seq",
+    (sys.argv[2],),
+)
+out = sys.stdout
+for seq, turn, kind, payload in rows:
+    out.write(f"{seq} {turn} {kind} {payload}\\n")
+"""
+
+
+def _record_turn(rec: Recorder, turn: int, tools_hash: str) -> None:
+    """One turn as the runner records it: streamed reasoning and text, one tool call."""
+    rec.turn = turn
+    call_id = f"call-{turn}-1"
+    rec.request(call_id, tools_hash, "scripted", "bench", {})
+    tool_call_id = f"call_{turn:04d}_0"
+    args = f'{{"command": "python -m unittest 2>&1 | tail -n {turn:04d}"}}'
+    pieces = [
+        Chunk(channel="reasoning" if i < 10 else "text", text=f"piece {turn:04d}/{i:02d} of it. ")
+        for i in range(16)
+    ]
+    pieces += [
+        Chunk(channel="tool_args", text=args[j : j + 14], tool_call_id=tool_call_id)
+        for j in range(0, len(args), 14)
+    ][: CHUNKS_PER_TURN - 16]
+    for piece in pieces:
+        rec.chunk(call_id, piece)
+    call = AgentToolCall(call_id=tool_call_id, name="bash", arguments=args)
+    result = AgentTurn(
+        reasoning="".join(p.text for p in pieces if p.channel == "reasoning"),
+        message="".join(p.text for p in pieces if p.channel == "text"),
+        tool_calls=(call,),
+        usage=AgentUsage(input_tokens=1000 + turn, output_tokens=80, cost_usd=0.0),
+        provider="scripted",
+        model="bench",
+        provider_request_id=f"req-{turn:04d}",
+        stop_reason="tool_use",
+    )
+    rec.response(call_id, result, 0.25)
+    rec.tool_call(call, call.parsed_arguments(), None)
+    text = f"turn {turn:04d}: ok\n"
+    observation = (text * (OBSERVATION_BYTES // len(text) + 1))[:OBSERVATION_BYTES]
+    rec.tool_result(call, observation, reward=0.0, duration_s=0.01)
+
+
+def _record_episode(path: Path) -> tuple[str, int]:
+    """The 100,000-event episode; its id and its number of events."""
+    store = TraceStore(path)
+    episode_id = store.create_episode(task_id="bench", seed=0, env={"kind": "bench"}, model={})
+    rec = Recorder(store, store.writer(episode_id), secrets={})
+    rec.start(
+        task_id="bench",
+        seed=0,
+        env={"kind": "bench"},
+        model={},
+        config={},
+        version=__version__,
+        max_steps=TURNS,
+    )
+    rec.message(Message(role="system", content="You are a careful agent. " * 40), "system")
+    rec.message(Message(role="user", content="Fix the bug in stats.py.\n" * 10), "prompt")
+    tools_hash = store.put_tools(TOOL_SPECS)
+    for turn in range(1, TURNS + 1):
+        _record_turn(rec, turn, tools_hash)
+    rec.end("done", TURNS)
+    events = store.episode(episode_id).last_seq
+    store.close()
+    return episode_id, events
+
+
+def _timed(command: list[str], out: Path) -> float:
+    with out.open("w") as sink:
+        start = time.perf_counter()
+        subprocess.run(command, stdout=sink, check=True)
+        return time.perf_counter() - start
+
+
+def test_show_prints_a_100k_event_transcript_within_1_5x_a_plain_reader(tmp_path: Path) -> None:
+    db = tmp_path / "traces.db"
+    episode_id, events = _record_episode(db)
+    show = [str(Path(sys.executable).with_name("agentrunner")), "show", "--db", str(db), episode_id]
+    plain = [sys.executable, "-c", PLAIN_READER, str(db), episode_id]
+    _timed(show, tmp_path / "show.txt")  # warm the page cache and the imports
+    _timed(plain, tmp_path / "plain.txt")
+    show_s, plain_s, ratios = [], [], []
+    for _ in range(REPS):
+        plain_s.append(_timed(plain, tmp_path / "plain.txt"))
+        show_s.append(_timed(show, tmp_path / "show.txt"))
+        ratios.append(show_s[-1] / plain_s[-1])
+    ratio = statistics.median(ratios)
+    lines = sum(1 for _ in (tmp_path / "show.txt").open())
+    print(
+        f"\nshow: {statistics.median(show_s):.2f} s ({lines:,} lines), plain reader "
+        f"{statistics.median(plain_s):.2f} s ({events:,} events): ratio {ratio:.2f}x "
+        f"(budget {RATIO_BUDGET}x; ratios {', '.join(f'{r:.2f}' for r in ratios)})"
+    )
+    assert ratio <= RATIO_BUDGET
