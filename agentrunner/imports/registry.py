@@ -14,7 +14,15 @@ from types import ModuleType
 from typing import cast
 
 from agentrunner.errors import UsageError
-from agentrunner.imports import atif, claude_code, codex, mini_swe_agent, swe_agent
+from agentrunner.imports import (
+    aider,
+    atif,
+    claude_code,
+    codex,
+    gemini_cli,
+    mini_swe_agent,
+    swe_agent,
+)
 from agentrunner.imports.importer import FileImport, SessionReport, import_file
 from agentrunner.imports.items import Format
 from agentrunner.store import TraceStore
@@ -26,6 +34,8 @@ FORMATS: dict[str, ModuleType] = {
     codex.NAME: codex,
     mini_swe_agent.NAME: mini_swe_agent,
     swe_agent.NAME: swe_agent,
+    gemini_cli.NAME: gemini_cli,
+    aider.NAME: aider,
 }
 SUFFIXES = (".jsonl", ".json", ".traj")
 HEAD_BYTES = 64 * 1024
