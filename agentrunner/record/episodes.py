@@ -22,6 +22,7 @@ from agentrunner.specs import RecordedSpec
 from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json, message_hash, message_json
+from agentrunner.store.leases import Leases
 from agentrunner.types import Message
 
 
@@ -57,6 +58,8 @@ class Episodes:
         self.scrubbed: dict[str, Message] = {}
         """Messages as recorded, by a hash of what the client sent (see :meth:`scrub`)."""
         self.conversations = Conversations()
+        self.leases = Leases(store)
+        """The writer leases of the episodes this proxy writes, released when it stops."""
         self._dormant: dict[tuple[str | None, str], str] = {}
         """Recorded episodes a killed proxy left, by (session, place of their last request)."""
 
@@ -144,6 +147,7 @@ class Episodes:
             first_event=(0, start),
             claim=True,
         )
+        self.leases.hold(episode_id, claimed=True)
         rec = Recorder(self.store, self.store.writer(episode_id), secrets=self.secrets)
         conversation = Conversation(episode_id=episode_id, recorder=rec, session=session)
         self.conversations.add(conversation)
@@ -183,7 +187,9 @@ class Episodes:
         if at is None:
             return None
         found = self._dormant.pop((session, places[at]))
-        if not self.store.claim_writer(found):
+        try:
+            self.leases.hold(found)
+        except UsageError:  # another live writer (another proxy) has it
             return None
         state = rebuild(self.store, found)
         writer = self.store.writer(found, attempt=state.episode.attempt + 1)
@@ -230,6 +236,7 @@ class Episodes:
             fork_seq=self.answered_through(parent.episode_id, turn - 1),
             claim=True,
         )
+        self.leases.hold(fork_id, claimed=True)
         rec = Recorder(self.store, self.store.writer(fork_id), secrets=self.secrets)
         conversation = Conversation(episode_id=fork_id, recorder=rec, session=session)
         conversation.calls = rec.turn = turn - 1
@@ -265,7 +272,7 @@ class Episodes:
                     **end,
                 )
             )
-            self.store.release_writer(conversation.episode_id)
+        self.leases.release_all()
         self.conversations = Conversations()
 
 
