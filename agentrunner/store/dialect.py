@@ -2,15 +2,39 @@
 
 The store's queries are written once, in the subset both databases read alike (``?``
 placeholders, which the Postgres connection turns into its own), and ask a :class:`Dialect`
-for what is spelled differently: reading a field of a JSON column, summing it, the insert
-that keeps an existing row, case-insensitive and glob matching, the smaller of two values.
+for what is spelled differently: a column's type, reading a field of a JSON column, summing
+it, the insert that keeps an existing row, case-insensitive and glob matching, the smaller of
+two values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+ColumnType = Literal["text", "integer", "bigint", "smallint", "real", "bytes"]
+"""A column's type as :mod:`agentrunner.store.tables` names it, for both databases."""
+
+_TYPE_SPELLINGS: dict[str, dict[ColumnType, str]] = {
+    # SQLite keeps one INTEGER (64 bits) for every width: its type is the column's affinity.
+    "sqlite": {
+        "text": "TEXT",
+        "integer": "INTEGER",
+        "bigint": "INTEGER",
+        "smallint": "INTEGER",
+        "real": "REAL",
+        "bytes": "BLOB",
+    },
+    "postgres": {
+        "text": "TEXT",
+        "integer": "INTEGER",
+        "bigint": "BIGINT",
+        "smallint": "SMALLINT",
+        "real": "DOUBLE PRECISION",
+        "bytes": "BYTEA",
+    },
+}
 
 
 class Cursor(Protocol):
@@ -78,6 +102,10 @@ class Dialect:
         a concurrent update of it waits, or this statement re-reads it; SQLite's one writer
         at a time needs nothing)."""
         return " FOR SHARE" if self.postgres else ""
+
+    def column_type(self, portable: ColumnType) -> str:
+        """How this database spells a column of type ``portable``."""
+        return _TYPE_SPELLINGS[self.name][portable]
 
     def text(self, column: str, field: str) -> str:
         """A JSON column's top-level ``field`` as text (NULL when absent)."""
