@@ -1,7 +1,7 @@
 """Both migration lists arrive at the one table definition (agentrunner/store/tables.py): a new
 SQLite store, a new Postgres store, and a store of each earlier schema of either, migrated up,
-hold its tables, columns (names, types as the database spells them, nullability, uniqueness),
-primary keys, indexes, views and triggers."""
+hold its tables, columns (names, types as the database spells them, nullability, uniqueness,
+foreign keys), primary keys, indexes, views and triggers."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def _expected(dialect: Dialect) -> Shape:
             },
             "primary key": table.primary_key,
             "unique": {c.name for c in table.columns if c.unique},
+            "references": {c.name: c.references for c in table.columns if c.references},
             "indexes": {i.name: (i.columns, i.unique, i.where) for i in table.indexes},
             "without rowid": table.without_rowid,
         }
@@ -62,6 +63,9 @@ def _sqlite_shape(path: Path) -> Shape:
                 c.name for c in sorted((c for c in table.columns if c.is_pk), key=lambda c: c.is_pk)
             ),
             "unique": {i.columns[0] for i in indexes if i.origin == "u" and len(i.columns) == 1},
+            "references": {
+                k.column: f"{k.other_table}.{k.other_column}" for k in table.foreign_keys
+            },
             "indexes": {
                 i.name: (
                     tuple(i.columns),
@@ -96,6 +100,14 @@ _PG_INDEXES = """
     WHERE t.relnamespace = current_schema()::regnamespace
         AND t.relname <> 'agentrunner_migrations'
 """
+_PG_REFERENCES = """
+    SELECT t.relname, a.attname, o.relname || '.' || oa.attname
+    FROM pg_constraint k JOIN pg_class t ON t.oid = k.conrelid
+        JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
+        JOIN pg_class o ON o.oid = k.confrelid
+        JOIN pg_attribute oa ON oa.attrelid = k.confrelid AND oa.attnum = k.confkey[1]
+    WHERE k.contype = 'f' AND k.connamespace = current_schema()::regnamespace
+"""
 _PG_TRIGGERS = """
     SELECT g.tgname FROM pg_trigger g JOIN pg_class t ON t.oid = g.tgrelid
     WHERE t.relnamespace = current_schema()::regnamespace AND NOT g.tgisinternal
@@ -116,7 +128,13 @@ def _postgres_shape(url: str) -> Shape:
         for table, column, type_, not_null, identity in conn.execute(_PG_COLUMNS):
             entry = shape.setdefault(
                 table,
-                {"columns": {}, "unique": set(), "indexes": {}, "without rowid": False},
+                {
+                    "columns": {},
+                    "unique": set(),
+                    "references": {},
+                    "indexes": {},
+                    "without rowid": False,
+                },
             )
             entry["columns"][column] = (type_, not_null, identity)
         for table, index, unique, primary, constraint, where, columns in conn.execute(_PG_INDEXES):
@@ -127,6 +145,8 @@ def _postgres_shape(url: str) -> Shape:
                 entry["unique"].update(columns)
             else:
                 entry["indexes"][index] = (tuple(columns), unique, where and where.strip("()"))
+        for table, column, target in conn.execute(_PG_REFERENCES):
+            shape[table]["references"][column] = target
     return shape
 
 

@@ -1,6 +1,6 @@
 """The store's tables, defined once for both databases: columns (a portable type, whether
-they may be NULL, which are unique), primary keys, indexes, and the views and triggers each
-database holds.
+they may be NULL, which are unique, which refer to another table's row), primary keys,
+indexes, and the views and triggers each database holds.
 
 Both migration lists (:mod:`agentrunner.store.schema` for SQLite,
 :mod:`agentrunner.store.postgres_schema` for Postgres) must arrive at this definition, from a
@@ -24,6 +24,8 @@ class Column:
     type: ColumnType
     not_null: bool = False
     unique: bool = False
+    references: str | None = None
+    """The ``table.column`` whose row this column's value names (a foreign key)."""
     identity: bool = False
     """Numbered by the database when an insert gives none (Postgres: an identity column;
     SQLite's rowid does it for any ``INTEGER PRIMARY KEY``)."""
@@ -48,8 +50,10 @@ class Table:
     """SQLite only: the table is its primary key's b-tree (no rowid)."""
 
 
-def _text(name: str, *, not_null: bool = True, unique: bool = False) -> Column:
-    return Column(name, "text", not_null=not_null, unique=unique)
+def _text(
+    name: str, *, not_null: bool = True, unique: bool = False, references: str | None = None
+) -> Column:
+    return Column(name, "text", not_null=not_null, unique=unique, references=references)
 
 
 def _int(name: str, type_: ColumnType = "integer", *, not_null: bool = True) -> Column:
@@ -62,7 +66,7 @@ TABLES: tuple[Table, ...] = (
         (
             _text("id", not_null=False),
             Column("key", "bigint", not_null=True, unique=True),
-            _text("parent_episode_id", not_null=False),
+            _text("parent_episode_id", not_null=False, references="episodes.id"),
             _int("fork_seq", not_null=False),
             _text("task_id"),
             _int("seed", "bigint"),
@@ -98,7 +102,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "control",
         (
-            _text("episode_id", not_null=False),
+            _text("episode_id", not_null=False, references="episodes.id"),
             _int("writer_pid", not_null=False),
             _text("writer_host", not_null=False),
             _text("writer_started", not_null=False),
@@ -115,7 +119,7 @@ TABLES: tuple[Table, ...] = (
         "fork_groups",
         (
             _text("id", not_null=False),
-            _text("parent_episode_id"),
+            _text("parent_episode_id", references="episodes.id"),
             _int("fork_seq"),
             _int("turn"),
             _text("created_at"),
@@ -126,8 +130,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "fork_group_members",
         (
-            _text("group_id"),
-            _text("episode_id"),
+            _text("group_id", references="fork_groups.id"),
+            _text("episode_id", references="episodes.id"),
             _int("candidate"),
             _int("sample"),
             _text("action", not_null=False),
@@ -142,7 +146,12 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "batch_members",
-        (_text("batch_id"), _text("task_id"), _int("seed", "bigint"), _text("episode_id")),
+        (
+            _text("batch_id", references="batches.id"),
+            _text("task_id"),
+            _int("seed", "bigint"),
+            _text("episode_id", references="episodes.id"),
+        ),
         ("batch_id", "task_id", "seed"),
         (Index("batch_members_episode", ("episode_id",)),),
     ),
@@ -150,7 +159,7 @@ TABLES: tuple[Table, ...] = (
         "verifications",
         (
             Column("id", "bigint", identity=True),
-            _text("episode_id"),
+            _text("episode_id", references="episodes.id"),
             _text("verifier"),
             Column("score", "real"),
             _int("passed", not_null=False),
@@ -169,7 +178,7 @@ TABLES: tuple[Table, ...] = (
         "snapshots",
         (
             _text("id", not_null=False),
-            _text("parent_id", not_null=False),
+            _text("parent_id", not_null=False, references="snapshots.id"),
             _int("depth"),
             _text("created_at"),
             _int("files"),
@@ -180,12 +189,19 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "imports",
-        (_text("source_key", not_null=False), _text("episode_id", unique=True)),
+        (
+            _text("source_key", not_null=False),
+            _text("episode_id", unique=True, references="episodes.id"),
+        ),
         ("source_key",),
     ),
     Table(
         "decision_outcomes",
-        (_text("group_id", not_null=False), _text("outcome"), _text("created_at")),
+        (
+            _text("group_id", not_null=False, references="fork_groups.id"),
+            _text("outcome"),
+            _text("created_at"),
+        ),
         ("group_id",),
     ),
 )
