@@ -59,7 +59,9 @@ def sniff(path: Path, head: str) -> bool:
 
 def records(path: Path, *, live: bool) -> list[Any]:
     """The file's blocks: ``{"header", "ts", "messages": [[role, text], ...]}`` (lines before
-    the first header: a block with header None and the lines as its ``text``)."""
+    the first header: a block with header None and the lines as its ``text``). With ``live``
+    the last block waits for the next header (or the end of following): nothing in the file
+    says it is complete."""
     text = path.read_text(encoding="utf-8", errors="replace")
     if live and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]  # the writer is in the middle of a line
@@ -78,7 +80,7 @@ def records(path: Path, *, live: bool) -> list[Any]:
             _add_line(current["messages"], line)
     if not any(b["header"] for b in blocks):
         raise ValueError(f"{path}: no 'TO LLM' or 'LLM RESPONSE' block; nothing to import")
-    return blocks
+    return blocks[:-1] if live else blocks  # aider may be writing the last block still
 
 
 def _add_line(messages: list[list[str]], line: str) -> None:

@@ -18,7 +18,9 @@ from sse_replay import Reply, SSEReplayServer
 from test_record_python_agents import EDIT, aider_home, chunk, commit_message, environment
 
 from agentrunner import TraceStore
-from tests.imports.conftest import kinds, payloads
+from agentrunner.imports import aider
+from agentrunner.imports.registry import Follower
+from tests.imports.conftest import kinds, only_episode, payloads
 
 pytestmark = pytest.mark.slow
 
@@ -107,3 +109,24 @@ def test_a_real_aider_llm_history_imports_with_the_calls_and_messages_its_file_h
     assert sft.returncode == 0, sft.stderr
     (row,) = [json.loads(line) for line in sft.stdout.splitlines()]
     assert row["messages"][-1]["content"] == answer
+
+
+def test_an_aider_history_followed_line_by_line_imports_as_the_whole_file_does(
+    tmp_path: Path,
+) -> None:
+    history = aider_history(tmp_path)
+    growing = tmp_path / "growing.txt"
+    growing.write_text("")
+    with TraceStore(tmp_path / "followed.db") as store:
+        follower = Follower(store)
+        for line in history.read_text().splitlines(keepends=True):
+            with growing.open("a") as f:
+                f.write(line)
+            follower.look([growing])
+        follower.finish()
+        follower.close()
+        [episode] = [e.episode_id for e in store.list_episodes()]
+        followed = kinds(store, episode)
+    with TraceStore(tmp_path / "whole.db") as store:
+        whole = kinds(store, only_episode(store, history, aider))
+    assert followed == whole and whole["model.request"] == 1

@@ -17,7 +17,9 @@ from sse_replay import SSEReplayServer
 from test_record_gemini_cli import MODEL, gemini_home, script
 
 from agentrunner import TraceStore
-from tests.imports.conftest import kinds, payloads
+from agentrunner.imports import gemini_cli
+from agentrunner.imports.registry import Follower
+from tests.imports.conftest import kinds, only_episode, payloads
 
 pytestmark = pytest.mark.slow
 
@@ -99,3 +101,25 @@ def test_a_real_gemini_cli_session_imports_with_the_calls_and_tokens_its_file_ha
     assert sft.returncode == 0, sft.stderr
     (row,) = [json.loads(line) for line in sft.stdout.splitlines()]
     assert row["messages"][-1]["content"] == "Copied the notes."
+
+
+def test_a_gemini_cli_session_followed_line_by_line_imports_as_the_whole_file_does(
+    tmp_path: Path,
+) -> None:
+    session = gemini_session(tmp_path)
+    growing = tmp_path / "growing" / session.name
+    growing.parent.mkdir()
+    growing.write_text("")
+    with TraceStore(tmp_path / "followed.db") as store:
+        follower = Follower(store)
+        for line in session.read_text().splitlines(keepends=True):
+            with growing.open("a") as f:
+                f.write(line)
+            follower.look([growing])
+        follower.finish()
+        follower.close()
+        [episode] = [e.episode_id for e in store.list_episodes()]
+        followed = kinds(store, episode)
+    with TraceStore(tmp_path / "whole.db") as store:
+        whole = kinds(store, only_episode(store, session, gemini_cli))
+    assert followed == whole and whole["model.request"] == 2
