@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from agentrunner.critical import critical
 from agentrunner.errors import StoreCorruptError, StoreDriverError, StoreError, StoreFailedError
@@ -19,9 +19,6 @@ from agentrunner.store.leases import LeaseStore
 from agentrunner.store.verifications import StoredVerification
 
 _T = TypeVar("_T")
-
-if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
 
 
 class StoreCore(LeaseStore):
@@ -95,4 +92,4 @@ class StoreCore(LeaseStore):
     def log_facts(self) -> dict[str, reports.LogFacts]:
         """Per episode: its tool calls, model latencies and errors (one indexed pass)."""
         # store/reports.py (another engineer's) still names the SQLite class for any store
-        return reports.log_facts(cast("TraceStore", self))
+        return reports.log_facts(self)

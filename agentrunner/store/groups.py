@@ -16,7 +16,7 @@ from agentrunner.critical import critical
 from agentrunner.store.eventlog import iso, now_us
 
 if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
+    from agentrunner.store.core import StoreCore
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class DecisionOutcome(BaseModel):
 
 
 def create_fork_group(
-    store: TraceStore, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
+    store: StoreCore, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
 ) -> str:
     group_id = str(ULID())
     with critical:
@@ -111,7 +111,7 @@ def create_fork_group(
     return group_id
 
 
-def add_group_member(store: TraceStore, group_id: str, member: GroupMember) -> None:
+def add_group_member(store: StoreCore, group_id: str, member: GroupMember) -> None:
     with critical:
         store._conn.execute(
             "INSERT INTO fork_group_members (group_id, episode_id, candidate, sample, action)"
@@ -126,7 +126,7 @@ def add_group_member(store: TraceStore, group_id: str, member: GroupMember) -> N
         )
 
 
-def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list[ForkGroup]:
+def fork_groups(store: StoreCore, parent_episode_id: str | None = None) -> list[ForkGroup]:
     """Fork groups (optionally of one parent), each with its members."""
     where, args = (
         ("WHERE parent_episode_id = ?", (parent_episode_id,)) if parent_episode_id else ("", ())
@@ -151,7 +151,7 @@ def fork_groups(store: TraceStore, parent_episode_id: str | None = None) -> list
     return groups
 
 
-def record_outcome(store: TraceStore, group_id: str, outcome: DecisionOutcome) -> None:
+def record_outcome(store: StoreCore, group_id: str, outcome: DecisionOutcome) -> None:
     """Keep what a decision point decided (the first record stands: a resumed decision
     decides the same)."""
     with critical:
@@ -163,7 +163,7 @@ def record_outcome(store: TraceStore, group_id: str, outcome: DecisionOutcome) -
         )
 
 
-def outcomes(store: TraceStore, group_ids: list[str]) -> dict[str, DecisionOutcome]:
+def outcomes(store: StoreCore, group_ids: list[str]) -> dict[str, DecisionOutcome]:
     """The recorded outcomes of these decision points, by group id (undecided ones absent)."""
     out: dict[str, DecisionOutcome] = {}
     for i in range(0, len(group_ids), 500):
@@ -176,7 +176,7 @@ def outcomes(store: TraceStore, group_ids: list[str]) -> dict[str, DecisionOutco
     return out
 
 
-def memberships(store: TraceStore) -> dict[str, list[str]]:
+def memberships(store: StoreCore) -> dict[str, list[str]]:
     """The batches each episode belongs to (one query)."""
     out: dict[str, list[str]] = {}
     for batch_id, episode_id in store._conn.execute(

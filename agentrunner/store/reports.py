@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from agentrunner.store import eventlog
 
 if TYPE_CHECKING:
-    from agentrunner.store.store import TraceStore
+    from agentrunner.store.core import StoreCore
 
 _CALL = eventlog.KIND_CODE["tool.call"]
 _RESPONSE = eventlog.KIND_CODE["model.response"]
@@ -32,7 +32,7 @@ class LogFacts:
     """Model calls whose token counts the source did not record (null, never 0)."""
 
 
-def log_facts(store: TraceStore) -> dict[str, LogFacts]:
+def log_facts(store: StoreCore) -> dict[str, LogFacts]:
     """Every episode's :class:`LogFacts` (its own events, not inherited ones), by id."""
     sql = store.sql
     ids = dict(store._conn.execute("SELECT key, id FROM episodes").fetchall())
@@ -63,7 +63,7 @@ def log_facts(store: TraceStore) -> dict[str, LogFacts]:
     return out
 
 
-def rewarded(store: TraceStore) -> set[str]:
+def rewarded(store: StoreCore) -> set[str]:
     """The episodes whose own events carry a reward: an ``episode.end`` with a total reward
     or a tool result with one. Any other episode (an imported session, a run with no test)
     has an unknown reward, whatever its summary's total says."""
