@@ -1,7 +1,7 @@
 """Both migration lists arrive at the one table definition (agentrunner/store/tables.py): a new
 SQLite store, a new Postgres store, and a store of each earlier schema of either, migrated up,
-hold its tables, columns (names, types as the database spells them, nullability, uniqueness,
-foreign keys), primary keys, indexes, views and triggers."""
+hold its tables, columns (names, types as the database spells them, nullability, defaults,
+uniqueness, foreign keys), primary keys, indexes, views and triggers."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def _expected(dialect: Dialect) -> Shape:
                 c.name: (
                     dialect.column_type(c.type),
                     c.not_null,
+                    c.default,
                     c.identity if dialect == POSTGRES else None,
                 )
                 for c in table.columns
@@ -58,7 +59,10 @@ def _sqlite_shape(path: Path) -> Shape:
         table = db.table(name)
         indexes = table.indexes
         shape[name] = {
-            "columns": {c.name: (c.type.upper(), bool(c.notnull), None) for c in table.columns},
+            "columns": {
+                c.name: (c.type.upper(), bool(c.notnull), c.default_value, None)
+                for c in table.columns
+            },
             "primary key": tuple(
                 c.name for c in sorted((c for c in table.columns if c.is_pk), key=lambda c: c.is_pk)
             ),
@@ -83,7 +87,7 @@ def _sqlite_shape(path: Path) -> Shape:
 
 _PG_COLUMNS = """
     SELECT c.table_name, c.column_name, upper(c.data_type), c.is_nullable = 'NO',
-        c.is_identity = 'YES'
+        c.column_default, c.is_identity = 'YES'
     FROM information_schema.columns c JOIN information_schema.tables t
         ON t.table_schema = c.table_schema AND t.table_name = c.table_name
     WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
@@ -125,7 +129,7 @@ def _postgres_shape(url: str) -> Shape:
             "views": {name for (name,) in views},
             "triggers": {name for (name,) in conn.execute(_PG_TRIGGERS)},
         }
-        for table, column, type_, not_null, identity in conn.execute(_PG_COLUMNS):
+        for table, column, type_, not_null, default, identity in conn.execute(_PG_COLUMNS):
             entry = shape.setdefault(
                 table,
                 {
@@ -136,7 +140,7 @@ def _postgres_shape(url: str) -> Shape:
                     "without rowid": False,
                 },
             )
-            entry["columns"][column] = (type_, not_null, identity)
+            entry["columns"][column] = (type_, not_null, default, identity)
         for table, index, unique, primary, constraint, where, columns in conn.execute(_PG_INDEXES):
             entry = shape[table]
             if primary:
@@ -213,7 +217,8 @@ def test_a_sqlite_store_new_or_of_an_earlier_schema_holds_the_one_definition(
     if applied:
         _sqlite_store_of_schema(path, applied)
     TraceStore(path).close()  # opening it makes or migrates it
-    assert _differences(_sqlite_shape(path), _expected(SQLITE)) == []
+    differences = _differences(_sqlite_shape(path), _expected(SQLITE))
+    assert not differences, "\n".join(differences)
 
 
 @pytest.mark.parametrize(
@@ -227,4 +232,5 @@ def test_a_postgres_store_new_or_of_an_earlier_schema_holds_the_one_definition(
     if applied:
         _postgres_store_of_schema(pg_url, applied)
     TraceStore(pg_url).close()  # opening it makes or migrates it
-    assert _differences(_postgres_shape(pg_url), _expected(POSTGRES)) == []
+    differences = _differences(_postgres_shape(pg_url), _expected(POSTGRES))
+    assert not differences, "\n".join(differences)

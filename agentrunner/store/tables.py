@@ -1,5 +1,5 @@
 """The store's tables, defined once for both databases: columns (a portable type, whether
-they may be NULL, which are unique, which refer to another table's row), primary keys,
+they may be NULL, defaults, which are unique, which refer to another table's row), primary keys,
 indexes, and the views and triggers each database holds.
 
 Both migration lists (:mod:`agentrunner.store.schema` for SQLite,
@@ -26,6 +26,8 @@ class Column:
     unique: bool = False
     references: str | None = None
     """The ``table.column`` whose row this column's value names (a foreign key)."""
+    default: str | None = None
+    """The value an insert that names no value gets, as SQL (none of the store's has one)."""
     identity: bool = False
     """Numbered by the database when an insert gives none (Postgres: an identity column;
     SQLite's rowid does it for any ``INTEGER PRIMARY KEY``)."""
