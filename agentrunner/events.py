@@ -50,7 +50,8 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
     ERROR = "error"
     INCOMPLETE = "incomplete"  # the stream ended without a finish reason
-    CONTEXT_OVERFLOW = "context_overflow"
+    CONTEXT_OVERFLOW = "context_overflow"  # the provider refused the request as too long
+    CONTEXT_EXHAUSTED = "context_exhausted"  # the next request would pass the window: not sent
     INTERRUPTED = "interrupted"  # the environment broke: no end recorded, resumable
     IMPORTED = "imported"  # a summary's: an imported session that recorded no end (completed)
 
@@ -67,6 +68,7 @@ STOP_REASON_STATUS: dict[str, Status] = {
     StopReason.ERROR: Status.FAILED,
     StopReason.INCOMPLETE: Status.FAILED,
     StopReason.CONTEXT_OVERFLOW: Status.FAILED,
+    StopReason.CONTEXT_EXHAUSTED: Status.FAILED,
     StopReason.INTERRUPTED: Status.INTERRUPTED,
 }
 
@@ -104,6 +106,9 @@ class ModelRequest(_Payload):
     params: dict[str, Any] = Field(default_factory=dict)
     provider: str
     model: str
+    input_tokens_estimate: int | None = None  # the budget's estimate of what this request sends
+    context_window: int | None = None  # the window it was checked against (None: unknown)
+    masked: int = 0  # tool outputs the context policy replaced by a placeholder
 
 
 class ModelChunk(_Payload):
@@ -185,6 +190,7 @@ class Resume(_Payload):
     env_restore: str
     dangling: list[dict[str, Any]] = Field(default_factory=list)
     reason: Literal["resume", "fork"] = "resume"
+    config: dict[str, Any] | None = None  # the runner settings this attempt runs with
 
 
 class EpisodeEnd(_Payload):

@@ -17,7 +17,7 @@ from agentrunner.environment import Environment, UsesStore
 from agentrunner.envs import imported, recorded
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.errors import UsageError
-from agentrunner.events import Error, Status, status_for
+from agentrunner.events import Error, Resume, Status, StopReason, status_for
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import known_secrets
@@ -38,6 +38,8 @@ from agentrunner.store.groups import fork_groups
 from agentrunner.types import AgentTurn, Message
 from providers import model_from_spec
 
+CONTEXT_SETTINGS = {"context", "context_window"}
+"""The settings a resume or fork may change for the rest of an episode (then recorded)."""
 RESUMABLE = (Status.PENDING, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED)
 
 
@@ -71,6 +73,12 @@ def can_resume(
         return "it has not started: it waits for its batch to run it (run the batch again)"
     if status == Status.RUNNING:
         return f"it is being written by process {episode.writer_pid}; cancel it first or wait"
+    if stop == StopReason.CONTEXT_EXHAUSTED:
+        return (
+            "its next request would pass the model's context window (context_exhausted), "
+            "under the same context policy again; fork it with one that keeps less: agentrunner"
+            f" fork {episode.episode_id} --turn {max(episode.turns, 1)} --context mask:10 --run"
+        )
     if status == Status.FAILED:
         if claimed is None:
             row = store.last_of_kind(episode.episode_id, "error")
@@ -116,6 +124,7 @@ def resume_episode(
     observer: Observer | None = None,
     branching: Branching | None = None,
     sample: int | None = None,
+    context: dict[str, Any] | None = None,
 ) -> Rollout:
     """Continue a cancelled, interrupted or (retryably) failed episode, or run a new fork.
 
@@ -124,6 +133,9 @@ def resume_episode(
     whose observations differ stops with :class:`agentrunner.errors.DivergenceError` unless
     ``accept_divergence``. ``branching`` goes on making decision points (an unfinished
     one is finished); ``sample`` marks the model calls as that sample of a decision point.
+    ``context`` changes the context settings (``context``: the policy, ``context_window``)
+    from the ones the episode runs with (its ``episode.start``'s, or those of the last
+    ``resume`` that changed them); this attempt's ``resume`` event then records them.
     """
     if max_turns is not None and not 1 <= max_turns <= MAX_TURNS_LIMIT:
         raise UsageError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
@@ -134,7 +146,7 @@ def resume_episode(
     max_turns = role_limit if max_turns is None else max_turns
     if episode.parent_episode_id is None and episode.last_seq == 0:
         return _run_fresh(
-            store, episode, env, model_fn, max_turns, cancel_check, observer, branching
+            store, episode, env, model_fn, max_turns, cancel_check, observer, branching, context
         )
     why = can_resume(store, episode)
     if why is not None:
@@ -152,7 +164,11 @@ def resume_episode(
                 env = env_from_spec(state.start.env, store)
             elif isinstance(env, UsesStore):
                 env.bind_store(store)
-            loop = _continue(store, state, env, model, accept_divergence, max_turns, observer)
+            settings = {
+                **({} if max_turns is None else {"max_turns": max_turns}),
+                **(context or {}),
+            }
+            loop = _continue(store, state, env, model, accept_divergence, settings, observer)
             loop.decide = decisions_for(store, episode_id, branching, model)
             loop.sample = sample
             return drive(
@@ -194,6 +210,7 @@ def _run_fresh(
     cancel_check: Callable[[], bool] | None,
     observer: Observer | None,
     branching: Branching | None,
+    context: dict[str, Any] | None,
 ) -> Rollout:
     """An episode whose process died before its first event: run it from the start."""
     if episode.status == Status.RUNNING:
@@ -202,6 +219,7 @@ def _run_fresh(
     own_env = env is None
     if env is None:
         env = env_from_spec(episode.env, store)
+    max_turns = max_turns or _planned_max_turns(store, episode.episode_id)
     try:
         return run_agent_episode(
             env=env,
@@ -209,7 +227,8 @@ def _run_fresh(
             seed=episode.seed,
             model_fn=model,
             store=store,
-            max_turns=max_turns or _planned_max_turns(store, episode.episode_id),
+            max_turns=max_turns,
+            config=RunConfig.model_validate({"max_turns": max_turns, **(context or {})}),
             cancel_check=cancel_check,
             observer=observer,
             episode_id=episode.episode_id,
@@ -233,7 +252,7 @@ def _continue(
     env: Environment,
     model: Model,
     accept_divergence: bool,
-    max_turns: int | None,
+    settings: dict[str, Any],
     observer: Observer | None,
 ) -> EpisodeLoop:
     """The loop that continues the episode (its environment restored, its resume recorded)."""
@@ -242,9 +261,7 @@ def _continue(
     reset, how = restore_env(
         env, start.task_id, start.seed, state.env_steps, accept_divergence=accept_divergence
     )
-    config_fields: dict[str, Any] = dict(start.config)
-    if max_turns is not None:
-        config_fields["max_turns"] = max_turns
+    config_fields = {**_recorded_config(store, ep.episode_id, start.config), **settings}
     try:
         config = RunConfig.model_validate(config_fields)
     except ValidationError as exc:
@@ -263,6 +280,7 @@ def _continue(
         env_restore=how,
         dangling=describe_dangling(state, store),
         reason="fork" if first_fork_run else "resume",
+        config=config.model_dump() if settings.keys() & CONTEXT_SETTINGS else None,
     )
     last_turn = state.turn - 1 if state.open_request is not None else state.turn
     if isinstance(env, imported.ImportedSession):  # no environment: re-sample one turn only
@@ -284,3 +302,16 @@ def _continue(
         loop.opening.append((Message(role="user", content=reset.prompt), "prompt"))
     loop.observation = state.observation
     return loop
+
+
+def _recorded_config(store: TraceStore, episode_id: str, started: dict[str, Any]) -> dict[str, Any]:
+    """The runner settings an episode last ran with: its history's last ``resume`` that
+    recorded them (a fork's own, or an attempt's), else its ``episode.start``'s."""
+    config, after = started, 0
+    while page := store.events(episode_id, after_seq=after, kinds=["resume"]):
+        for row in page:
+            resume = row.typed()
+            if isinstance(resume, Resume) and resume.config is not None:
+                config = resume.config
+        after = page[-1].seq
+    return dict(config)

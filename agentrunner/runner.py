@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrunner import __version__, interrupts
 from agentrunner.branching import Branching
+from agentrunner.context import EpisodeContext, PolicyText, Prepared
 from agentrunner.environment import Environment, ResetResult, ToolAction, UsesStore
 from agentrunner.errors import (
     Cancelled,
@@ -88,6 +89,10 @@ class RunConfig(BaseModel):
     continue_prompt: str = CONTINUE_PROMPT
     snapshot_secrets: Literal["redacted"] = "redacted"
     """What workspace snapshots do with a file holding a known secret: store it redacted."""
+    context: PolicyText = "none"
+    """The context policy (:mod:`agentrunner.context`): ``none`` or ``mask:K``."""
+    context_window: int | None = Field(default=None, ge=1)
+    """The model's context window in tokens (None: the model table's, when it knows it)."""
 
 
 @dataclass
@@ -146,6 +151,9 @@ class EpisodeLoop:
         """Branching: at a decision turn, the adopted action instead of one model call."""
         self.sample: int | None = None
         """Which of several samples at one input this run's model calls are (a proposal)."""
+        self.context = EpisodeContext.configured(config.context, config.context_window, model)
+        self.exhausted: str | None = None
+        """Why the episode stopped with ``context_exhausted`` (None: it did not)."""
 
     def loop(
         self,
@@ -173,13 +181,17 @@ class EpisodeLoop:
             # A decision point runs before the turn begins: what it records on the main line
             # (a cancel, an error) is of the turn before, so a resume makes it again.
             adopted = self.decide(self, self.turn + 1) if self.decide is not None else None
+            prepared = self.context.prepare(self.rec, self.turn + 1)
+            if adopted is None and (problem := self.context.over_budget(prepared)) is not None:
+                self.exhausted = problem
+                return StopReason.CONTEXT_EXHAUSTED
             self.turn += 1
             self.rec.turn = self.turn
             if adopted is not None:  # a decision point chose this turn's action
                 self.rec.message(adopted, "adopted")
                 calls = adopted.tool_calls
             else:
-                calls = self._generate().tool_calls
+                calls = self._generate(prepared).tool_calls
             if calls:
                 stop = self._run_tools([PendingCall(c, recorded=False) for c in calls])
                 if stop is not None:
@@ -201,13 +213,15 @@ class EpisodeLoop:
         if reason is not None:
             raise Cancelled(reason)
 
-    def _generate(self) -> AgentTurn:
+    def _generate(self, prepared: Prepared) -> AgentTurn:
         self.phase = "generate"
         call_id = f"call-{self.turn}-{self.rec.writer.attempt}"
         params = dict(getattr(self.model, "params", {}) or {})
-        self.rec.request(call_id, self.tools_hash, self.model.provider, self.model.model, params)
+        self.context.record_request(
+            self.rec, call_id, prepared, self.tools_hash, self.model, params
+        )
         context = AgentContext(
-            messages=list(self.rec.messages),
+            messages=list(prepared.messages),
             tools=list(self.reset.tools),
             turn=self.turn,
             task_id=self.task_id,
@@ -231,6 +245,7 @@ class EpisodeLoop:
             raise
         if not isinstance(turn, AgentTurn):
             raise TypeError(f"model_fn must return an AgentTurn, got {type(turn).__name__}")
+        self.context.budget.calibrate(prepared.messages, turn.usage)
         return self.rec.response(call_id, turn, time.monotonic() - started)  # as recorded
 
     def _run_tools(
@@ -424,7 +439,7 @@ def drive(
     problem = store.identity_problem()
     if problem is not None:
         raise StoreError(problem)
-    return _rollout(run, stop, status_for(stop), error)
+    return _rollout(run, stop, status_for(stop), error or run.exhausted)
 
 
 def _rollout(run: EpisodeLoop, stop: StopReason, status: Status, error: str | None) -> Rollout:

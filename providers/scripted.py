@@ -9,7 +9,8 @@ number, so equal conversations give equal turns. Past the end of its script the 
 ``submit()``; a prompt that no episode's ``match`` occurs in gets a one-line warning on
 stderr, then that ``submit()`` at once. A turn may instead list ``"alternatives"`` (turns): a
 decision point's sample ``i`` plays alternative ``i`` (modulo their number), any other call
-the first.
+the first. A turn's ``"usage"`` (``{"input_tokens": N, ...}``) replaces the counts the model
+reports for it; by default it counts about four characters a token of what it was sent.
 
 A bundled script is named (``scripted:demo``); any other is a ``.json`` path, and its content
 is recorded with the episode (``spec()["options"]["script"]``), so ``resume`` and ``fork``
@@ -176,6 +177,9 @@ class ScriptedModel:
             cost_usd=0.0,
             price_source="scripted (free)",
         )
+        declared = step.get("usage")
+        if isinstance(declared, dict):
+            usage = AgentUsage.model_validate({**usage.model_dump(), **declared})
         return AgentTurn(
             reasoning=reasoning,
             message=text,

@@ -16,7 +16,9 @@ from agentrunner.cli.common import (
 )
 from agentrunner.cli.model_opts import (
     FLAGS,
+    add_context_options,
     add_model_options,
+    context_settings,
     given_options,
     model_options,
     recorded_model,
@@ -95,6 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--run", action="store_true", help="run the fork(s) now, one after another")
     add_model_options(f)
+    add_context_options(f, keeps="the episode's (a fork may change them; with --run)")
 
     r = new_command(
         sub,
@@ -157,6 +160,7 @@ def _resume_one(
         accept_divergence=accept_divergence,
         max_turns=max_turns,
         observer=renderer,
+        context=context_settings(args) or None,
     )
 
 
@@ -247,9 +251,10 @@ def _print_resumed(
 
 
 def fork(args: argparse.Namespace) -> int:
-    given = given_options(args)
+    given = [FLAGS[name] for name in given_options(args)]
+    given += [f"--{name.replace('_', '-')}" for name in context_settings(args)]
     if given and not args.run:
-        flags = ", ".join(FLAGS[name] for name in given)
+        flags = ", ".join(given)
         raise UsageError(
             f"{flags} apply when the fork runs: add --run, or give them to "
             "`agentrunner resume FORK`"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner.cli.common import stderr_console
+from agentrunner.context import POLICY_HELP, ContextPolicy
 from agentrunner.errors import UsageError
 from agentrunner.model import Model
 from agentrunner.store import TraceStore
@@ -115,6 +116,38 @@ def add_model_options(parser: argparse.ArgumentParser, *, system_prompt: bool = 
         prompt.add_argument(
             "--system-prompt-file", type=Path, metavar="FILE", help="the same, from a file"
         )
+
+
+def _policy(text: str) -> str:
+    try:
+        return str(ContextPolicy.parse(text))
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_context_options(parser: argparse.ArgumentParser, *, keeps: str) -> None:
+    """``--context`` and ``--context-window``; ``keeps`` says what a command does without
+    them (a run: ``none`` and the model table's window; a fork: the episode's)."""
+    group = parser.add_argument_group(
+        "context window",
+        "Before each request the runner estimates its input tokens (the last reported count "
+        "plus what was added since) and never sends one that passes the window; the settings "
+        f"are recorded with the episode. Without these flags: {keeps}.",
+    )
+    group.add_argument("--context", type=_policy, metavar="POLICY", help=POLICY_HELP)
+    group.add_argument(
+        "--context-window",
+        type=_tokens,
+        metavar="N",
+        help="the model's context window in tokens (default: genai-prices' model table's; "
+        "a model it does not know has no limit)",
+    )
+
+
+def context_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The context settings the flags give (those not given are left out)."""
+    names = ("context", "context_window")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:

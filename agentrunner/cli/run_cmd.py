@@ -17,7 +17,13 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
-from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
+from agentrunner.cli.model_opts import (
+    add_context_options,
+    add_model_options,
+    context_settings,
+    model_options,
+    system_prompt,
+)
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.decisions import spend
@@ -30,7 +36,7 @@ from agentrunner.errors import StoreError, UsageError
 from agentrunner.events import MessageEvent
 from agentrunner.formatting import plural
 from agentrunner.resume import can_resume
-from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, run_agent_episode
+from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, RunConfig, run_agent_episode
 from agentrunner.safe_text import literal
 from agentrunner.store import TraceStore
 from agentrunner.system_prompt import with_system_prompt
@@ -125,6 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"model turns at most (1..{MAX_TURNS_LIMIT}, default 100); the only runner limit",
     )
     add_model_options(p, system_prompt=True)
+    add_context_options(p, keeps="none, and the model table's window")
     add_sandbox_options(p)
     add_branching_options(p, concurrency=True)
 
@@ -233,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
             model_fn=model,
             store=store,
             max_turns=args.max_turns,
+            config=RunConfig(max_turns=args.max_turns, **context_settings(args)),
             observer=observer,
             branching=branching,
         )
