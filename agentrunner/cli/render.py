@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import COLOR_SYSTEMS, Console
+from rich.style import Style
 from rich.text import Text
 
 from agentrunner import events as ev
@@ -39,47 +41,84 @@ MESSAGE_LABELS = {
     "edit": "edited turn",
 }
 GAVE_UP = "(gave up after "  # how providers/_retry.py ends an error it stopped retrying
-BATCH_PIECES = 500
-"""Most pieces a batched renderer holds before printing them."""
+BATCH_CHARS = 1 << 16
+"""Most characters a batched renderer holds before writing them."""
 
 
 class BatchedOutput:
-    """Text printed to one console in as few ``print`` calls as the wrapping allows.
+    """Text printed to one console as Rich prints it, in as few writes as possible.
 
-    Each ``print`` costs Rich a look at the environment and the terminal, so pieces are
-    gathered into one ``Text`` and printed together: a run of pieces wrapped alike (a
-    ``soft_wrap`` piece is never wrapped, any other wraps at the console's width), at most
-    :data:`BATCH_PIECES` at a time. ``hold=False`` prints each piece as it comes (a live
-    view); otherwise :meth:`flush` prints what is held.
+    Each ``print`` costs Rich a look at the environment and the terminal, a markup parse and
+    a pass over every span, so a held piece (``hold=True``: ``show``) that Rich would print
+    as it is (no tab to expand, no line to wrap, styles that do not cross a newline) is
+    rendered here from its spans with the console's own styles and colour system, and
+    written with the others in batches of about :data:`BATCH_CHARS` (:meth:`flush` writes
+    what is held). Any other piece, and every piece of a live view (``hold=False``: it
+    prints each event as it arrives), goes through ``console.print``.
     """
 
     def __init__(self, console: Console, *, hold: bool) -> None:
         self.console = console
         self.hold = hold
-        self._text = Text()
-        self._soft = False
-        self._pieces = 0
+        self._held: list[str] = []
+        self._size = 0
+        self._styles: dict[str | Style, Style] = {}
+        self._colours = COLOR_SYSTEMS.get(console.color_system or "")
+        self._width = console.width  # read once: Rich looks at the environment each time
 
     def add(self, text: Text, *, soft_wrap: bool = False, end: str = "\n") -> None:
         """Print ``text`` followed by ``end`` (now, or with the batch it joins)."""
-        if self._pieces and soft_wrap != self._soft:
+        rendered = self._render(text, soft_wrap) if self.hold else None
+        if rendered is None:
             self.flush()
-        self._soft = soft_wrap
-        self._text.append_text(text)
-        self._text.append(end)
-        self._pieces += 1
-        if not self.hold or self._pieces >= BATCH_PIECES:
+            self.console.print(text, soft_wrap=soft_wrap, end=end)
+            return
+        self._held += (rendered, end)
+        self._size += len(rendered) + 1
+        if self._size >= BATCH_CHARS:
             self.flush()
 
     def newline(self) -> None:
-        """End the line (an empty one wraps alike in either mode)."""
-        self.add(Text(), soft_wrap=self._soft)
+        """End the line."""
+        self.add(Text())
 
     def flush(self) -> None:
-        """Print what is held."""
-        if self._pieces:
-            text, self._text, self._pieces = self._text, Text(), 0
-            self.console.print(text, soft_wrap=self._soft, end="")
+        """Write what is held."""
+        if self._held:
+            held, self._held, self._size = self._held, [], 0
+            self.console.file.write("".join(held))
+            self.console.file.flush()
+
+    def _render(self, text: Text, soft_wrap: bool) -> str | None:
+        """``text`` as Rich would write it, or None when Rich must lay it out."""
+        plain = text.plain
+        if text.style or "\t" in plain:
+            return None
+        if not soft_wrap and cell_len(plain) > self._width:
+            return None
+        if self._colours is None or not text.spans:
+            return plain
+        out, at = [], 0
+        for span in sorted(text.spans):
+            piece = plain[span.start : span.end]
+            if span.start < at or "\n" in piece:
+                return None  # overlapping spans, or a style across lines
+            out += (
+                plain[at : span.start],
+                self._style(span.style).render(piece, color_system=self._colours),
+            )
+            at = span.end
+        out.append(plain[at:])
+        return "".join(out)
+
+    def _style(self, name: str | Style) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self.console.get_style(name)
+            if self.console.no_color:
+                style = style.without_color
+            self._styles[name] = style
+        return style
 
 
 def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160) -> str:
