@@ -210,12 +210,18 @@ class EpisodeContext:
         window = window or context_window(model.provider, model.model)
         return cls(ContextPolicy.parse(policy), window)
 
-    def over_budget(self, prepared: Prepared) -> str | None:
-        """Why ``prepared`` must not be sent (it passes the window), or None when it fits."""
+    def over_budget(self, prepared: Prepared, episode_id: str, turn: int) -> str | None:
+        """Why ``prepared`` must not be sent (it passes the window), or None when it fits
+        (``turn``: the episode's last complete turn, where a fork can take it on)."""
         window = self.budget.window
         if window is None or prepared.estimate <= window:
             return None
-        return exhausted_text(prepared.estimate, window, self.policy)
+        return (
+            f"the next request (about {prepared.estimate:,} input tokens) would pass the "
+            f"model's context window ({window:,} tokens) under context policy {self.policy}: it"
+            " was not sent; fork the episode with a policy that keeps less (agentrunner fork "
+            f"{episode_id} --turn {max(turn, 1)} --context mask:10 --run)"
+        )
 
     def record_request(
         self,
@@ -283,13 +289,3 @@ class EpisodeContext:
         assert sent_tip is not None, "a model request needs at least one message"
         self._chain = (list(sent), sent_tip)
         return sent_tip
-
-
-def exhausted_text(estimate: int, window: int, policy: ContextPolicy) -> str:
-    """Why an episode stopped with ``context_exhausted``, and what to do about it."""
-    return (
-        f"the next request (about {estimate:,} input tokens) would pass the model's context "
-        f"window ({window:,} tokens) under context policy {policy}: it was not sent; fork the "
-        "episode with a policy that keeps less (agentrunner fork EP --turn K --context mask:10"
-        " --run)"
-    )

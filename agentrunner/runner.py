@@ -182,7 +182,8 @@ class EpisodeLoop:
             # (a cancel, an error) is of the turn before, so a resume makes it again.
             adopted = self.decide(self, self.turn + 1) if self.decide is not None else None
             prepared = self.context.prepare(self.rec, self.turn + 1)
-            if adopted is None and (problem := self.context.over_budget(prepared)) is not None:
+            problem = self.context.over_budget(prepared, self.rec.episode_id, self.turn)
+            if adopted is None and problem is not None:
                 self.exhausted = problem
                 return StopReason.CONTEXT_EXHAUSTED
             self.turn += 1

@@ -167,3 +167,9 @@ def test_a_fork_with_another_policy_records_its_own(tmp_path: Path) -> None:
     resumes = [e.payload for e in store.iter_events(fork_id) if e.kind == "resume"]
     start = next(e.payload for e in store.iter_events(fork_id) if e.kind == "episode.start")
     assert (start["config"]["context"], resumes[-1]["config"]["context"]) == ("none", "mask:1")
+
+
+def test_an_unknown_policy_is_refused_with_the_ones_there_are(tmp_path: Path) -> None:
+    ran = run_cli("--db", str(tmp_path / "t.db"), "run", "--context", "summarize")
+    assert ran.returncode == 2
+    assert "unknown context policy 'summarize': give none, mask or mask:K" in ran.stderr
