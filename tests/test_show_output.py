@@ -2,7 +2,8 @@
 
 ``show --follow`` (the live tail) prints each event as it arrives, one at a time; ``show``
 gathers the same pieces and prints them in batches. For the demo episode, a fork of it and
-an imported Claude Code session, with colour off and forced, the transcript ``show`` prints
+an imported Claude Code session and an episode of hostile text (markup, escapes, tabs, long
+lines), with colour off and forced, the transcript ``show`` prints
 is the one ``--follow`` prints, character for character (escape sequences included).
 """
 
@@ -15,7 +16,9 @@ from pathlib import Path
 import pytest
 from cli_process import run_cli
 
-from agentrunner import TraceStore
+from agentrunner import TraceStore, __version__
+from agentrunner.recorder import Recorder
+from agentrunner.types import AgentToolCall, Chunk, Message
 from tests.imports.conftest import FIXTURES
 
 CLAUDE_SESSION = FIXTURES / "claude-code" / "tool_heavy.jsonl"
@@ -46,12 +49,44 @@ def episodes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
         before = {*store.episode_ids()}
         _ok("import", "--db", str(db), str(CLAUDE_SESSION))
         [ids["claude-code"]] = {*store.episode_ids()} - before
+    ids["hostile text"] = _record_hostile(store)
     store.close()
     return db, ids
 
 
+def _record_hostile(store: TraceStore) -> str:
+    """An episode whose recorded text looks like markup, holds escapes, tabs, a carriage
+    return and lines wider than the console (wrapped or not)."""
+    episode_id = store.create_episode(task_id="hostile", seed=0, env={"kind": "t"}, model={})
+    rec = Recorder(store, store.writer(episode_id), secrets={})
+    rec.start(
+        task_id="hostile",
+        seed=0,
+        env={"kind": "t"},
+        model={},
+        config={},
+        version=__version__,
+        max_steps=1,
+    )
+    rec.message(
+        Message(role="user", content="[bold]not markup[/] \x1b]52;c;aGk=\x07\tend\n" * 3), "prompt"
+    )
+    rec.turn = 1
+    rec.request("c1", store.put_tools([]), "scripted", "[red]m[/]", {})
+    for text in ("[link=http://x]click[/link]\r", "a\tb " * 80, "\x1b[2J" + "w" * 300):
+        rec.chunk("c1", Chunk(channel="reasoning", text=text))
+        rec.chunk("c1", Chunk(channel="text", text=text))
+    call = AgentToolCall(call_id="k1", name="bash[/]", arguments='{"command": "' + "x" * 250 + '"}')
+    rec.tool_call(call, call.parsed_arguments(), None)
+    rec.tool_result(
+        call, ("\tcol\x1b[31m red [/] " + "y" * 260 + "\n") * 20, reward=1.0, duration_s=0.1
+    )
+    rec.end("done", 1)
+    return episode_id
+
+
 @pytest.mark.parametrize("colour", COLOURS)
-@pytest.mark.parametrize("kind", ["demo", "fork", "claude-code"])
+@pytest.mark.parametrize("kind", ["demo", "fork", "claude-code", "hostile text"])
 def test_show_prints_the_transcript_the_live_tail_prints(
     episodes: tuple[Path, dict[str, str]], kind: str, colour: str
 ) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 from rich.cells import cell_len
 from rich.console import COLOR_SYSTEMS, Console
+from rich.rule import Rule
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
@@ -25,7 +27,7 @@ from agentrunner.cli.common import reward_text
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import count, plural, unique_prefixes
-from agentrunner.safe_text import Part, line
+from agentrunner.safe_text import Part, line, visible
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
@@ -48,13 +50,14 @@ BATCH_CHARS = 1 << 16
 class BatchedOutput:
     """Text printed to one console as Rich prints it, in as few writes as possible.
 
-    Each ``print`` costs Rich a look at the environment and the terminal, a markup parse and
-    a pass over every span, so a held piece (``hold=True``: ``show``) that Rich would print
-    as it is (no tab to expand, no line to wrap, styles that do not cross a newline) is
-    rendered here from its spans with the console's own styles and colour system, and
-    written with the others in batches of about :data:`BATCH_CHARS` (:meth:`flush` writes
-    what is held). Any other piece, and every piece of a live view (``hold=False``: it
-    prints each event as it arrives), goes through ``console.print``.
+    Each ``print`` costs Rich a look at the environment and the terminal and a pass over a
+    ``Text``, so a held line (``hold=True``: ``show``) that Rich would print as it is (no tab
+    to expand, no line to wrap, no style across a newline) is rendered here from its parts,
+    made visible by :func:`~agentrunner.safe_text.visible`, with the console's own styles and
+    colour system; rules are rendered by Rich with options read once. Both are written in
+    batches of about :data:`BATCH_CHARS` (:meth:`flush` writes what is held). Any other
+    piece, and every piece of a live view (``hold=False``: it prints each event as it
+    arrives), goes through ``console.print``.
     """
 
     def __init__(self, console: Console, *, hold: bool) -> None:
@@ -62,25 +65,61 @@ class BatchedOutput:
         self.hold = hold
         self._held: list[str] = []
         self._size = 0
-        self._styles: dict[str | Style, Style] = {}
+        self._styles: dict[str, Style] = {}
         self._colours = COLOR_SYSTEMS.get(console.color_system or "")
+        self._options = console.options
         self._width = console.width  # read once: Rich looks at the environment each time
 
     def add(self, text: Text, *, soft_wrap: bool = False, end: str = "\n") -> None:
-        """Print ``text`` followed by ``end`` (now, or with the batch it joins)."""
-        rendered = self._render(text, soft_wrap) if self.hold else None
+        """Print ``text`` followed by ``end`` through the console (after what is held)."""
+        self.flush()
+        self.console.print(text, soft_wrap=soft_wrap, end=end)
+
+    def line(self, *parts: Part, soft_wrap: bool = False, end: str = "\n") -> None:
+        """Print :func:`~agentrunner.safe_text.line` of ``parts`` followed by ``end``."""
+        rendered = self._render_parts(parts, soft_wrap) if self.hold else None
         if rendered is None:
-            self.flush()
-            self.console.print(text, soft_wrap=soft_wrap, end=end)
+            self.add(line(*parts), soft_wrap=soft_wrap, end=end)
             return
         self._held += (rendered, end)
         self._size += len(rendered) + 1
         if self._size >= BATCH_CHARS:
             self.flush()
 
+    def _render_parts(self, parts: Sequence[Part], soft_wrap: bool) -> str | None:
+        """The parts of a line as Rich would write them, or None when Rich must lay it out."""
+        shown = [(visible(p), "") if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts]
+        plain = "".join(text for text, _ in shown)
+        if "\t" in plain or (not soft_wrap and cell_len(plain) > self._width):
+            return None
+        if self._colours is None:
+            return plain
+        out = []
+        for text, style in shown:
+            if style and text:
+                if "\n" in text:
+                    return None  # a style across lines
+                text = self._style(style).render(text, color_system=self._colours)
+            out.append(text)
+        return "".join(out)
+
+    def rule(self, title: str | Text) -> None:
+        """A dim rule across the console with ``title`` (markup of our own) in its middle."""
+        if not self.hold:
+            self.console.rule(title, style="dim")
+            return
+        segments = self.console.render(Rule(title, style="dim"), self._options)
+        if self.console.no_color and self._colours:
+            segments = Segment.remove_color(segments)
+        self._held += (
+            style.render(text, color_system=self._colours) if style else text
+            for text, style, _ in segments
+        )
+        self._size += self._width
+
     def newline(self) -> None:
         """End the line."""
-        self.add(Text())
+        self.line()
 
     def flush(self) -> None:
         """Write what is held."""
@@ -89,29 +128,7 @@ class BatchedOutput:
             self.console.file.write("".join(held))
             self.console.file.flush()
 
-    def _render(self, text: Text, soft_wrap: bool) -> str | None:
-        """``text`` as Rich would write it, or None when Rich must lay it out."""
-        plain = text.plain
-        if text.style or "\t" in plain:
-            return None
-        if not soft_wrap and cell_len(plain) > self._width:
-            return None
-        if self._colours is None or not text.spans:
-            return plain
-        out, at = [], 0
-        for span in sorted(text.spans):
-            piece = plain[span.start : span.end]
-            if span.start < at or "\n" in piece:
-                return None  # overlapping spans, or a style across lines
-            out += (
-                plain[at : span.start],
-                self._style(span.style).render(piece, color_system=self._colours),
-            )
-            at = span.end
-        out.append(plain[at:])
-        return "".join(out)
-
-    def _style(self, name: str | Style) -> Style:
+    def _style(self, name: str) -> Style:
         style = self._styles.get(name)
         if style is None:
             style = self.console.get_style(name)
@@ -182,24 +199,20 @@ class EventRenderer:
         self.console.print(*objects, **kwargs)
 
     def _rule(self, title: str | Text) -> None:
-        self.out.flush()
-        self.console.rule(title, style="dim")
+        self.out.rule(title)
 
     def _flush_kept_raw(self) -> None:
         held, self._kept_raw = self._kept_raw, {}
         total = sum(held.values())
         if total == 1:
             [(why, _)] = held.items()
-            self.out.add(line(("error", "bold red"), f" in import: unmapped: {why}"))
+            self.out.line(("error", "bold red"), f" in import: unmapped: {why}")
         elif total:
             whys = sorted(held.items(), key=lambda kv: -kv[1])
             said = "; ".join(f"{n:,} × {why}" for why, n in whys[:3])
             more = f"; {plural(len(whys) - 3, 'other reason')}" if len(whys) > 3 else ""
-            self.out.add(
-                line(
-                    ("kept raw", "bold red"),
-                    f" by the import: {total:,} records ({said}{more})",
-                )
+            self.out.line(
+                ("kept raw", "bold red"), f" by the import: {total:,} records ({said}{more})"
             )
 
     def bind_episode(self, episode_id: str) -> None:
@@ -254,25 +267,23 @@ class EventRenderer:
             lines.pop()
         shown = lines if self.verbose else lines[:limit]
         for text_line in shown:
-            self.out.add(line(("  │", style), " ", text_line), soft_wrap=True)
+            self.out.line(("  │", style), " ", text_line, soft_wrap=True)
         if len(shown) < len(lines):
             more = f"… {len(lines) - len(shown)} more lines (-v)"
-            self.out.add(line("  ", ("│", style), " ", (more, "dim")))
+            self.out.line("  ", ("│", style), " ", (more, "dim"))
 
     def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
         model = p.model_spec.spec
         episode: list[Part] = [(self.episode_id, "bold"), " · "] if self.episode_id else []
-        self.out.add(
-            line(
-                ("episode", "bold"),
-                " ",
-                *episode,
-                "task ",
-                (p.task_id, "cyan"),
-                f" · seed {p.seed} · model ",
-                (str(model), "cyan"),
-                f" · env {p.env_spec.kind or '?'}",
-            )
+        self.out.line(
+            ("episode", "bold"),
+            " ",
+            *episode,
+            "task ",
+            (p.task_id, "cyan"),
+            f" · seed {p.seed} · model ",
+            (str(model), "cyan"),
+            f" · env {p.env_spec.kind or '?'}",
         )
 
     def _message(self, turn: int, p: ev.MessageEvent) -> None:
@@ -280,17 +291,17 @@ class EventRenderer:
         label = MESSAGE_LABELS.get(p.reason, p.reason)
         message = self._read(p.message_hash)
         if message is None:
-            self.out.add(line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim")))
+            self.out.line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim"))
             return
         if p.reason == "system" and not self.verbose:
             size = plural(len(message.content.splitlines()), "line")
-            self.out.add(line((f"» {label}", "magenta"), " ", (f"({size}; -v shows it)", "dim")))
+            self.out.line((f"» {label}", "magenta"), " ", (f"({size}; -v shows it)", "dim"))
             return
         if p.reason == "continue" or message.tool_calls:
             text = describe_message(message) if message.tool_calls else message.content
-            self.out.add(line((f"» {label}:", "magenta"), " ", (text, "dim")))
+            self.out.line((f"» {label}:", "magenta"), " ", (text, "dim"))
             return
-        self.out.add(line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim")))
+        self.out.line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim"))
         self._lines(message.content, "magenta", MAX_PROMPT_LINES)
 
     def _adopted(self, seq: int, turn: int, p: ev.MessageEvent) -> None:
@@ -306,9 +317,9 @@ class EventRenderer:
         if message is None:
             return
         if message.reasoning:
-            self.out.add(line((f"thinking: {message.reasoning}", "dim italic")), soft_wrap=True)
+            self.out.line((f"thinking: {message.reasoning}", "dim italic"), soft_wrap=True)
         if message.content:
-            self.out.add(line(message.content), soft_wrap=True)
+            self.out.line(message.content, soft_wrap=True)
 
     def _decision_at(self, seq: int) -> Decision | None:
         """The decision whose adopted message is at ``seq`` (made on this episode or, for a
@@ -350,7 +361,7 @@ class EventRenderer:
                 f" (n {len(c.rewards)}){same}{tail}",
                 highlight=False,
             )
-            self.out.add(line("    action: ", describe_message(c.message, limit=100)))
+            self.out.line("    action: ", describe_message(c.message, limit=100))
             forks = " ".join(ids.get(e, e) for e in c.continuations) or "-"
             self._print(
                 f"    [dim]continuations {forks} · proposal {ids.get(c.proposal, c.proposal)}[/]",
@@ -363,9 +374,7 @@ class EventRenderer:
                 highlight=False,
             )
         if done:
-            self.out.add(
-                line(("» adopted action", "magenta"), " ", (f"(candidate {d.adopted})", "dim"))
-            )
+            self.out.line(("» adopted action", "magenta"), " ", (f"(candidate {d.adopted})", "dim"))
 
     def _read(self, message_hash: str) -> Message | None:
         if self.store is None:
@@ -386,33 +395,31 @@ class EventRenderer:
             self._close_stream()
             self._open_channel = p.channel
             if p.channel == "reasoning":
-                self.out.add(line(("thinking:", "dim italic"), " "), soft_wrap=True, end="")
+                self.out.line(("thinking:", "dim italic"), " ", soft_wrap=True, end="")
         style = {"reasoning": "dim italic", "refusal": "bold red"}.get(p.channel, "")
-        self.out.add(line((p.text, style)), soft_wrap=True, end="")
+        self.out.line((p.text, style), soft_wrap=True, end="")
 
     def _model_response(self, turn: int, p: ev.ModelResponse) -> None:
         self._close_stream()
         if p.refusal:
-            self.out.add(line(("refusal:", "bold red"), " ", p.refusal))
+            self.out.line(("refusal:", "bold red"), " ", p.refusal)
         if p.stop_reason in (None, ev.StopReason.INCOMPLETE):
-            self.out.add(line(("stream ended without a finish reason", "yellow")))
+            self.out.line(("stream ended without a finish reason", "yellow"))
 
     def _usage(self, turn: int, p: ev.Usage) -> None:
         cost = "?" if p.cost_usd is None else f"${p.cost_usd:.4f}"
-        self.out.add(
-            line(
-                (
-                    f"  usage: {count(p.input_tokens)} in · {count(p.output_tokens)} out"
-                    f" · {count(p.reasoning_tokens)} reasoning · {cost}",
-                    "dim",
-                )
+        self.out.line(
+            (
+                f"  usage: {count(p.input_tokens)} in · {count(p.output_tokens)} out"
+                f" · {count(p.reasoning_tokens)} reasoning · {cost}",
+                "dim",
             )
         )
 
     def _tool_call(self, turn: int, p: ev.ToolCall) -> None:
         self._close_stream()
         args = _short_args(p.arguments, p.parsed)
-        self.out.add(line((f"▶ {p.name}", "bold cyan"), "(", (args, "cyan"), ")"))
+        self.out.line((f"▶ {p.name}", "bold cyan"), "(", (args, "cyan"), ")")
 
     def _tool_result(self, turn: int, p: ev.ToolResult) -> None:
         self._lines(p.observation, "red" if p.error else "green", MAX_OBS_LINES)
@@ -422,33 +429,31 @@ class EventRenderer:
         if p.done:
             extra.append("done")
         if extra:
-            self.out.add(line("  ", (" · ".join(extra), "bold green")))
+            self.out.line("  ", (" · ".join(extra), "bold green"))
 
     def _cancel(self, turn: int, p: ev.Cancel) -> None:
         self._close_stream()
-        self.out.add(line(("cancelled", "bold yellow"), f" during {p.where}: {p.reason}"))
+        self.out.line(("cancelled", "bold yellow"), f" during {p.where}: {p.reason}")
 
     def _error(self, turn: int, p: ev.Error) -> None:
         self._close_stream()
         # A retryable error is retried (or left for `resume`); one the adapter stopped
         # retrying says so in its message, and is not called retryable as well.
         retry = " (retryable)" if p.retryable and GAVE_UP not in p.message else ""
-        self.out.add(line(("error", "bold red"), f" in {p.where}: {p.type}: {p.message}{retry}"))
+        self.out.line(("error", "bold red"), f" in {p.where}: {p.type}: {p.message}{retry}")
 
     def _resume(self, turn: int, p: ev.Resume) -> None:
         self._close_stream()
         what = "fork" if p.reason == "fork" else "episode"
         episode: list[Part] = [f" {what} ", (self.episode_id, "bold")] if self.episode_id else []
-        self.out.add(
-            line(("resumed", "bold magenta"), *episode, f" from seq {p.from_seq} ({p.env_restore})")
+        self.out.line(
+            ("resumed", "bold magenta"), *episode, f" from seq {p.from_seq} ({p.env_restore})"
         )
 
     def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
         self._close_stream()
-        self.out.add(
-            line(
-                ("end", "bold"),
-                f": {p.stop_reason} after {plural(p.turns, 'turn')} · reward ",
-                (reward_text(p.total_reward), "bold"),
-            )
+        self.out.line(
+            ("end", "bold"),
+            f": {p.stop_reason} after {plural(p.turns, 'turn')} · reward ",
+            (reward_text(p.total_reward), "bold"),
         )
