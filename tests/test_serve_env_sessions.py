@@ -17,7 +17,7 @@ import pytest
 from cli_process import run_cli
 from serve_support import SUBMIT, TASK, WRITE_FIX, serve_env, serve_env_command, served_episodes
 from thirdparty_repo import BUGGY, FIXED, PROMPT, TEST_CMD, make_repo
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from agentrunner import TraceStore
@@ -248,3 +248,25 @@ def test_a_repository_is_served_as_a_task_its_test_command_scoring_submit(
     assert "- repo:repo" in tasks and PROMPT in reset.prompt and reward == 1.0
     diff = run_cli("diff", episode, "--db", str(server.db))
     assert diff.returncode == 0 and f"+    {FIXED}" in diff.stdout
+
+
+def test_what_a_web_page_could_send_is_refused_and_a_bad_reset_frees_its_slot(
+    tmp_path: Path,
+) -> None:
+    """Without a token, a page in the user's browser must not drive a sandbox: a request
+    naming an Origin, a DNS-rebound host name and a non-JSON body are refused before any
+    session opens; a reset that fails on a seed the store cannot hold frees its slot."""
+    with serve_env(tmp_path, "--max-sessions", "1") as server:
+        reset = f"{server.url}/reset"
+        page = httpx.post(reset, json={}, headers={"Origin": "http://evil.example"})
+        rebound = httpx.post(reset, json={}, headers={"Host": "attacker.example"})
+        form = httpx.post(reset, content=b"{}", headers={"Content-Type": "text/plain"})
+        with pytest.raises(InvalidStatus) as handshake:  # the WebSocket's handshake too
+            connect(server.url.replace("http", "ws") + "/ws", origin="http://evil.example")
+        huge = httpx.post(reset, json={"seed": 2**70})
+        fine = httpx.post(reset, json={"seed": 1})
+    assert [page.status_code, rebound.status_code, form.status_code] == [403, 403, 415]
+    assert handshake.value.response.status_code == 403
+    assert huge.status_code == 422 and "64-bit" in huge.text
+    assert fine.status_code == 200  # the one slot was not kept by the failed reset
+    assert served_episodes(server.db) == [fine.json()["observation"]["metadata"]["episode_id"]]

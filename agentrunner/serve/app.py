@@ -18,6 +18,7 @@ With a token, every request but ``/health`` must carry ``Authorization: Bearer T
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -37,7 +38,9 @@ from agentrunner.serve.schema import (
 from agentrunner.serve.session import Session, SessionProblem
 from agentrunner.serve.sessions import CapacityReached, SessionTable
 
-MAX_MESSAGE_BYTES = 100 * 2**20
+MAX_MESSAGE_BYTES = 8 * 2**20
+"""The largest HTTP body or WebSocket message (a step's action: a file written whole)."""
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 ENV_NAME = "agentrunner-workspace"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -51,7 +54,10 @@ class OpenEnvServer:
         self.url = ""
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_MESSAGE_BYTES, middlewares=[self._check_token])
+        app = web.Application(
+            client_max_size=MAX_MESSAGE_BYTES,
+            middlewares=[self._refuse_web_pages, self._check_token],
+        )
         app.router.add_get("/health", self.health)
         app.router.add_get("/metadata", self.metadata)
         app.router.add_get("/schema", self.schema)
@@ -62,10 +68,26 @@ class OpenEnvServer:
         return app
 
     @web.middleware
+    async def _refuse_web_pages(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """What a web page in the user's browser could send is refused: a request naming an
+        ``Origin`` (browsers send it; trainers' clients do not), a host name that is not
+        loopback's or an address (a DNS-rebound name) when no token guards the server, and a
+        body that is not ``application/json`` (a form or ``text/plain`` needs no preflight)."""
+        origin = request.headers.get("Origin")
+        if origin is not None:
+            return _detail(403, f"requests from a web page ({origin[:100]}) are refused")
+        host = (request.host or "").rsplit(":", 1)[0].strip("[]").lower()
+        if self.token is None and not (host in LOOPBACK_NAMES or _is_address(host)):
+            return _detail(403, f"this server answers on loopback only, not as {host[:100]!r}")
+        if request.method == "POST" and request.content_type != "application/json":
+            return _detail(415, "send the body as application/json")
+        return await handler(request)
+
+    @web.middleware
     async def _check_token(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if self.token is not None and request.path != "/health":
             given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(given.encode(), self.token.encode()):
+            if not hmac.compare_digest(given.encode(errors="replace"), self.token.encode()):
                 return _detail(401, "this server needs its token: Authorization: Bearer TOKEN")
         return await handler(request)
 
@@ -118,6 +140,10 @@ class OpenEnvServer:
             if session_id is None:
                 await self.table.close(session, f"the reset failed: {exc}")
             return _detail(422 if _code(exc) == "VALIDATION_ERROR" else 400, str(exc))
+        except Exception:  # its slot is freed whatever failed
+            if session_id is None:
+                await self.table.close(session, "the reset failed")
+            raise
 
     async def step(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
@@ -239,3 +265,11 @@ async def _json_body(request: web.Request) -> dict[str, Any] | web.Response:
 
 def _detail(status: int, message: str) -> web.Response:
     return web.json_response({"detail": message}, status=status)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -73,8 +73,10 @@ class Session:
         seed = data.get("seed")
         if not isinstance(task_id, str):
             raise SessionProblem(f"task_id must be a string, not {task_id!r}", "VALIDATION_ERROR")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise SessionProblem(f"seed must be an integer, not {seed!r}", "VALIDATION_ERROR")
+        if seed is not None and (
+            not isinstance(seed, int) or isinstance(seed, bool) or not -(2**63) <= seed < 2**63
+        ):
+            raise SessionProblem(f"seed must be a 64-bit integer, not {seed!r}", "VALIDATION_ERROR")
         return await self._call(lambda: self._reset(task_id, seed or 0))
 
     def _reset(self, task_id: str, seed: int) -> dict[str, Any]:
