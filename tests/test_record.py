@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from record_support import (
     FIXTURES,
@@ -22,6 +23,9 @@ from sse_replay import Reply, SSEReplayServer, events_from_file
 
 from agentrunner import TraceStore
 from agentrunner.record.bodies import request_body
+from agentrunner.record.episodes import Origin
+from agentrunner.record.journal import Journal
+from agentrunner.record.proxy import Proxy, ProxySettings, ProxyThread
 
 needs_fixtures = pytest.mark.skipif(
     not FIXTURES.is_dir(), reason=f"provider stream fixtures not found at {FIXTURES}"
@@ -281,3 +285,33 @@ def test_proxy_on_an_address_other_machines_reach_refuses_to_start_without_a_tok
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "--token" in proc.stderr
+
+
+def test_a_request_from_a_web_page_is_refused_and_not_recorded(tmp_path: Path) -> None:
+    """A page in the user's browser can post to a loopback proxy (no preflight for a
+    text/plain body); agents send no Origin, pages always do: refused before anything."""
+    db = tmp_path / "t.db"
+    with SSEReplayServer(Reply(events=anthropic_text("hi"))) as upstream:
+        journal = Journal(str(db), Origin())
+        journal.start()
+        server = ProxyThread(Proxy(journal, ProxySettings(upstreams={"anthropic": upstream.url})))
+        port = server.start()
+        try:
+            body = {
+                "model": "claude-x",
+                "max_tokens": 9,
+                "messages": [{"role": "user", "content": "x"}],
+            }
+            answered = httpx.post(
+                f"http://127.0.0.1:{port}/anthropic/v1/messages",
+                content=json.dumps(body),
+                headers={"Origin": "http://evil.example", "Content-Type": "text/plain"},
+            )
+        finally:
+            server.stop()
+            journal.close()
+        reached = list(upstream.requests)
+    assert answered.status_code == 403 and "web page" in answered.text
+    assert reached == []
+    with TraceStore(db) as store:
+        assert store.list_episodes() == []

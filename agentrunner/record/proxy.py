@@ -142,10 +142,17 @@ class Proxy:
     async def _check_token(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        origin = request.headers.get("Origin")
+        if origin is not None:  # a web page in the user's browser: agents send none
+            return web.json_response(
+                {"error": {"type": "permission_error", "message": "agentrunner proxy:"
+                 f" requests from a web page ({origin[:100]}) are refused"}},
+                status=403,
+            )  # fmt: skip
         token = self.settings.token
         if token is not None:
             given = request.headers.get(TOKEN_HEADER, "")
-            if not hmac.compare_digest(given.encode(), token.encode()):
+            if not hmac.compare_digest(given.encode(errors="replace"), token.encode()):
                 return web.json_response(
                     {"error": {"type": "authentication_error", "message": "agentrunner proxy:"
                      f" this proxy needs its token in the {TOKEN_HEADER} header"}},
