@@ -377,6 +377,12 @@ def test_the_export_command_writes_the_file_and_sends_to_an_endpoint(
                 "--no-content")  # fmt: skip
     assert sent.returncode == 0, sent.stderr
     assert f"to {url}/v1/traces" in sent.stderr and len(handler.bodies) == 1
+    secret = url.replace("http://", "http://user:hunter2@") + "/v1/traces?api_key=s3cret"
+    hidden = _cli("export", "--db", str(db), "--format", "otlp", parent, "--endpoint", secret,
+                  "--json")  # fmt: skip
+    assert hidden.returncode == 0, hidden.stderr
+    assert "hunter2" not in hidden.stdout + hidden.stderr
+    assert "s3cret" not in hidden.stdout + hidden.stderr
     dead = _cli("export", "--db", str(db), "--format", "otlp", parent, "--endpoint",
                 url.rsplit(":", 1)[0] + ":1")  # fmt: skip
     assert dead.returncode == 1 and len(dead.stderr.strip().splitlines()) == 1

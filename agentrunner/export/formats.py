@@ -22,6 +22,7 @@ from agentrunner.export.lengths import LengthWatch
 from agentrunner.export.parquet import require_pyarrow
 from agentrunner.export.select import Selected, Selection, select_episodes
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl, write_parquet
+from agentrunner.redaction import public_url
 from agentrunner.store import EpisodeSummary, TraceStore
 
 Option = Literal["reasoning_key", "tool_args", "kto_threshold", "with_tool_results"]
@@ -216,7 +217,7 @@ class TraceFormat:
         return ExportResult(
             format=self.name,
             rows=sent.spans,
-            file=otlp.traces_url(target.endpoint)
+            file=public_url(otlp.traces_url(target.endpoint))
             if target.endpoint is not None
             else (str(target.output) if target.output is not None else None),
             episodes=len(selected.episodes),

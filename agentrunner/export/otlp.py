@@ -36,6 +36,7 @@ import httpx
 from agentrunner import __version__
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl
+from agentrunner.redaction import public_url
 from agentrunner.store import TraceStore
 
 if TYPE_CHECKING:
@@ -211,22 +212,12 @@ def traces_url(endpoint: str) -> str:
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(
-            f"not an http(s) URL: {_shown(endpoint)} (e.g. http://127.0.0.1:6006)",
+            f"not an http(s) URL: {public_url(endpoint)} (e.g. http://127.0.0.1:6006)",
             param="endpoint",
         )
     if parts.path in ("", "/"):
         parts = parts._replace(path=TRACES_PATH)
     return urlunsplit(parts)
-
-
-def _shown(url: str) -> str:
-    """A URL as an error may show it: without a user name or password in it."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _refusal(response: httpx.Response) -> str | None:
@@ -272,9 +263,9 @@ def send_otlp(
             problem = _post(client, url, request.SerializeToString(), sent_headers)
             if problem is not None:
                 raise OtlpEndpointError(
-                    f"OTLP endpoint {_shown(url)}: {problem}; sent before it: {result.requests} "
-                    f"request(s), {result.spans} span(s) (export again to send the rest: "
-                    "spans already sent are updated, not duplicated)"
+                    f"OTLP endpoint {public_url(url)}: {problem}; sent before it: "
+                    f"{result.requests} request(s), {result.spans} span(s) (export again to send"
+                    " the rest: spans already sent are updated, not duplicated)"
                 )
             result.requests += 1
             result.spans = read.spans
