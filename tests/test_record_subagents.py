@@ -174,3 +174,15 @@ def test_a_sub_agent_call_that_returned_its_result_starts_no_later_conversation(
         finish(url, "Main", "Two callers.", **session)
         sub_agent(url, "Context", **session)
     assert spawned_by(db) == {"Main": None, "Context": None}
+
+
+def test_a_short_prompt_links_only_a_message_that_is_exactly_it(tmp_path: Path) -> None:
+    """ "ok" ends many messages: a sub-agent call passing it links only a conversation whose
+    message is "ok" itself, never one that merely ends with it."""
+    db = tmp_path / "t.db"
+    session = {"x-claude-code-session-id": "s1"}
+    with main_agent_upstream("Task", {"prompt": "ok"}) as upstream, proxy(db, upstream) as url:
+        post(url, [{"role": "user", "content": "Main"}], **session)
+        post(url, [{"role": "user", "content": "Is that ok"}], **session)
+        post(url, [{"role": "user", "content": "ok"}], **session)
+    assert spawned_by(db) == {"Main": None, "Is that ok": None, "ok": ("Main", "call_1")}

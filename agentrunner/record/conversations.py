@@ -25,6 +25,8 @@ from agentrunner.types import Message
 SPAWNING_TOOLS = {"Agent": "prompt", "Task": "prompt", "task": "prompt", "spawn_agent": "message"}
 """Sub-agent tools: the argument holding the prompt (Codex's ``spawn_agent`` may pass ``items``
 instead: structured input whose text items end the sub-agent's first message)."""
+SHORT_PROMPT = 24
+"""A sub-agent prompt shorter than this links only a first message that is exactly it."""
 DETACHED = frozenset({"spawn_agent"})
 """Sub-agent tools whose result comes back at once (the sub-agent's id) while the sub-agent
 works on: their prompt stays open until a conversation takes it, not until the result."""
@@ -92,6 +94,13 @@ class Spawn:
     detached: bool
     """The call's result comes back before the sub-agent ends (see :data:`DETACHED`)."""
 
+    def starts(self, text: str) -> bool:
+        """Whether a user message ``text`` starts this sub-agent: it ends with the prompt (a
+        prompt shorter than :data:`SHORT_PROMPT`, such as "ok", must be the whole message)."""
+        if len(self.prompt) < SHORT_PROMPT:
+            return text == self.prompt
+        return text.endswith(self.prompt)
+
 
 @dataclass
 class Conversation:
@@ -152,7 +161,7 @@ class Conversations:
             if conversation.session not in sessions:
                 continue
             for call_id, spawn in conversation.prompts.items():
-                if not any(text.endswith(spawn.prompt) for text in texts):
+                if not any(spawn.starts(text) for text in texts):
                     continue
                 if found is None or len(spawn.prompt) > found[0]:
                     found = (len(spawn.prompt), conversation, call_id)
