@@ -66,3 +66,17 @@ def reward(value: float | None) -> str:
 def started(created_at: str) -> str:
     """``MM-DD HH:MM`` from an ISO timestamp."""
     return created_at[5:16].replace("T", " ")
+
+
+def diff_line_kind(line: str) -> str:
+    """What a line of a unified diff is: ``file`` (a file's header), ``hunk``, ``add``,
+    ``remove``, or ``""`` (a line both sides hold), for every place that colours a diff."""
+    if line.startswith(("+++", "---", "diff --git")):
+        return "file"
+    if line.startswith("@@"):
+        return "hunk"
+    if line.startswith("+"):
+        return "add"
+    if line.startswith("-"):
+        return "remove"
+    return ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from agentrunner import formatting as fmt
 from agentrunner.changes import episode_change
 from agentrunner.errors import UsageError
+from agentrunner.formatting import diff_line_kind
 from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.view.blocks import Link
 from agentrunner.view.markup import esc, esc_line
@@ -102,16 +103,8 @@ def _patch(patch: str, episode_id: str) -> str:
     shown, cut = patch[:MAX_PATCH_CHARS], len(patch) - MAX_PATCH_CHARS
     lines = []
     for line in shown.splitlines():
-        if line.startswith(("+++", "---", "diff --git")):
-            cls = "file"
-        elif line.startswith("+"):
-            cls = "add"
-        elif line.startswith("-"):
-            cls = "del"
-        elif line.startswith("@@"):
-            cls = "hunk"
-        else:
-            cls = ""
+        kind = diff_line_kind(line)
+        cls = "del" if kind == "remove" else kind
         lines.append(f'<span class="{cls}">{esc(line)}</span>' if cls else esc(line))
     more = (
         f'\n<span class="cut">… {cut:,} more characters (agentrunner diff '

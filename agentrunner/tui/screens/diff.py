@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
+from agentrunner.formatting import diff_line_kind
 from agentrunner.safe_text import visible
 from agentrunner.tui import format as fmt
 from agentrunner.tui import keys
@@ -40,16 +41,7 @@ class DiffBody(Static):
         if not lines:
             text.append(empty)
         for line in lines:
-            if line.startswith(("---", "+++")):
-                kind = "file"
-            elif line.startswith("@@"):
-                kind = "hunk"
-            elif line.startswith("+"):
-                kind = "add"
-            elif line.startswith("-"):
-                kind = "remove"
-            else:
-                kind = ""
+            kind = diff_line_kind(line)
             text.append(visible(line) + "\n", style[kind] if kind else "")
         return text
 
