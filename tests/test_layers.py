@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     # the runtime reads back the log it writes (the runner's pending calls, the recorder's
     # totals), so the log's readers sit beneath it
     ("readers", _ours("history state restore changes")),
-    ("runtime", _ours("runner recorder liveness interrupts distributed")),
+    ("runtime", _ours("runner context recorder liveness interrupts distributed")),
     ("lifecycle", _ours("resume fork fanout batch members decisions decision_log runs")),
     ("applications", _ours("verifiers export imports record report request_diff view serve")),
     ("front ends", _ours("cli tui")),
