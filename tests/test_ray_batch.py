@@ -25,7 +25,7 @@ from agentrunner.batch import run_batch
 from agentrunner.distributed import plan
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.fanout import score_actions
-from agentrunner.store.groups import batch_members, fork_groups
+from agentrunner.store.groups import fork_groups
 from providers import get_model
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'agentrunner[ray]')")
@@ -69,7 +69,7 @@ def test_a_batch_of_16_runs_each_pair_once_to_completion_on_ray(
     result = run_batch(store, task_seed_pairs=pairs(8), concurrency=8, **batch_kwargs(tmp_path))
     assert [e.action for e in result.episodes] == ["ran"] * 16
     assert_each_pair_completed_once(store, pairs(8))
-    assert batch_members(store, result.batch_id) == {
+    assert store.batch_members(result.batch_id) == {
         (e.task_id, e.seed): e.episode_id for e in result.episodes
     }
 
