@@ -19,20 +19,19 @@ import time
 from pathlib import Path
 
 import pytest
+from recorded_turns import record_turn
 
 from agentrunner import __version__
 from agentrunner.envs.workspace import TOOL_SPECS
 from agentrunner.recorder import Recorder
 from agentrunner.store import TraceStore
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
+from agentrunner.types import Message
 
 pytestmark = pytest.mark.benchmark
 
 RATIO_GOAL = 1.5
 """Printed beside the ratio (issue 25 goal 2); not asserted: a benchmark is not a timed test."""
 TURNS = 4000
-CHUNKS_PER_TURN = 20  # + request, response, usage, tool call, tool result = 25 events a turn
-OBSERVATION_BYTES = 1024
 REPS = 5
 
 PLAIN_READER = """
@@ -46,41 +45,6 @@ out = sys.stdout
 for seq, turn, kind, payload in rows:
     out.write(f"{seq} {turn} {kind} {payload}\\n")
 """
-
-
-def _record_turn(rec: Recorder, turn: int, tools_hash: str) -> None:
-    """One turn as the runner records it: streamed reasoning and text, one tool call."""
-    rec.turn = turn
-    call_id = f"call-{turn}-1"
-    rec.request(call_id, tools_hash, "scripted", "bench", {})
-    tool_call_id = f"call_{turn:04d}_0"
-    args = f'{{"command": "python -m unittest 2>&1 | tail -n {turn:04d}"}}'
-    pieces = [
-        Chunk(channel="reasoning" if i < 10 else "text", text=f"piece {turn:04d}/{i:02d} of it. ")
-        for i in range(16)
-    ]
-    pieces += [
-        Chunk(channel="tool_args", text=args[j : j + 14], tool_call_id=tool_call_id)
-        for j in range(0, len(args), 14)
-    ][: CHUNKS_PER_TURN - 16]
-    for piece in pieces:
-        rec.chunk(call_id, piece)
-    call = AgentToolCall(call_id=tool_call_id, name="bash", arguments=args)
-    result = AgentTurn(
-        reasoning="".join(p.text for p in pieces if p.channel == "reasoning"),
-        message="".join(p.text for p in pieces if p.channel == "text"),
-        tool_calls=(call,),
-        usage=AgentUsage(input_tokens=1000 + turn, output_tokens=80, cost_usd=0.0),
-        provider="scripted",
-        model="bench",
-        provider_request_id=f"req-{turn:04d}",
-        stop_reason="tool_use",
-    )
-    rec.response(call_id, result, 0.25)
-    rec.tool_call(call, call.parsed_arguments(), None)
-    text = f"turn {turn:04d}: ok\n"
-    observation = (text * (OBSERVATION_BYTES // len(text) + 1))[:OBSERVATION_BYTES]
-    rec.tool_result(call, observation, reward=0.0, duration_s=0.01)
 
 
 def _record_episode(path: Path) -> tuple[str, int]:
@@ -101,7 +65,7 @@ def _record_episode(path: Path) -> tuple[str, int]:
     rec.message(Message(role="user", content="Fix the bug in stats.py.\n" * 10), "prompt")
     tools_hash = store.put_tools(TOOL_SPECS)
     for turn in range(1, TURNS + 1):
-        _record_turn(rec, turn, tools_hash)
+        record_turn(rec, turn, tools_hash)
     rec.end("done", TURNS)
     events = store.episode(episode_id).last_seq
     store.close()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from recorded_turns import record_turn
 
 from agentrunner import __version__, interrupts
 from agentrunner.envs.workspace import TOOL_SPECS
@@ -23,7 +24,7 @@ from agentrunner.recorder import Recorder
 from agentrunner.store import TraceStore
 from agentrunner.store.connection import BUSY_TIMEOUT_S
 from agentrunner.store.eventlog import now_us
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk, Message
+from agentrunner.types import Chunk, Message
 
 pytestmark = pytest.mark.benchmark
 
@@ -38,8 +39,6 @@ APPEND_BLOCK = 500  # bare and store alternate every block
 APPEND_WARMUP = 1000
 PAYLOAD_BYTES = 200
 TURNS = 500
-CHUNKS_PER_TURN = 20
-OBSERVATION_BYTES = 1024
 
 
 def _new_episode(store: TraceStore) -> str:
@@ -161,42 +160,6 @@ def test_a_chunk_through_the_append_path_costs_at_most_1_5x_a_bare_insert(tmp_pa
 # -- (b) linear growth and (c) rebuild, on a 500-turn episode of equal turns -------------
 
 
-def _record_turn(rec: Recorder, turn: int, tools_hash: str) -> None:
-    """One equal-sized turn, recorded the way the runner records it."""
-    rec.turn = turn
-    call_id = f"call-{turn}-1"
-    rec.request(call_id, tools_hash, "scripted", "bench", {})
-    tool_call_id = f"call_{turn:04d}_0"
-    pieces: list[Chunk] = []
-    for i in range(CHUNKS_PER_TURN):
-        channel = "reasoning" if i < 10 else "text" if i < 16 else "tool_args"
-        text = f"piece {turn:04d}/{i:02d} of it. "  # 23 characters
-        pieces.append(Chunk(channel=channel, text=text, tool_call_id=None))
-    args = f'{{"command": "python -m unittest 2>&1 | tail -n {turn:04d}"}}'
-    pieces[16:] = [
-        Chunk(channel="tool_args", text=args[j : j + 14], tool_call_id=tool_call_id)
-        for j in range(0, len(args), 14)
-    ][:4]
-    for piece in pieces:
-        rec.chunk(call_id, piece)
-    call = AgentToolCall(call_id=tool_call_id, name="bash", arguments=args)
-    result = AgentTurn(
-        reasoning="".join(p.text for p in pieces if p.channel == "reasoning"),
-        message="".join(p.text for p in pieces if p.channel == "text"),
-        tool_calls=(call,),
-        usage=AgentUsage(input_tokens=1000 + turn, output_tokens=80, cost_usd=0.0),
-        provider="scripted",
-        model="bench",
-        provider_request_id=f"req-{turn:04d}",
-        stop_reason="tool_use",
-    )
-    rec.response(call_id, result, 0.25)
-    rec.tool_call(call, call.parsed_arguments(), None)
-    line = f"turn {turn:04d}: ok\n"
-    observation = (line * (OBSERVATION_BYTES // len(line) + 1))[:OBSERVATION_BYTES]
-    rec.tool_result(call, observation, reward=0.0, duration_s=0.01)
-
-
 def _store_bytes(store: TraceStore) -> int:
     store.raw_connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     wal = store.path.with_name(store.path.name + "-wal")
@@ -225,7 +188,7 @@ def long_episode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     sizes = {0: _store_bytes(store)}
     started = time.perf_counter()
     for turn in range(1, TURNS + 1):
-        _record_turn(rec, turn, tools_hash)
+        record_turn(rec, turn, tools_hash)
         if turn in (TURNS // 2, TURNS):
             sizes[turn] = _store_bytes(store)
     elapsed = time.perf_counter() - started

@@ -19,8 +19,7 @@ from test_record_python_agents import EDIT, aider_home, chunk, commit_message, e
 
 from agentrunner import TraceStore
 from agentrunner.imports import aider
-from agentrunner.imports.registry import Follower
-from tests.imports.conftest import kinds, only_episode, payloads
+from tests.imports.conftest import followed_and_whole, kinds, payloads
 
 pytestmark = pytest.mark.slow
 
@@ -115,18 +114,5 @@ def test_an_aider_history_followed_line_by_line_imports_as_the_whole_file_does(
     tmp_path: Path,
 ) -> None:
     history = aider_history(tmp_path)
-    growing = tmp_path / "growing.txt"
-    growing.write_text("")
-    with TraceStore(tmp_path / "followed.db") as store:
-        follower = Follower(store)
-        for line in history.read_text().splitlines(keepends=True):
-            with growing.open("a") as f:
-                f.write(line)
-            follower.look([growing])
-        follower.finish()
-        follower.close()
-        [episode] = [e.episode_id for e in store.list_episodes()]
-        followed = kinds(store, episode)
-    with TraceStore(tmp_path / "whole.db") as store:
-        whole = kinds(store, only_episode(store, history, aider))
+    followed, whole = followed_and_whole(tmp_path, history, aider, tmp_path / "growing.txt")
     assert followed == whole and whole["model.request"] == 1

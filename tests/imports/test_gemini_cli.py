@@ -18,8 +18,7 @@ from test_record_gemini_cli import MODEL, gemini_home, script
 
 from agentrunner import TraceStore
 from agentrunner.imports import gemini_cli
-from agentrunner.imports.registry import Follower
-from tests.imports.conftest import kinds, only_episode, payloads
+from tests.imports.conftest import followed_and_whole, kinds, payloads
 
 pytestmark = pytest.mark.slow
 
@@ -107,19 +106,7 @@ def test_a_gemini_cli_session_followed_line_by_line_imports_as_the_whole_file_do
     tmp_path: Path,
 ) -> None:
     session = gemini_session(tmp_path)
-    growing = tmp_path / "growing" / session.name
-    growing.parent.mkdir()
-    growing.write_text("")
-    with TraceStore(tmp_path / "followed.db") as store:
-        follower = Follower(store)
-        for line in session.read_text().splitlines(keepends=True):
-            with growing.open("a") as f:
-                f.write(line)
-            follower.look([growing])
-        follower.finish()
-        follower.close()
-        [episode] = [e.episode_id for e in store.list_episodes()]
-        followed = kinds(store, episode)
-    with TraceStore(tmp_path / "whole.db") as store:
-        whole = kinds(store, only_episode(store, session, gemini_cli))
+    followed, whole = followed_and_whole(
+        tmp_path, session, gemini_cli, tmp_path / "growing" / session.name
+    )
     assert followed == whole and whole["model.request"] == 2
