@@ -80,3 +80,18 @@ def diff_line_kind(line: str) -> str:
     if line.startswith("-"):
         return "remove"
     return ""
+
+
+MESSAGE_LABELS = {
+    "system": "system prompt",
+    "prompt": "task",
+    "continue": "continue",
+    "fork": "injected message",
+    "edit": "edited turn",
+    "adopted": "adopted action",
+}
+"""How a transcript (``show``, the view page) names a message by the reason it was added."""
+KEPT_RAW = ("import", "unmapped")
+"""(where, type) of the ``error`` event an import writes for a record it kept raw."""
+GAVE_UP = "(gave up after "
+"""How a provider's error that was retried until it gave up ends (``providers/_retry.py``)."""

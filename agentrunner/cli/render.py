@@ -26,23 +26,13 @@ from agentrunner import events as ev
 from agentrunner.cli.common import reward_text
 from agentrunner.decisions import Decision, read_decisions
 from agentrunner.errors import StoreError
-from agentrunner.formatting import count, plural, unique_prefixes
+from agentrunner.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS, count, plural, unique_prefixes
 from agentrunner.safe_text import Part, line, visible
 from agentrunner.store import TraceStore
 from agentrunner.types import Message
 
-KEPT_RAW = ("import", "unmapped")
-"""(where, type) of the error event of a record an import kept raw."""
 MAX_OBS_LINES = 12
 MAX_PROMPT_LINES = 20
-MESSAGE_LABELS = {
-    "system": "system prompt",
-    "prompt": "task",
-    "continue": "continue",
-    "fork": "injected message",
-    "edit": "edited turn",
-}
-GAVE_UP = "(gave up after "  # how providers/_retry.py ends an error it stopped retrying
 BATCH_CHARS = 1 << 16
 """Most characters a batched renderer holds before writing them."""
 

@@ -14,6 +14,7 @@ from agentrunner import __version__
 from agentrunner import events as ev
 from agentrunner.envs import imported
 from agentrunner.errors import UsageError
+from agentrunner.formatting import KEPT_RAW
 from agentrunner.history import NOT_CHUNKS, History
 from agentrunner.imports.files import one_extends
 from agentrunner.imports.items import (
@@ -358,7 +359,7 @@ class SessionWriter:
                     self.rec.failure(where, kind, message)
             case Unmapped(record=record, why=why):
                 if self._due():
-                    self.rec.failure("import", "unmapped", why, raw=_jsonable(record))
+                    self.rec.failure(*KEPT_RAW, why, raw=_jsonable(record))
                     self.report.kept_raw += 1
 
     def _tool_call(self, call: AgentToolCall) -> None:

@@ -15,22 +15,11 @@ from dataclasses import dataclass, field
 from agentrunner import events as ev
 from agentrunner.decision_log import Decision, read_decisions
 from agentrunner.errors import StoreError
+from agentrunner.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS
 from agentrunner.request_diff import Call, RequestDiff, diff
 from agentrunner.store import EventRow, TraceStore
 from agentrunner.store.records import ModelInput
 from agentrunner.types import Message
-
-KEPT_RAW = ("import", "unmapped")
-"""(where, type) of the error event of a record an import kept raw."""
-GAVE_UP = "(gave up after "  # how providers/_retry.py ends an error it stopped retrying
-MESSAGE_LABELS = {
-    "system": "system prompt",
-    "prompt": "task",
-    "continue": "continue",
-    "fork": "injected message",
-    "edit": "edited turn",
-    "adopted": "adopted action",
-}
 
 
 @dataclass
