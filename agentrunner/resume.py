@@ -44,14 +44,21 @@ RESUMABLE = (Status.PENDING, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED
 
 
 def can_resume(
-    store: TraceStore, episode: EpisodeSummary, *, claimed: EpisodeState | None = None
+    store: TraceStore,
+    episode: EpisodeSummary,
+    *,
+    claimed: EpisodeState | None = None,
+    served: bool = False,
 ) -> str | None:
     """Why ``episode`` cannot be resumed now, or None when it can (the one rule, for the
-    CLI, the TUI, ``resume --all``, the decision engine and the resume itself): not when
-    completed or running, nor when it failed on an error that retrying cannot fix.
+    CLI, the TUI, ``resume --all``, the decision engine, the resume itself and a reconnected
+    ``serve-env`` session): not when completed or running, nor when it failed on an error
+    that retrying cannot fix.
 
     ``claimed``: the episode's state, read by a caller that holds its writer lease (which
-    makes its derived status ``running``): its status is then the one its log gives."""
+    makes its derived status ``running``): its status is then the one its log gives.
+    ``served``: the caller is the ``serve-env`` session that served the episode, whose
+    client continues it (no one else can: the model's side is the client's)."""
     status, stop, error = episode.status, episode.stop_reason, None
     if claimed is not None:
         ended = claimed.ended
@@ -62,7 +69,7 @@ def can_resume(
         return imported.why_not_runnable(episode.env)
     if env.kind == recorded.KIND:
         return recorded.why_not_runnable(episode.env)
-    if "served" in episode.env:
+    if "served" in episode.env and not served:
         return (
             "it was served to an OpenEnv client (agentrunner serve-env): only that client's"
             " trainer can continue it; fork or verify it instead"

@@ -16,6 +16,7 @@ from agentrunner.errors import StoreError, UsageError
 from agentrunner.events import EpisodeEnd, Error
 from agentrunner.store.leases import Leases
 from agentrunner.store.protocol import StoreBackend
+from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.store import TraceStore
 from agentrunner.types import Message
 
@@ -58,6 +59,24 @@ def test_batches_are_listed_counted_and_found_by_id_prefix_or_name(backend: Make
     with pytest.raises(UsageError, match="no batch"):
         store.resolve_batch("nothing-like-it")
     assert store.batches_of(made.values()) == ["BATCH-ONE"]
+
+
+def test_a_listing_finds_the_episodes_served_in_one_session_newest_first(
+    backend: MakeStore,
+) -> None:
+    store = backend()
+
+    def served(session: str) -> str:
+        env = {"kind": "workspace", "served": {"session_id": session, "transport": "http"}}
+        return store.create_episode(task_id="t", seed=0, env=env, model={})
+
+    first, other, second = served("ab12"), served("cd34"), served("ab12")
+    _episode(store)  # not served at all
+    mine = store.list_episodes(where=EpisodeFilter(served_session="ab12"))
+    assert [e.episode_id for e in mine] == [second, first]
+    assert store.count_episodes(EpisodeFilter(served_session="cd34")) == 1
+    assert store.list_episodes(where=EpisodeFilter(served_session="cd34"))[0].episode_id == other
+    assert store.list_episodes(where=EpisodeFilter(served_session="ab1%")) == []
 
 
 # ---------------------------------------------------------------- where the store is

@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "OpenEnv environment (HTTP and WebSocket, the protocol of the `openenv` package): "
         "each session is one sandboxed workspace with the runner's limits, hidden tests and "
         "rewards, and every step it serves is recorded as an episode in the trace store, so "
-        "`show`, `diff`, `verify` and `report` work on a trainer's rollouts. Ctrl-C stops.",
+        "`show`, `diff`, `verify` and `report` work on a trainer's rollouts. A client that "
+        "lost its connection, or whose server was killed and started again on the same "
+        "store, continues its episode with a reset naming only its session "
+        "(`reset(session_id=...)`). Ctrl-C stops.",
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--tasks", type=Path, metavar="FILE", help="a tasks.json file")

@@ -11,6 +11,12 @@
   stateful, ``/reset`` opens a session and names it in its ``metadata.session_id``, and
   ``/step`` and ``/state`` take that ``session_id`` (a ``StepRequest`` extra field); an HTTP
   session ends with its episode (submit, step limit) or when idle.
+- Reconnecting: a reset whose ``session_id`` names a session that is not open here (its
+  connection dropped, it idled out, the server was stopped or killed) continues that
+  session's last episode, if it can go on: its workspace restored from the last recorded
+  step, its steps counted on (the reset observation's ``step``). Over the WebSocket it is
+  the first message of a new connection; ``openenv``'s client sends it as
+  ``reset(session_id=...)``.
 
 With a token, every request but ``/health`` must carry ``Authorization: Bearer TOKEN``.
 """
@@ -27,7 +33,7 @@ from aiohttp import WSMsgType, web
 from pydantic import ValidationError
 
 from agentrunner import __version__
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.serve.schema import (
     WorkspaceAction,
     error_frame,
@@ -35,7 +41,7 @@ from agentrunner.serve.schema import (
     tools_description,
     validation_errors,
 )
-from agentrunner.serve.session import Session, SessionProblem
+from agentrunner.serve.session import Session, SessionProblem, UnknownSession
 from agentrunner.serve.sessions import CapacityReached, SessionTable
 
 MAX_MESSAGE_BYTES = 8 * 2**20
@@ -128,7 +134,7 @@ class OpenEnvServer:
         session_id = body.get("session_id")
         session = self.table.get(session_id) if isinstance(session_id, str) else None
         if session_id is not None and session is None:
-            return _detail(404, f"unknown session_id {session_id!r}")
+            return await self._rejoin(request, body)
         if session is None:
             try:
                 session = self._open(request, "http")
@@ -170,6 +176,24 @@ class OpenEnvServer:
             return session
         return web.json_response(session.state())
 
+    async def _rejoin(self, request: web.Request, body: dict[str, Any]) -> web.Response:
+        """A reset naming a session not open here: continue that session's episode in a
+        new HTTP session with its id (or say why it cannot go on)."""
+        try:
+            _only_session(body)
+            session = self._open(request, "http")
+        except SessionProblem as exc:
+            return _detail(422, str(exc))
+        except CapacityReached as exc:
+            return _detail(503, str(exc))
+        try:
+            return web.json_response(await self.table.rejoin(session, body["session_id"]))
+        except (SessionProblem, AgentRunnerError) as exc:
+            return _detail(_status(exc), str(exc))
+        finally:
+            if session.episode is None:  # not continued: its slot is free again
+                await self.table.close(session, None)
+
     def _http_session(self, session_id: Any) -> Session | web.Response:
         if not isinstance(session_id, str):
             return _detail(
@@ -204,7 +228,7 @@ class OpenEnvServer:
             async for message in ws:
                 if message.type != WSMsgType.TEXT:
                     continue
-                reply = await answer(session, message.data)
+                reply = await answer(self.table, session, message.data)
                 if reply is None:
                     why = None
                     break
@@ -218,7 +242,7 @@ class OpenEnvServer:
         return ws
 
 
-async def answer(session: Session, raw: str) -> dict[str, Any] | None:
+async def answer(table: SessionTable, session: Session, raw: str) -> dict[str, Any] | None:
     """The reply to one WebSocket message (None: the client closed the session)."""
     try:
         message = json.loads(raw)
@@ -229,7 +253,13 @@ async def answer(session: Session, raw: str) -> dict[str, Any] | None:
     try:
         match kind:
             case "reset":
-                observation = await session.reset(data if isinstance(data, dict) else {})
+                data = data if isinstance(data, dict) else {}
+                wanted = data.get("session_id")
+                if wanted is None or wanted == session.id:
+                    observation = await session.reset(data)
+                else:  # a client back after its connection, or the server, went away
+                    _only_session(data)
+                    observation = await table.rejoin(session, wanted)
                 return {"type": "observation", "data": observation}
             case "step":
                 action = WorkspaceAction.model_validate(data)
@@ -249,6 +279,29 @@ async def answer(session: Session, raw: str) -> dict[str, Any] | None:
 
 def _code(exc: Exception) -> str:
     return exc.code if isinstance(exc, SessionProblem) else "EXECUTION_ERROR"
+
+
+def _status(exc: Exception) -> int:
+    """The HTTP status of a session's refusal."""
+    match _code(exc):
+        case "VALIDATION_ERROR":
+            return 422
+        case "SESSION_ERROR":
+            return 404 if isinstance(exc, UnknownSession) else 409
+        case _:
+            return 409 if isinstance(exc, UsageError) else 400
+
+
+def _only_session(data: dict[str, Any]) -> None:
+    """A reset that continues a session names only the session: its task and seed are the
+    episode's own."""
+    extra = sorted(key for key in data if key not in ("session_id", "metadata"))
+    if extra:
+        raise SessionProblem(
+            f"a reset with a session_id continues that session's episode: leave out"
+            f" {', '.join(extra)} (or leave out session_id to start a new episode)",
+            "VALIDATION_ERROR",
+        )
 
 
 async def _json_body(request: web.Request) -> dict[str, Any] | web.Response:

@@ -5,7 +5,10 @@ snapshot and reward after), and its end.
 The environment side only: ``episode.start`` names the server and the client; no model
 events are seen. The episode holds its writer lease with a heartbeat, so a server killed
 mid-session leaves it ``interrupted`` (the store's lease rules), every acknowledged step
-already committed. Everything here runs in the session's own thread.
+already committed. A client that reconnects with its session id continues the episode
+(:meth:`ServedEpisode.rejoin`): the workspace comes back from the last step's snapshot and
+the episode goes on as its next attempt, after a ``resume`` event. Everything here runs in
+the session's own thread.
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner import __version__
-from agentrunner.environment import StepResult, ToolAction
+from agentrunner.environment import ResetResult, StepResult, ToolAction
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import EnvironmentFailure
-from agentrunner.events import EpisodeStart, StopReason
+from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.events import EpisodeStart, StopReason, ToolCall
+from agentrunner.history import EnvStep
 from agentrunner.liveness import Heartbeat
 from agentrunner.recorder import Recorder
 from agentrunner.redaction import Redactor, known_secrets, scrub
+from agentrunner.restore import restore_env
+from agentrunner.resume import can_resume
+from agentrunner.state import rebuild
 from agentrunner.store import TraceStore
 from agentrunner.store.leases import Lease
 from agentrunner.types import AgentToolCall, Message
@@ -99,6 +106,77 @@ class ServedEpisode:
         )
         self._lease = self.store.lease(episode_id, claimed=True)
         rec = Recorder(self.store, self.store.writer(episode_id), secrets=known_secrets())
+        self._hold(rec)
+        return rec
+
+    def rejoin(self, episode_id: str) -> tuple[ResetResult, str]:
+        """Continue ``episode_id``, an episode this session served that was left
+        interrupted (the server killed) or cancelled (the client gone, idle, the server
+        stopped): claim it, bring the workspace back to its last recorded step and record
+        the resume. (The task's reset, how the workspace came back.) A ``UsageError`` says
+        why an episode cannot go on: it is over, or another connection serves it."""
+        lease = self.store.lease(
+            episode_id,
+            refused=UsageError(
+                f"episode {episode_id} of this session is being served by another connection"
+                " or server: close that one first"
+            ),
+        )
+        lease.claim()
+        self._lease = lease
+        try:
+            return self._rejoin(episode_id)
+        except BaseException:
+            self._lease = None
+            lease.release()
+            raise
+
+    def _rejoin(self, episode_id: str) -> tuple[ResetResult, str]:
+        state = rebuild(self.store, episode_id)
+        why = can_resume(self.store, state.episode, claimed=state, served=True)
+        if why is not None:
+            raise UsageError(f"episode {episode_id} of this session cannot go on: {why}")
+        start = state.start
+        self.task_id = start.task_id
+        self.steps = state.env_steps[-1].step if state.env_steps else 0
+        writer = self.store.writer(episode_id, attempt=state.episode.attempt + 1)
+        rec = Recorder(self.store, writer, secrets=known_secrets(), tip=state.tip)
+        rec.messages = list(state.messages)
+        rec.totals = state.totals
+        rec.turn = self.steps
+        if state.finished is not None:  # its last step was recorded, its end was not
+            self._rec = rec
+            self.finish(state.finished)
+            raise UsageError(
+                f"episode {episode_id} of this session was over ({state.finished}) when the"
+                " server stopped; its end is recorded now: reset for a new episode"
+            )
+        self.env.bind_store(self.store)
+        reset, how = restore_env(self.env, start.task_id, start.seed, state.env_steps)
+        with self.recording:
+            rec.resume(
+                from_seq=writer.next_seq - 1,
+                env_restore=how,
+                dangling=self._unanswered(episode_id, state.env_steps),
+                reason="resume",
+            )
+        self._hold(rec)
+        return reset, how
+
+    def _unanswered(self, episode_id: str, steps: list[EnvStep]) -> list[dict[str, Any]]:
+        """The step the client sent last, recorded but never answered (the server died
+        while it ran): the workspace is back to before it, and the client sends it again."""
+        row = self.store.last_of_kind(episode_id, "tool.call")
+        if row is None or (steps and steps[-1].seq > row.seq):
+            return []
+        call = row.typed()
+        if not isinstance(call, ToolCall):
+            return []
+        return [{"call_id": call.call_id, "name": call.name, "action": "sent again by the client"}]
+
+    def _hold(self, rec: Recorder) -> None:
+        """Keep the episode's lease alive while this session writes it."""
+        episode_id = rec.episode_id
         self._rec = rec
         self._heartbeat = Heartbeat(
             self.store,
@@ -109,7 +187,6 @@ class ServedEpisode:
             on_store_lost=lambda problem: setattr(rec.writer, "lost", problem),
         )
         self._heartbeat.__enter__()
-        return rec
 
     def cancel_request(self) -> str | None:
         """A cancel another process asked for (``agentrunner cancel EP``), if any."""

@@ -49,6 +49,11 @@ class ResetObservation(BaseModel):
     max_steps: int | None = None
     episode_id: str
     session_id: str
+    step: int = Field(
+        default=0,
+        description="Steps the episode has taken: 0 after a reset; when a reset with a"
+        " session_id continues that session's episode, the steps it had taken.",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

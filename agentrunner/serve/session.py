@@ -8,6 +8,7 @@ in order, off the server's event loop: a slow test run blocks nobody else.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from agentrunner.serve.schema import (
     wire,
 )
 from agentrunner.store import TraceStore
+from agentrunner.store.records import EpisodeFilter
 
 T = TypeVar("T")
 
@@ -37,6 +39,17 @@ class SessionProblem(Exception):
     def __init__(self, message: str, code: str = "EXECUTION_ERROR") -> None:
         super().__init__(message)
         self.code = code
+
+
+class UnknownSession(SessionProblem):
+    """A reconnect naming a session that served no episode in this store."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"no episode was served in session {session_id} (in this store): reset without"
+            " a session_id to start one",
+            "SESSION_ERROR",
+        )
 
 
 class Session:
@@ -78,6 +91,53 @@ class Session:
         ):
             raise SessionProblem(f"seed must be a 64-bit integer, not {seed!r}", "VALIDATION_ERROR")
         return await self._call(lambda: self._reset(task_id, seed or 0))
+
+    async def rejoin(self, session_id: str) -> dict[str, Any]:
+        """Continue session ``session_id``'s last episode in this session, which takes the
+        id (a client reconnecting after its connection or the server went away); the reset's
+        wire observation, its ``step`` the number of steps the episode has taken."""
+        if self.episode is not None:
+            raise SessionProblem(
+                f"this connection already serves session {self.id}: continue session"
+                f" {session_id} on a new connection",
+                "SESSION_ERROR",
+            )
+        was = self.peer
+        self.id, self.peer = session_id, dataclasses.replace(was, session_id=session_id)
+        try:
+            return await self._call(self._rejoin)
+        except BaseException:
+            self.id, self.peer = was.session_id, was
+            raise
+
+    def _rejoin(self) -> dict[str, Any]:
+        found = self.store.list_episodes(where=EpisodeFilter(served_session=self.id), limit=1)
+        if not found:
+            raise UnknownSession(self.id)
+        summary = found[0]
+        env = self.catalog.environment(summary.task_id)
+        episode = ServedEpisode(self.store, env, self.peer, self.recording)
+        try:
+            reset, how = episode.rejoin(summary.episode_id)
+        except BaseException:
+            env.close()
+            raise
+        self.episode = episode
+        observation = ResetObservation(
+            task_id=episode.task_id,
+            prompt=reset.prompt,
+            instructions=reset.system,
+            max_steps=reset.max_steps,
+            episode_id=episode.episode_id,
+            session_id=self.id,
+            step=episode.steps,
+            metadata={
+                "session_id": self.id,
+                "episode_id": episode.episode_id,
+                "continued": how,
+            },
+        )
+        return wire(observation, None, False)
 
     def _reset(self, task_id: str, seed: int) -> dict[str, Any]:
         self._end(StopReason.CANCELLED, "the client reset the session")

@@ -113,6 +113,13 @@ class Dialect:
             return f"({pg_json(column)} ->> '{field}')"
         return f"json_extract({column}, '$.{field}')"
 
+    def text_at(self, column: str, *path: str) -> str:
+        """A JSON column's field at ``path`` (keys of nested objects) as text (NULL when
+        absent). The keys are the caller's own names, never input."""
+        if self.postgres:
+            return f"({pg_json(column)} #>> '{{{','.join(path)}}}')"
+        return f"json_extract({column}, '$.{'.'.join(path)}')"
+
     def number(self, column: str, field: str) -> str:
         """A JSON column's top-level ``field`` as a number (NULL when absent)."""
         if self.postgres:

@@ -170,6 +170,8 @@ class EpisodeFilter:
     status: str | None = None
     roots_only: bool = False
     """Leave forks out (before their summaries are computed)."""
+    served_session: str | None = None
+    """Only episodes ``agentrunner serve-env`` served in this session (its ``env.served``)."""
 
 
 @dataclass(frozen=True, slots=True)

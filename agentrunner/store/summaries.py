@@ -240,6 +240,9 @@ def _conditions(store: StoreBase, where: EpisodeFilter) -> tuple[list[str], list
         args.append(where.parent_episode_id)
     if where.roots_only:
         conds.append("e.parent_episode_id IS NULL")
+    if where.served_session is not None:
+        conds.append(f"{sql.text_at('e.env', 'served', 'session_id')} = ?")
+        args.append(where.served_session)
     return conds, args
 
 
