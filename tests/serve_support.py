@@ -1,8 +1,8 @@
 """``agentrunner serve-env`` in a subprocess for tests, and the real ``openenv`` client
 library driving it (a script run with the OpenEnv venv's own Python).
 
-The server starts through ``serve_env_cmd.register`` on a parser of its own (the command is
-not in ``agentrunner.cli.main`` yet), on a free loopback port, and is ready once ``/health``
+The server starts through ``serve_env_cmd.register`` on a parser of its own (that
+command, with the common options), on a free loopback port, and is ready once ``/health``
 answers; ``kill()`` ends it like a crash (SIGKILL).
 """
 
