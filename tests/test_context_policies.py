@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.context import mask_cutoff
 from agentrunner.envs.workspace import WorkspaceEnv
@@ -173,3 +175,37 @@ def test_an_unknown_policy_is_refused_with_the_ones_there_are(tmp_path: Path) ->
     ran = run_cli("--db", str(tmp_path / "t.db"), "run", "--context", "summarize")
     assert ran.returncode == 2
     assert "unknown context policy 'summarize': give none, mask or mask:K" in ran.stderr
+
+
+def test_resuming_a_pending_fork_takes_the_context_flags_and_records_them(
+    tmp_path: Path,
+) -> None:
+    script, db = _script(tmp_path, _printing_turns(6)), str(tmp_path / "t.db")
+    ran = run_cli("--db", db, "--json", "run", "--model", f"scripted:{script}")
+    parent = json.loads(ran.stdout)["episode_id"]
+    forked = run_cli("--db", db, "--json", "fork", parent, "--turn", "4")
+    fork_id = json.loads(forked.stdout)["forks"][0]
+    resumed = run_cli("--db", db, "--json", "resume", fork_id,
+                      "--context", "mask:1", "--context-window", "9000")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    store = TraceStore(db)
+    config = [e.payload for e in store.iter_events(fork_id) if e.kind == "resume"][-1]["config"]
+    requests = _payloads(store, fork_id, "model.request")
+    assert (config["context"], config["context_window"]) == ("mask:1", 9000)
+    assert requests[-1]["context_window"] == 9000
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="resume.py's can_resume refuses a context_exhausted episode even when the resume "
+    "changes the context settings (the lead's file)",
+)
+def test_resume_with_mask_continues_an_episode_none_stopped(tmp_path: Path) -> None:
+    script, db = _script(tmp_path, _printing_turns(12)), str(tmp_path / "t.db")
+    ran = run_cli("--db", db, "--json", "run", "--model", f"scripted:{script}",
+                  "--context-window", "2500", "--context", "none")  # fmt: skip
+    episode_id = json.loads(ran.stdout)["episode_id"]
+    assert json.loads(ran.stdout)["stop_reason"] == "context_exhausted"
+    resumed = run_cli("--db", db, "--json", "resume", episode_id, "--context", "mask:2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["stop_reason"] == "done"

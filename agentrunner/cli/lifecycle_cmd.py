@@ -67,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-turns", type=int, metavar="N", help="raise or lower the recorded turn limit"
     )
     add_model_options(p)
+    add_context_options(p, keeps="the ones the episode runs with (given, the resume records them)")
 
     f = new_command(
         sub,
