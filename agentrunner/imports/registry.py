@@ -16,11 +16,13 @@ from typing import cast
 from agentrunner.errors import UsageError
 from agentrunner.imports import (
     aider,
+    aider_chat,
     atif,
     claude_code,
     codex,
     gemini_cli,
     mini_swe_agent,
+    opencode,
     swe_agent,
 )
 from agentrunner.imports.importer import FileImport, SessionReport, import_file
@@ -36,8 +38,11 @@ FORMATS: dict[str, ModuleType] = {
     swe_agent.NAME: swe_agent,
     gemini_cli.NAME: gemini_cli,
     aider.NAME: aider,
+    aider_chat.NAME: aider_chat,
+    opencode.NAME: opencode,
 }
-SUFFIXES = (".jsonl", ".json", ".traj")
+SUFFIXES = (".jsonl", ".json", ".traj", ".aider.chat.history.md", "opencode.db")
+"""What a file found in a folder is named like to be looked at (a file named is always)."""
 HEAD_BYTES = 64 * 1024
 
 
@@ -137,6 +142,16 @@ def import_paths(
     return reports
 
 
+def _journal_mark(path: Path) -> tuple[int, ...]:
+    """The size and time of a SQLite database's write-ahead log (``PATH-wal``), where its
+    writer's changes land before they reach the file itself (none: empty)."""
+    try:
+        stat = path.with_name(path.name + "-wal").stat()
+    except OSError:
+        return ()
+    return (stat.st_size, stat.st_mtime_ns)
+
+
 class Follower:
     """Keeps importing files as they grow (``import --follow``): a file that grows by lines
     (JSONL) is read from where the last look stopped, with the same parser; another is read
@@ -148,7 +163,7 @@ class Follower:
         self.held = Leases(store)
         self.files: dict[Path, FileImport] = {}
         self.whole: dict[Path, str] = {}  # files read whole (not appending): their format
-        self.seen: dict[Path, tuple[int, int]] = {}
+        self.seen: dict[Path, tuple[int, ...]] = {}
         self.names: dict[Path, str | None] = {}
 
     def _detect(self, path: Path) -> str | None:
@@ -165,7 +180,7 @@ class Follower:
                 stat = path.stat()
             except OSError:  # gone meanwhile
                 continue
-            mark = (stat.st_size, stat.st_mtime_ns)
+            mark = (stat.st_size, stat.st_mtime_ns, *_journal_mark(path))
             if self.seen.get(path) == mark:
                 continue
             self.seen[path] = mark
