@@ -138,17 +138,21 @@ class OpencodeParser:
 
     def _assistant(self, message: dict[str, Any], parts: list[dict[str, Any]]) -> list[Item]:
         out: list[Item] = []
-        steps: list[list[dict[str, Any]]] = []
+        steps: list[list[dict[str, Any]]] = []  # each from its step-start (or first part) on
         for part in parts:
-            kind = part.get("type")
-            if kind not in CALL_PARTS:
-                out.append(Unmapped(part, f"opencode's {kind!r} part, which the model is not sent"))
-            elif kind == "step-start" or not steps:
+            if part.get("type") == "step-start" or not steps:
                 steps.append([part])
             else:
                 steps[-1].append(part)
+        calls = sum(any(p.get("type") in CALL_PARTS for p in step) for step in steps)
         for number, step in enumerate(steps):
-            out.extend(self._call(message, step, number, alone=len(steps) == 1))
+            if any(p.get("type") in CALL_PARTS for p in step):
+                out.extend(self._call(message, step, number, alone=calls == 1))
+            out.extend(
+                Unmapped(p, f"opencode's {p.get('type')!r} part, which the model is not sent")
+                for p in step
+                if p.get("type") not in CALL_PARTS
+            )
         error = as_dict(message.get("error"))
         if error:
             text = as_dict(error.get("data")).get("message") or json.dumps(error, sort_keys=True)
