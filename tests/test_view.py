@@ -5,8 +5,7 @@ page's test does).
 The store: the demo episode (``run`` with the scripted model), a fork of it made at turn 3
 with an injected message and run, and a hostile episode whose scripted model writes HTML,
 script tags, ANSI and OSC sequences in its reasoning, its text, a command and a file.
-``view`` is driven as a user runs it, in a subprocess, with the command registered the way
-``agentrunner/cli/main.py`` registers the others.
+``view`` is driven as a user runs it, in a subprocess.
 """
 
 from __future__ import annotations
@@ -46,20 +45,14 @@ HOSTILE_FILE = "<script>alert(4)</script>\n<img src=x onerror=alert(5)>\n"
 REFUSED = "bad request <b>bold</b> <script>alert(6)</script>"
 INJECTED = "Check the tests first."
 RESOURCE_ATTRIBUTES = ("src", "href", "data", "srcset", "action", "poster", "xlink:href")
-REGISTERED = (
-    "import sys; from agentrunner.cli import main, view_cmd\n"
-    "if view_cmd not in main.COMMAND_MODULES:\n"
-    "    main.COMMAND_MODULES = (*main.COMMAND_MODULES, view_cmd)\n"
-    "sys.exit(main.main(sys.argv[1:]))"
-)
 
 
 def cli(*args: str, db: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``agentrunner ARGS --db DB``; ``view`` registered as main.py registers commands."""
+    """``agentrunner ARGS --db DB``, in a subprocess."""
     env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0", "AGENTRUNNER_SANDBOX": "process"}
     env.pop("AGENTRUNNER_DB", None)
     return subprocess.run(
-        [sys.executable, "-c", REGISTERED, *args, "--db", str(db)],
+        [sys.executable, "-m", "agentrunner.cli.main", *args, "--db", str(db)],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -345,7 +338,9 @@ def test_view_without_an_episode_or_batch_is_a_usage_error(
 
 def test_view_help_describes_the_page() -> None:
     shown = subprocess.run(
-        [sys.executable, "-c", REGISTERED, "view", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "agentrunner.cli.main", "view", "--help"],
+        capture_output=True,
+        text=True,
     )
     assert shown.returncode == 0
     assert "self-contained HTML page" in shown.stdout and "--batch B" in shown.stdout

@@ -19,6 +19,7 @@ from agentrunner.view.blocks import BlockWriter
 from agentrunner.view.markup import anchor, esc_line
 from agentrunner.view.sections import facts, lineage, workspace_change
 from agentrunner.view.transcript import read_transcript
+from agentrunner.view.verdicts import verifications
 
 INDEX_COLUMNS = (
     "episode",
@@ -116,6 +117,7 @@ def _section(store: TraceStore, e: EpisodeSummary, link: _Links) -> str:
     return (
         f'<section class="episode" id="{anchor(e.episode_id)}">'
         f"<h2>episode <code>{esc_line(e.episode_id)}</code></h2>{facts(e)}"
+        f"{verifications(store, e.episode_id)}"
         f"{lineage(store, e, link)}"
         f"<h3>Transcript</h3>{writer.transcript(transcript, parent=parent, forks=forks)}"
         f"{workspace_change(store, e.episode_id)}</section>"
