@@ -101,19 +101,32 @@ def otlp_requests(
 
     counted = counted if counted is not None else OtlpResult()
     spawners = otlp_spans.spawners_of(store)
+
+    def spans() -> Iterator[Span]:
+        for episode_id in episode_ids:
+            read = otlp_spans.episode_spans(store, episode_id, content=content, spawners=spawners)
+            counted.episodes += 1
+            for span in read:
+                yield span
+                counted.spans += 1  # once batched: a request yielded before it excludes it
+
+    return in_requests(spans(), max_bytes)
+
+
+def in_requests(
+    spans: Iterable[Span], max_bytes: int = MAX_REQUEST_BYTES
+) -> Iterator[ExportTraceServiceRequest]:
+    """``spans`` in requests of at most ``max_bytes`` of spans each (one span bigger than
+    that goes alone)."""
     batch: list[Span] = []
     size = 0
-    for episode_id in episode_ids:
-        spans = otlp_spans.episode_spans(store, episode_id, content=content, spawners=spawners)
-        counted.episodes += 1
-        for span in spans:
-            span_size = span.ByteSize()
-            if batch and size + span_size > max_bytes:
-                yield _request(batch)
-                batch, size = [], 0
-            batch.append(span)
-            size += span_size
-            counted.spans += 1
+    for span in spans:
+        span_size = span.ByteSize()
+        if batch and size + span_size > max_bytes:
+            yield _request(batch)
+            batch, size = [], 0
+        batch.append(span)
+        size += span_size
     if batch:
         yield _request(batch)
 
@@ -260,7 +273,7 @@ def send_otlp(
     requests = otlp_requests(store, episode_ids, content=content, max_bytes=max_bytes, counted=read)
     with httpx.Client(timeout=timeout) as client:
         for request in requests:
-            problem = _post(client, url, request.SerializeToString(), sent_headers)
+            problem = post_request(client, url, request.SerializeToString(), sent_headers)
             if problem is not None:
                 raise OtlpEndpointError(
                     f"OTLP endpoint {public_url(url)}: {problem}; sent before it: "
@@ -273,7 +286,9 @@ def send_otlp(
     return result
 
 
-def _post(client: httpx.Client, url: str, body: bytes, headers: Mapping[str, str]) -> str | None:
+def post_request(
+    client: httpx.Client, url: str, body: bytes, headers: Mapping[str, str]
+) -> str | None:
     """One request sent; what went wrong, or None."""
     try:
         response = client.post(url, content=body, headers=dict(headers))

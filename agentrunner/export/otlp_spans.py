@@ -89,7 +89,7 @@ def nanos(ts: str) -> int:
 
 
 @dataclass
-class _Open:
+class OpenSpan:
     """A span being built from the events that make it."""
 
     start: EventRow
@@ -126,16 +126,16 @@ def _cancelled(cancel: Cancel) -> Status:
 
 
 @dataclass
-class _Walk:
+class Walk:
     """One pass over an episode's events, folding them into spans."""
 
     store: TraceStore
     episode: EpisodeSummary
     content: bool
-    spans: list[_Open] = field(default_factory=list)
-    call: _Open | None = None
+    spans: list[OpenSpan] = field(default_factory=list)
+    call: OpenSpan | None = None
     answered: bool = False
-    tools: dict[str, _Open] = field(default_factory=dict)
+    tools: dict[str, OpenSpan] = field(default_factory=dict)
     agent_events: list[Span.Event] = field(default_factory=list)
     fork_point: tuple[str, int] | None = None
     first: EventRow | None = None
@@ -157,6 +157,18 @@ class _Walk:
             said = row.typed()
             if isinstance(said, MessageEvent) and said.role == "user":
                 self.prompt = self.store.message(said.message_hash).content
+
+    def take(self, row: EventRow) -> None:
+        """The next event of the episode's history (chunks left out: :data:`NOT_CHUNKS`)."""
+        self.note_prompt(row)
+        if row.episode_id != self.episode.episode_id:
+            self.inherited(row)
+        else:
+            self.add(row)
+
+    def closable(self) -> list[OpenSpan]:
+        """The spans an event can still end: the current model call and its tool calls."""
+        return [s for s in (self.call, *self.tools.values()) if s is not None]
 
     def add(self, row: EventRow) -> None:
         self.first = self.first or row
@@ -196,11 +208,11 @@ class _Walk:
         if self.content:
             inputs = self.store.message_chain(request.tip_hash)
             attributes.update(chat_input(inputs))
-        self.call = _Open(row, row, f"chat {request.model}", Span.SPAN_KIND_CLIENT, attributes)
+        self.call = OpenSpan(row, row, f"chat {request.model}", Span.SPAN_KIND_CLIENT, attributes)
         self.answered = False
         self.spans.append(self.call)
 
-    def _call_for(self, call_id: str) -> _Open | None:
+    def _call_for(self, call_id: str) -> OpenSpan | None:
         """The current chat span, if it is model call ``call_id``'s."""
         call = self.call
         return call if call and call.attributes["agentrunner.call_id"] == call_id else None
@@ -252,7 +264,7 @@ class _Walk:
             attributes["agentrunner.parse_error"] = call.parse_error
         if self.content:
             attributes.update(tool_content(call.arguments, None))
-        span = _Open(row, row, f"execute_tool {call.name}", Span.SPAN_KIND_INTERNAL, attributes)
+        span = OpenSpan(row, row, f"execute_tool {call.name}", Span.SPAN_KIND_INTERNAL, attributes)
         self.tools[call.call_id] = span
         self.spans.append(span)
 
@@ -276,7 +288,7 @@ class _Walk:
             arguments = str(attributes.get("gen_ai.tool.call.arguments", ""))
             attributes.update(tool_content(arguments, result.observation))
 
-    def _open_call(self) -> _Open | None:
+    def _open_call(self) -> OpenSpan | None:
         """The model call still waiting for its answer, if any."""
         return self.call if self.call is not None and not self.answered else None
 
@@ -310,7 +322,7 @@ class _Walk:
         }
 
 
-def _agent_status(episode: EpisodeSummary, walk: _Walk) -> Status | None:
+def _agent_status(episode: EpisodeSummary, walk: Walk) -> Status | None:
     match episode.status:
         case EpisodeStatus.COMPLETED:
             return Status(code=Status.STATUS_CODE_OK)
@@ -334,7 +346,7 @@ def _agent_name(episode: EpisodeSummary) -> str:
     return agent or AGENT_NAME
 
 
-def _agent_attributes(store: TraceStore, episode: EpisodeSummary, walk: _Walk) -> Attributes:
+def _agent_attributes(store: TraceStore, episode: EpisodeSummary, walk: Walk) -> Attributes:
     model = episode.model_spec
     ancestors = store.ancestors(episode.episode_id)
     group = episode.fork_group
@@ -380,7 +392,7 @@ def _spawning_span(store: TraceStore, spawner: str, call_id: str | None) -> tupl
 
 
 def _links(
-    store: TraceStore, episode: EpisodeSummary, walk: _Walk, spawners: Spawners
+    store: TraceStore, episode: EpisodeSummary, walk: Walk, spawners: Spawners
 ) -> list[Span.Link]:
     """The agent span's links: to the span at the fork point (a fork), to the tool call that
     started it (a sub-agent)."""
@@ -403,7 +415,7 @@ def _links(
     ]
 
 
-def _span(episode_id: str, built: _Open, parent: bytes, redactor: Redactor) -> Span:
+def _span(episode_id: str, built: OpenSpan, parent: bytes, redactor: Redactor) -> Span:
     return Span(
         trace_id=trace_id(episode_id),
         span_id=span_id(episode_id, built.start.seq),
@@ -428,30 +440,39 @@ def episode_spans(
     otherwise)."""
     with store.read_snapshot():
         episode = store.episode(episode_id)
-        episode_id = episode.episode_id
-        walk = _Walk(store, episode, content)
-        for row in store.iter_events(episode_id, kinds=NOT_CHUNKS):
-            walk.note_prompt(row)
-            if row.episode_id != episode_id:
-                walk.inherited(row)
-            else:
-                walk.add(row)
-        if walk.first is None or walk.last is None:
+        walk = Walk(store, episode, content)
+        for row in store.iter_events(episode.episode_id, kinds=NOT_CHUNKS):
+            walk.take(row)
+        if walk.first is None:
             return []
         found = spawners_of(store) if spawners is None else spawners
-        agent = _Open(
-            walk.first,
-            walk.last,
-            f"invoke_agent {_agent_name(episode)}",
-            Span.SPAN_KIND_INTERNAL,
-            _agent_attributes(store, episode, walk),
-            walk.agent_events,
-            _agent_status(episode, walk),
-        )
-        root = _span(episode_id, agent, b"", walk.redactor)
-        root.span_id = span_id(episode_id, 0)
-        root.links.extend(_links(store, episode, walk, found))
-        return [root, *(_span(episode_id, b, root.span_id, walk.redactor) for b in walk.spans)]
+        root = agent_span(store, episode, walk, found)
+        return [root, *(child_span(walk, built) for built in walk.spans)]
+
+
+def agent_span(store: TraceStore, episode: EpisodeSummary, walk: Walk, spawners: Spawners) -> Span:
+    """The episode's agent span, from the events ``walk`` has taken (at least one of its
+    own); ``episode``: its summary now (its status and totals)."""
+    assert walk.first is not None and walk.last is not None
+    agent = OpenSpan(
+        walk.first,
+        walk.last,
+        f"invoke_agent {_agent_name(episode)}",
+        Span.SPAN_KIND_INTERNAL,
+        _agent_attributes(store, episode, walk),
+        walk.agent_events,
+        _agent_status(episode, walk),
+    )
+    root = _span(episode.episode_id, agent, b"", walk.redactor)
+    root.span_id = span_id(episode.episode_id, 0)
+    root.links.extend(_links(store, episode, walk, spawners))
+    return root
+
+
+def child_span(walk: Walk, built: OpenSpan) -> Span:
+    """A model call's or tool call's span, as its events made it so far."""
+    episode_id = walk.episode.episode_id
+    return _span(episode_id, built, span_id(episode_id, 0), walk.redactor)
 
 
 def spawners_of(store: TraceStore) -> dict[str, tuple[str, str | None]]:

@@ -1,0 +1,197 @@
+"""Live OTLP: a running episode's spans reach an OTLP/HTTP endpoint (a loopback receiver of the
+test's, decoding the protobuf with opentelemetry-proto) as each one ends, through the
+observer the runner already takes; a slow or dead endpoint never holds or fails the run."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agentrunner import TraceStore, run_agent_episode
+from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.events import ModelChunk, Status
+from agentrunner.model import AgentContext
+from agentrunner.types import AgentTurn
+from providers.scripted import ScriptedModel
+
+pytest.importorskip("opentelemetry.proto", reason="the [otlp] extra is not installed")
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from agentrunner.export.otlp import PROTOBUF
+from agentrunner.export.otlp_live import LiveOtlp
+from agentrunner.export.otlp_spans import episode_spans
+
+WAIT_S = 120.0
+"""A bound on waiting for a condition (spans arriving), never a timing assumption."""
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """A loopback OTLP/HTTP endpoint: decodes each request's spans; holds every request
+    until ``release`` is set."""
+
+    spans: list[Span]
+    arrived: threading.Condition
+    release: threading.Event
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.release.wait()
+        request = ExportTraceServiceRequest.FromString(body)
+        with self.arrived:
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    self.spans.extend(scope.spans)
+            self.arrived.notify_all()
+        self.send_response(200)
+        self.send_header("Content-Type", PROTOBUF)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, type[_Receiver]]]:
+    handler = type(
+        "Handler",
+        (_Receiver,),
+        {"spans": [], "arrived": threading.Condition(), "release": threading.Event()},
+    )
+    handler.release.set()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    handler.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+def value(span: Span, key: str) -> Any:
+    found = {kv.key: json_format.MessageToDict(kv.value) for kv in span.attributes}.get(key)
+    if found is None:
+        return None
+    kind, got = next(iter(found.items()))
+    return int(got) if kind == "intValue" else got
+
+
+def _run(store: TraceStore, tmp_path: Path, model: ScriptedModel, observer: Any) -> str:
+    with WorkspaceEnv(snapshot_dir=tmp_path / "snaps") as env:
+        rollout = run_agent_episode(
+            env=env, task_id="demo-mean", seed=0, model_fn=model, store=store, observer=observer
+        )
+    return rollout.episode_id
+
+
+class _WaitsForTurnOne(ScriptedModel):
+    """The demo agent that, before its third model call, waits until the receiver holds the
+    spans of turn 1 (its model call and its tool call): they were sent while it runs."""
+
+    def __init__(self, handler: type[_Receiver]) -> None:
+        super().__init__("demo", pace=0)
+        self.handler = handler
+        self.seen_while_running: list[str] = []
+
+    def __call__(self, context: AgentContext) -> AgentTurn:
+        if context.turn == 3:
+            with self.handler.arrived:
+                self.handler.arrived.wait_for(self._turn_one_arrived, timeout=WAIT_S)
+                turn_one = [s for s in self.handler.spans if value(s, "agentrunner.turn") == 1]
+                self.seen_while_running = sorted(s.name.split()[0] for s in turn_one)
+        return super().__call__(context)
+
+    def _turn_one_arrived(self) -> bool:
+        names = {s.name.split()[0] for s in self.handler.spans if value(s, "agentrunner.turn") == 1}
+        return {"chat", "execute_tool"} <= names
+
+
+def test_each_span_reaches_the_endpoint_while_the_episode_runs(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, handler = receiver
+    model = _WaitsForTurnOne(handler)
+    with TraceStore(tmp_path / "t.db") as store, LiveOtlp(store, url) as live:
+        _run(store, tmp_path, model, live.observer())
+    assert model.seen_while_running == ["chat", "execute_tool"]
+    assert live.report.problem is None and live.report.spans == len(handler.spans)
+
+
+def test_the_spans_sent_live_are_the_exports_each_sent_once(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, handler = receiver
+    with TraceStore(tmp_path / "t.db") as store:
+        with LiveOtlp(store, url) as live:
+            episode = _run(store, tmp_path, ScriptedModel("demo", pace=0), live.observer())
+        exported = episode_spans(store, episode, content=True)
+    received = {s.span_id: s for s in handler.spans}
+    assert len(received) == len(handler.spans) == len(exported) == 1 + 7 + 6  # agent, calls, tools
+    for span in exported:
+        assert received[span.span_id] == span, span.name
+
+
+def test_the_runs_own_observer_still_sees_every_event(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, _ = receiver
+    seen: list[tuple[int, str]] = []
+    bound: list[str] = []
+
+    class LiveView:
+        def bind_episode(self, episode_id: str) -> None:
+            bound.append(episode_id)
+
+        def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
+            seen.append((seq, type(payload).__name__))
+
+    with TraceStore(tmp_path / "t.db") as store, LiveOtlp(store, url) as live:
+        episode = _run(store, tmp_path, ScriptedModel("demo", pace=0), live.observer(LiveView()))
+        last = store.episode(episode).last_seq
+    assert bound == [episode]
+    assert [seq for seq, _ in seen] == list(range(1, last + 1))
+    assert ModelChunk.__name__ in {kind for _, kind in seen}
+
+
+def test_an_endpoint_that_holds_every_request_never_holds_the_run(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, handler = receiver
+    handler.release.clear()  # the receiver answers nothing until the run has ended
+    with TraceStore(tmp_path / "t.db") as store:
+        live = LiveOtlp(store, url, timeout=WAIT_S * 5)
+        episode = _run(store, tmp_path, ScriptedModel("demo", pace=0), live.observer())
+        ended = store.episode(episode).status
+        received_during_run = len(handler.spans)
+        handler.release.set()
+        report = live.close(wait=WAIT_S * 5)
+    assert ended == Status.COMPLETED and received_during_run == 0
+    assert report.problem is None and report.spans == len(handler.spans) == 1 + 7 + 6
+
+
+def test_a_dead_endpoint_loses_spans_never_events_and_is_reported_once(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, _ = receiver
+    dead = url.rsplit(":", 1)[0] + ":1"
+    with TraceStore(tmp_path / "t.db") as store:
+        with LiveOtlp(store, dead) as live:
+            episode = _run(store, tmp_path, ScriptedModel("demo", pace=0), live.observer())
+        summary = store.episode(episode)
+    report = live.report
+    assert summary.status == Status.COMPLETED and summary.turns == 7
+    assert report.spans == 0 and report.lost_spans == 1 + 7 + 6 and report.failed_requests >= 1
+    line = report.line()
+    assert "\n" not in line and "cannot send" in line and "14 span(s) not sent" in line
+    assert "agentrunner export --format otlp --endpoint" in line
