@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.envs import ignores, recorded
 from agentrunner.envs.manifest import FileEntry, Manifest
@@ -22,7 +22,10 @@ from agentrunner.envs.snapshotter import load_manifest
 from agentrunner.errors import ApplyRefused, EnvironmentFailure, UsageError
 from agentrunner.events import EpisodeStart, MessageEvent, ToolResult
 from agentrunner.specs import RecordedSpec, WorkspaceSpec, env_spec
-from agentrunner.store import EventRow, TraceStore
+from agentrunner.store import EventRow
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def hide_git(path: str) -> bool:
@@ -45,7 +48,7 @@ class WorkspaceChange:
     tracked: frozenset[str]
     """The base snapshot's paths: git tracks them, so no ignore rule leaves them out."""
 
-    def left_out(self, store: TraceStore, exclude: Sequence[str] = ()) -> frozenset[str]:
+    def left_out(self, store: StoreBackend, exclude: Sequence[str] = ()) -> frozenset[str]:
         """Paths that differ but are not part of the change: what ``git status`` would not
         show in the workspace, and what an ``exclude`` pattern (gitignore syntax) matches."""
         return ignores.left_out(
@@ -63,7 +66,7 @@ class WorkspaceChange:
 
     def patch(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         *,
         stat: bool = False,
         exclude: Sequence[str] = (),
@@ -76,7 +79,7 @@ class WorkspaceChange:
 
     def apply(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         target: Path,
         *,
         check_only: bool = False,
@@ -106,7 +109,7 @@ class WorkspaceChange:
                 " by hand (`agentrunner diff` shows it); the target is unchanged"
             ) from None
 
-    def redacted_paths(self, store: TraceStore) -> list[str]:
+    def redacted_paths(self, store: StoreBackend) -> list[str]:
         """Files the change edits whose stored base holds a redaction marker (a known secret
         was there): their patch cannot apply to the real file."""
         return sorted(
@@ -132,7 +135,7 @@ def _skipping(left_out: Set[str]) -> PathFilter:
     return lambda path: hide_git(path) or path in left_out
 
 
-def recorded_base(store: TraceStore, episode_id: str) -> dict[str, Any]:
+def recorded_base(store: StoreBackend, episode_id: str) -> dict[str, Any]:
     """The base snapshot (and repository) an episode's workspace started from."""
     rows = store.events(episode_id, kinds=["episode.start"], limit=1)
     if not rows:
@@ -168,7 +171,7 @@ def workspace_spec(env: dict[str, Any]) -> dict[str, Any]:
 
 
 def episode_change(
-    store: TraceStore, episode_id: str, *, turn: int | None = None
+    store: StoreBackend, episode_id: str, *, turn: int | None = None
 ) -> WorkspaceChange:
     """The episode's change from its base to the end of model turn ``turn`` (or its end)."""
     if turn is not None and turn < 1:
@@ -215,7 +218,7 @@ def _snapshot_of(row: EventRow) -> str | None:
             return None
 
 
-def step_change(store: TraceStore, episode_id: str, seq: int) -> WorkspaceChange | None:
+def step_change(store: StoreBackend, episode_id: str, seq: int) -> WorkspaceChange | None:
     """What the tool step recorded at ``seq`` changed (None when it recorded no snapshot)."""
     episode_id = store.resolve(episode_id)
     before: str | None = None
@@ -242,7 +245,7 @@ def step_change(store: TraceStore, episode_id: str, seq: int) -> WorkspaceChange
     return None
 
 
-def _manifest(store: TraceStore, snapshot_id: str) -> Manifest:
+def _manifest(store: StoreBackend, snapshot_id: str) -> Manifest:
     try:
         return load_manifest(store, snapshot_id)[0]
     except EnvironmentFailure as exc:

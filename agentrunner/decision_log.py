@@ -14,13 +14,15 @@ import json
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.branching import Adopt
 from agentrunner.events import MessageEvent, ModelResponse, Status
-from agentrunner.store import TraceStore
-from agentrunner.store.groups import DecisionOutcome, ForkGroup, fork_groups, outcomes
+from agentrunner.store.groups import DecisionOutcome, ForkGroup
 from agentrunner.types import Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 PROPOSAL = -1  # the sample index of a member that proposed a candidate
 STOPPED = "branching stopped"
@@ -107,9 +109,9 @@ def choose_index(values: dict[int, float], adopt: str) -> int:
     return min(values, key=lambda i: (-values[i], i))
 
 
-def decided(store: TraceStore, group: ForkGroup) -> Decision | None:
+def decided(store: StoreBackend, group: ForkGroup) -> Decision | None:
     """A decision point's decision as the engine recorded it (None: not decided yet)."""
-    outcome = outcomes(store, [group.group_id]).get(group.group_id)
+    outcome = store.decision_outcomes([group.group_id]).get(group.group_id)
     if outcome is None or group.decision is None:
         return None
     return as_decided(
@@ -118,7 +120,7 @@ def decided(store: TraceStore, group: ForkGroup) -> Decision | None:
 
 
 def as_decided(
-    store: TraceStore,
+    store: StoreBackend,
     group_id: str,
     turn: int,
     seq: int,
@@ -145,14 +147,14 @@ def as_decided(
     return Decision(group_id, turn, seq, adopt, candidates, -1 if adopted is None else adopted)
 
 
-def decisions(store: TraceStore, episode_id: str) -> Iterator[ForkGroup]:
+def decisions(store: StoreBackend, episode_id: str) -> Iterator[ForkGroup]:
     """The decision groups made on an episode (oldest first), as fork groups."""
-    for group in fork_groups(store, episode_id):
+    for group in store.fork_groups(episode_id):
         if group.decision is not None:
             yield group
 
 
-def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
+def read_decisions(store: StoreBackend, episode_id: str) -> list[Decision]:
     """The decision points made on an episode (oldest first), without running anything: a
     decided one as its recorded outcome says (values, the adopted candidate); one not
     decided yet rebuilt from the store as the engine would build it (a candidate per
@@ -160,7 +162,7 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
     ``adopted`` what :func:`choose` would pick), with what is not finished in ``pending``."""
     out = []
     groups = list(decisions(store, episode_id))
-    decided = outcomes(store, [g.group_id for g in groups])
+    decided = store.decision_outcomes([g.group_id for g in groups])
     for group in groups:
         turn = group.turn
         adopt: Adopt = group.decision.adopt if group.decision is not None else "best"
@@ -218,7 +220,7 @@ def read_decisions(store: TraceStore, episode_id: str) -> list[Decision]:
 _FINISHED = (Status.COMPLETED,)  # until the engine decides, only these are valued
 
 
-def _adopted_seq(store: TraceStore, episode_id: str, decision: Decision) -> int | None:
+def _adopted_seq(store: StoreBackend, episode_id: str, decision: Decision) -> int | None:
     """Where the main line recorded the decision's adopted message (its first ``adopted``
     message at the decision turn after the group's seq)."""
     rows = store.events(episode_id, after_seq=decision.seq, limit=8, kinds=("message",))
@@ -229,7 +231,7 @@ def _adopted_seq(store: TraceStore, episode_id: str, decision: Decision) -> int 
     return None
 
 
-def spend(store: TraceStore, episode_id: str) -> dict[str, Any]:
+def spend(store: StoreBackend, episode_id: str) -> dict[str, Any]:
     """What branching cost an episode: its decision points, and the tokens and cost of every
     proposal and continuation (each fork's own calls), apart from the main line's."""
     tokens = dict.fromkeys(("input", "output", "cache_read", "cache_write", "reasoning"), 0)

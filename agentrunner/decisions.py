@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from agentrunner.branching import Branching
 from agentrunner.decision_log import (
@@ -57,13 +58,11 @@ from agentrunner.store.groups import (
     DecisionOutcome,
     GroupMember,
     OutcomeCandidate,
-    add_group_member,
-    create_fork_group,
-    fork_groups,
-    outcomes,
-    record_outcome,
 )
 from agentrunner.types import AgentTurn, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 ATTEMPTS = 2  # runs of a fork that has not finished: a retryable failure, a cancel
 ModelFn = Callable[[AgentContext], AgentTurn]
@@ -74,7 +73,7 @@ class Brancher:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         episode_id: str,
         branching: Branching,
         model_fn: ModelFn,
@@ -118,7 +117,7 @@ class Brancher:
         finished from what an earlier attempt recorded. ``cancel`` stops it (and its forks,
         which record their cancel and resume with it)."""
         group_id, fork_seq, proposals = self._group(turn, seq)
-        recorded = outcomes(self.store, [group_id]).get(group_id)
+        recorded = self.store.decision_outcomes([group_id]).get(group_id)
         if recorded is None:
             # A fork runs in its role (a proposal as its sample, for the decision turn; a
             # continuation to the horizon): resume_episode reads it from the group.
@@ -133,7 +132,7 @@ class Brancher:
                     [m.episode_id for m in members if not self._done(m) and self._can(m)], cancel
                 )
             recorded = self._outcome(candidates, members)
-            record_outcome(self.store, group_id, recorded)
+            self.store.record_outcome(group_id, recorded)
         decision = as_decided(self.store, group_id, turn, fork_seq, self.branching.adopt, recorded)
         return decision
 
@@ -163,7 +162,7 @@ class Brancher:
 
     def _group(self, turn: int, seq: int) -> tuple[str, int, list[str]]:
         """This turn's decision group and its proposal forks (created if it has none)."""
-        for group in fork_groups(self.store, self.episode_id):
+        for group in self.store.fork_groups(self.episode_id):
             if group.turn == turn and group.decision is not None:
                 members = sorted(
                     (m for m in group.members if m.sample == PROPOSAL),
@@ -171,13 +170,13 @@ class Brancher:
                 )
                 return group.group_id, group.fork_seq, [m.episode_id for m in members]
         with self.store.atomic():  # the group and its proposals: all or none
-            group_id = create_fork_group(
-                self.store, self.episode_id, seq, turn, self.branching.config()
+            group_id = self.store.create_fork_group(
+                self.episode_id, seq, turn, self.branching.config()
             )
             proposals = []
             for i in range(self.branching.actions):
                 fork = self._fork(seq)
-                add_group_member(self.store, group_id, GroupMember(fork, i, PROPOSAL, None))
+                self.store.add_group_member(group_id, GroupMember(fork, i, PROPOSAL, None))
                 proposals.append(fork)
         return group_id, seq, proposals
 
@@ -227,7 +226,7 @@ class Brancher:
     ) -> list[GroupMember]:
         """The M continuations of every candidate (those missing are created, in one
         transaction), in (candidate, sample) order."""
-        (group,) = [g for g in fork_groups(self.store, self.episode_id) if g.group_id == group_id]
+        (group,) = [g for g in self.store.fork_groups(self.episode_id) if g.group_id == group_id]
         have = {(m.candidate, m.sample): m for m in group.members if m.sample != PROPOSAL}
         with self.store.atomic():
             for candidate in candidates:
@@ -241,7 +240,7 @@ class Brancher:
                     member = GroupMember(
                         fork, candidate.index, j, message_action(candidate.message)
                     )
-                    add_group_member(self.store, group_id, member)
+                    self.store.add_group_member(group_id, member)
                     have[(candidate.index, j)] = member
         return [have[key] for key in sorted(have)]
 
@@ -292,7 +291,7 @@ class Brancher:
                 env.close()
 
 
-def _check_rebuildable(store: TraceStore, episode_id: str) -> None:
+def _check_rebuildable(store: StoreBackend, episode_id: str) -> None:
     """Refuse, before anything branches, an episode whose environment forks cannot rebuild."""
     spec = store.episode(episode_id).env
     try:
@@ -305,7 +304,7 @@ def _check_rebuildable(store: TraceStore, episode_id: str) -> None:
 
 
 def _hook_factory(
-    store: TraceStore, episode_id: str, branching: Branching, model: Model
+    store: StoreBackend, episode_id: str, branching: Branching, model: Model
 ) -> DecideFn:
     return Brancher(store, episode_id, branching, model).hook
 

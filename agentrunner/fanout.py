@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.distributed import Lost, RayExecutor, require_ray
 from agentrunner.environment import Environment
@@ -29,8 +29,11 @@ from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.resume import resume_episode
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
 from agentrunner.store import TraceStore
-from agentrunner.store.groups import GroupMember, add_group_member, create_fork_group, fork_groups
+from agentrunner.store.groups import GroupMember
 from agentrunner.types import AgentTurn, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 PROPOSAL = -1  # the sample index of the fork that proposed a sampled candidate
 RunForks = Callable[[Sequence[str], int | None], list[float]]  # fork ids, turn limit -> rewards
@@ -75,7 +78,7 @@ class FanoutResult:
 
 
 def score_actions(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     *,
     turn: int,
@@ -117,7 +120,7 @@ def score_actions(
     )
     with runner(concurrency) as run:  # connected first: a cluster that does not answer
         with store.atomic():  # records nothing; the group and the forks it knows: all or none
-            group = create_fork_group(store, parent.episode_id, seq, turn, config)
+            group = store.create_fork_group(parent.episode_id, seq, turn, config)
             if actions is not None:
                 candidates: list[Any] = list(actions)
                 members = _continuations(
@@ -134,7 +137,7 @@ def score_actions(
             with store.atomic():
                 for i, fork_id in enumerate(proposals):
                     member = GroupMember(fork_id, i, PROPOSAL, candidates[i])
-                    add_group_member(store, group, member)
+                    store.add_group_member(group, member)
                 members = _continuations(
                     store, group, parent.episode_id, turn, model, n, candidates
                 )
@@ -176,7 +179,7 @@ def _check(
 
 
 def _continuations(
-    store: TraceStore,
+    store: StoreBackend,
     group: str,
     parent_id: str,
     turn: int,
@@ -192,13 +195,13 @@ def _continuations(
             fork_episode(store, parent_id, turn=turn, action=edit, model=model, n=n)
         ):
             member = GroupMember(fork_id, i, j, action)
-            add_group_member(store, group, member)
+            store.add_group_member(group, member)
             members.append(member)
     return members
 
 
 def _in_threads(
-    store: TraceStore,
+    store: StoreBackend,
     env_factory: Callable[[], Environment] | None,
     model_fn: Callable[[AgentContext], AgentTurn] | None,
 ) -> Callable[[int], AbstractContextManager[RunForks]]:
@@ -226,7 +229,7 @@ def _in_threads(
 
 
 def _on_ray(
-    store: TraceStore,
+    store: StoreBackend,
     task_id: str,
     seed: int,
     env_factory: Callable[[], Environment] | None,
@@ -258,7 +261,7 @@ def _reward(result: BatchEpisode | Lost) -> float:
     return result.total_reward or 0.0  # an unjudged fork (no test) ranks as 0
 
 
-def _assistant_at(store: TraceStore, episode_id: str, turn: int) -> Message:
+def _assistant_at(store: StoreBackend, episode_id: str, turn: int) -> Message:
     row = store.last_at_turn(episode_id, "model.response", turn)
     if row is None:
         raise UsageError(f"proposal fork {episode_id} produced no turn {turn}")
@@ -289,9 +292,9 @@ def _rank(
     return sorted(scores, key=lambda c: (-c.mean, c.spread, c.candidate))
 
 
-def read_group(store: TraceStore, group_id: str) -> FanoutResult:
+def read_group(store: StoreBackend, group_id: str) -> FanoutResult:
     """Re-read a recorded fork group and rank it again from the episodes' rewards."""
-    for group in fork_groups(store):
+    for group in store.fork_groups():
         if group.group_id == group_id:
             members = [m for m in group.members if m.sample != PROPOSAL]
             actions: dict[int, Any] = {m.candidate: m.action for m in group.members}

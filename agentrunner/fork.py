@@ -12,17 +12,19 @@ started: it shows as ``pending`` until it is run (``--run`` or ``agentrunner res
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import UsageError
 from agentrunner.events import MessageEvent, ModelRequest
 from agentrunner.state import rebuild
-from agentrunner.store import TraceStore
 from agentrunner.types import AgentToolCall, Message
 from providers import get_model
 
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
-def fork_point(store: TraceStore, episode_id: str, turn: int) -> int:
+
+def fork_point(store: StoreBackend, episode_id: str, turn: int) -> int:
     """The seq just before turn ``turn``'s first model request in the episode's history."""
     if turn < 1:
         raise UsageError(f"`turn` counts model turns from 1 (got {turn})", param="turn")
@@ -96,7 +98,7 @@ def model_spec(model: str) -> dict[str, Any]:
 
 
 def fork_episode(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     *,
     turn: int,

@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner import interrupts
 from agentrunner.errors import StoreError
-from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S, HEARTBEAT_STALE_S, LeaseLostError
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 class Heartbeat:
@@ -24,7 +26,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         episode_id: str,
         cancel_check: Callable[[], bool] | None,
         *,
@@ -94,7 +96,7 @@ class Heartbeat:
     def _silent_too_long(self, silent_s: float, exc: Exception) -> None:
         """A shared (Postgres) store's writer whose heartbeat has not landed for half the
         staleness threshold stops: other machines are about to take the episode over."""
-        if self._store.sql.postgres and silent_s >= self._lost_after:
+        if self._store.shared and silent_s >= self._lost_after:
             self._on_store_lost(
                 f"the heartbeat has not reached the trace store {self._store.where} for"
                 f" {silent_s:.0f} s ({exc}); another machine may take episode"

@@ -13,7 +13,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import agentrunner.decisions  # noqa: F401  (the engine plugs into the runner as it loads)
 from agentrunner.branching import Branching
@@ -24,6 +24,9 @@ from agentrunner.model import Model
 from agentrunner.resume import resume_episode
 from agentrunner.runner import Rollout, RunConfig, run_agent_episode
 from agentrunner.store import EpisodeSummary, TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 T = TypeVar("T")
 
@@ -110,7 +113,7 @@ def run_member(
                 env.close()
 
 
-def _unwritten(store: TraceStore, episode_id: str, stopped: Callable[[], bool]) -> EpisodeSummary:
+def _unwritten(store: StoreBackend, episode_id: str, stopped: Callable[[], bool]) -> EpisodeSummary:
     """The episode once no live writer holds it (a writer whose process is gone stops
     holding it when its heartbeat goes stale) or the batch stops."""
     summary = store.episode(episode_id)
@@ -156,7 +159,7 @@ def outcome(
 
 
 def summary_outcome(
-    store: TraceStore, task_id: str, seed: int, episode_id: str, action: str
+    store: StoreBackend, task_id: str, seed: int, episode_id: str, action: str
 ) -> BatchEpisode:
     e = store.episode(episode_id)
     return BatchEpisode(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -22,10 +22,12 @@ from agentrunner.events import ModelRequest
 from agentrunner.formatting import plural
 from agentrunner.record.conversations import normal
 from agentrunner.safe_text import one_line_visible, plain
-from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
 from agentrunner.store.records import ModelInput
 from agentrunner.types import Message, ToolSpec
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class RequestDiff:
         }
 
 
-def calls(store: TraceStore, episode_id: str) -> list[tuple[int, str]]:
+def calls(store: StoreBackend, episode_id: str) -> list[tuple[int, str]]:
     """(turn, call id) of each model call in the episode's history, in order."""
     seen: dict[int, str] = {}
     for row in store.iter_events(episode_id, kinds=["model.request"]):
@@ -136,7 +138,7 @@ def calls(store: TraceStore, episode_id: str) -> list[tuple[int, str]]:
     return sorted(seen.items())
 
 
-def pick(store: TraceStore, episode_id: str, spec: str) -> tuple[Call, Call]:
+def pick(store: StoreBackend, episode_id: str, spec: str) -> tuple[Call, Call]:
     """The two calls ``spec`` names: ``K`` (call K against K-1) or ``A,B`` (each a turn
     number or a call id of the episode, or ``EP:K`` for one of another episode: a fork or a
     replay against its original)."""
@@ -157,7 +159,7 @@ def pick(store: TraceStore, episode_id: str, spec: str) -> tuple[Call, Call]:
     raise UsageError(f"--request-diff takes K, A,B or A,EP:B, not {spec!r}")
 
 
-def _side(store: TraceStore, episode_id: str, part: str) -> Call:
+def _side(store: StoreBackend, episode_id: str, part: str) -> Call:
     """One side of ``A,B``: a call of ``episode_id``, or of the episode ``EP:`` names."""
     if ":" in part:
         named, part = part.split(":", 1)
@@ -166,14 +168,14 @@ def _side(store: TraceStore, episode_id: str, part: str) -> Call:
     return _call(store, episode_id, _turn(part, known, episode_id), known)
 
 
-def _calls(store: TraceStore, episode_id: str) -> list[tuple[int, str]]:
+def _calls(store: StoreBackend, episode_id: str) -> list[tuple[int, str]]:
     known = calls(store, episode_id)
     if not known:
         raise UsageError(f"episode {episode_id} has no model call")
     return known
 
 
-def _call(store: TraceStore, episode_id: str, turn: int, known: list[tuple[int, str]]) -> Call:
+def _call(store: StoreBackend, episode_id: str, turn: int, known: list[tuple[int, str]]) -> Call:
     request = store.reconstruct_request(episode_id, turn)
     return Call(turn, dict(known)[turn], request, episode_id)
 

@@ -8,7 +8,7 @@ empty (or holds only the edit that made it), continued from its parent's fork po
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -34,9 +34,11 @@ from agentrunner.runner import (
 from agentrunner.specs import ImportedSpec
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.groups import fork_groups
 from agentrunner.types import AgentTurn, Message
 from providers import model_from_spec
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 CONTEXT_SETTINGS = {"context", "context_window"}
 """The settings a resume or fork may change for the rest of an episode (then recorded)."""
@@ -44,7 +46,7 @@ RESUMABLE = (Status.PENDING, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED
 
 
 def can_resume(
-    store: TraceStore,
+    store: StoreBackend,
     episode: EpisodeSummary,
     *,
     claimed: EpisodeState | None = None,
@@ -198,7 +200,7 @@ def _decision_role(store: TraceStore, episode: EpisodeSummary) -> tuple[int | No
     role = episode.fork_group
     if role is None or episode.parent_episode_id is None:
         return None, None
-    for group in fork_groups(store, episode.parent_episode_id):
+    for group in store.fork_groups(episode.parent_episode_id):
         if group.group_id != role.group_id or group.decision is None:
             continue
         if role.sample < 0:

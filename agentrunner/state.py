@@ -11,13 +11,16 @@ results (to be run).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import StoreError
 from agentrunner.events import EpisodeEnd, EpisodeStart, Error, StopReason
 from agentrunner.history import NOT_CHUNKS, EnvStep, History, Totals, fold
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.types import AgentToolCall, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 __all__ = ["EnvStep", "EpisodeState", "PendingCall", "Totals", "describe_dangling", "rebuild"]
 
@@ -55,7 +58,7 @@ class EpisodeState:
     observation: str | None = None  # the last tool result the model saw
 
 
-def rebuild(store: TraceStore, episode_id: str, *, upto_seq: int | None = None) -> EpisodeState:
+def rebuild(store: StoreBackend, episode_id: str, *, upto_seq: int | None = None) -> EpisodeState:
     """The state of ``episode_id`` after its last event (or after ``upto_seq``)."""
     episode = store.episode(episode_id)
     history = fold(store.iter_events(episode.episode_id, kinds=NOT_CHUNKS), upto_seq=upto_seq)
@@ -96,7 +99,7 @@ def _pending_work(state: EpisodeState, assistant: Message, history: History) -> 
         state.needs_continue = state.tip == history.last_assistant
 
 
-def describe_dangling(state: EpisodeState, store: TraceStore) -> list[dict[str, Any]]:
+def describe_dangling(state: EpisodeState, store: StoreBackend) -> list[dict[str, Any]]:
     """What the ``resume`` event says about the work a previous attempt left open."""
     out: list[dict[str, Any]] = []
     if state.open_request is not None:

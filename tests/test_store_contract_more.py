@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from test_store_contract import MakeStore, _chunk, _episode, _start, backend
 
 from agentrunner.errors import StoreError, UsageError
 from agentrunner.events import EpisodeEnd, Error
+from agentrunner.store.groups import DecisionOutcome, GroupMember
 from agentrunner.store.leases import Leases
+from agentrunner.store.postgres import PostgresStore
 from agentrunner.store.protocol import StoreBackend
 from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.store import TraceStore
@@ -77,6 +80,63 @@ def test_a_listing_finds_the_episodes_served_in_one_session_newest_first(
     assert store.count_episodes(EpisodeFilter(served_session="cd34")) == 1
     assert store.list_episodes(where=EpisodeFilter(served_session="cd34"))[0].episode_id == other
     assert store.list_episodes(where=EpisodeFilter(served_session="ab1%")) == []
+
+
+# ---------------------------------------------------------------- fork groups and decisions
+
+
+def test_fork_groups_keep_their_typed_config_members_and_decided_outcome(
+    backend: MakeStore,
+) -> None:
+    store = backend()
+    parent, first, second = _episode(store), _episode(store), _episode(store)
+    fanout = {"actions": ["a", "b"], "k": None, "n": 1, "horizon": None, "model": None}
+    group = store.create_fork_group(parent, 7, 2, fanout)
+    store.add_group_member(group, GroupMember(second, 1, 0, "b"))
+    store.add_group_member(group, GroupMember(first, 0, 0, "a"))
+    store.create_fork_group(_episode(store), 3, 1, fanout)  # another parent's
+    (found,) = store.fork_groups(parent)
+    assert (found.group_id, found.fork_seq, found.turn, found.decision) == (group, 7, 2, None)
+    assert [(m.episode_id, m.candidate, m.action) for m in found.members] == [
+        (first, 0, "a"),
+        (second, 1, "b"),
+    ]
+    assert len(store.fork_groups()) == 2
+    assert store.decision_outcomes([group]) == {}
+    decided = DecisionOutcome(adopted=1, candidates=[])
+    store.record_outcome(group, decided)
+    store.record_outcome(group, DecisionOutcome(adopted=0, candidates=[]))  # the first stands
+    assert store.decision_outcomes([group, "no-such-group"]) == {group: decided}
+
+
+def test_batch_memberships_and_rewarded_episodes_are_read_in_one_pass(
+    backend: MakeStore,
+) -> None:
+    store = backend()
+    made = store.add_batch("B1", {}, [("t", 0, {"kind": "x"}, {}), ("t", 1, {"kind": "x"}, {})])
+    judged, unjudged = made[("t", 0)], made[("t", 1)]
+    store.add_batch("B2", {}, [])
+    assert store.batch_memberships() == {judged: ["B1"], unjudged: ["B1"]}
+    for episode, reward in ((judged, 1.0), (unjudged, None)):
+        writer = store.writer(episode)
+        writer.append(0, _start())
+        writer.append(1, EpisodeEnd(stop_reason="done", turns=1, total_reward=reward))
+    assert store.rewarded_episodes() == {judged}
+
+
+def test_a_store_says_whether_it_is_shared_and_lets_a_thread_go(backend: MakeStore) -> None:
+    store = backend()
+    assert store.shared is isinstance(store, PostgresStore)
+    done: list[str] = []
+
+    def in_a_thread() -> None:
+        done.append(_episode(store))
+        store.done_in_this_thread()  # its connection given back; the store stays usable
+
+    worker = threading.Thread(target=in_a_thread)
+    worker.start()
+    worker.join()
+    assert store.episode(done[0]).episode_id == done[0]
 
 
 # ---------------------------------------------------------------- where the store is

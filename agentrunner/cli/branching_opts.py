@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from agentrunner.branching import Branching
 from agentrunner.decisions import spend
 from agentrunner.errors import UsageError
 from agentrunner.formatting import plural
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 _FLAGS = ("actions", "samples", "adopt", "horizon", "max_cost")
 
@@ -76,7 +79,7 @@ def branching_from_args(args: argparse.Namespace) -> Branching | None:
     )
 
 
-def spend_line(store: TraceStore, episode_id: str) -> str:
+def spend_line(store: StoreBackend, episode_id: str) -> str:
     """What branching has cost so far, apart from the main line (the live view's line after
     each decision point, whose candidates and values the transcript shows)."""
     spent = spend(store, episode_id)

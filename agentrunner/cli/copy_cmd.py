@@ -8,6 +8,7 @@ from agentrunner.cli.common import new_command, print_json, stderr_console, stdo
 from agentrunner.errors import StoreError, UsageError
 from agentrunner.formatting import plural
 from agentrunner.store import TraceStore
+from agentrunner.store.core import StoreCore
 from agentrunner.store.transfer import Copied, copy_episode, lineage_order
 
 
@@ -80,7 +81,7 @@ def run_copy(args: argparse.Namespace) -> int:
 
 
 def _copy(
-    src: TraceStore, dst: TraceStore, wanted: list[str] | None, *, quiet: bool
+    src: StoreCore, dst: StoreCore, wanted: list[str] | None, *, quiet: bool
 ) -> tuple[list[Copied], list[dict[str, str]]]:
     order = lineage_order(src, wanted)
     copied: list[Copied] = []

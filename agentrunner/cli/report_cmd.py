@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -31,7 +31,9 @@ from agentrunner.report.text import (
     reward,
     spend,
 )
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 STATUSES = ("completed", "cancelled", "failed", "interrupted", "running", "pending")
 
@@ -158,7 +160,7 @@ def _store_name(where: str) -> str:
     return Path(where).name
 
 
-def _side(store: TraceStore, spec: str, facts: list[Facts]) -> list[Facts]:
+def _side(store: StoreBackend, spec: str, facts: list[Facts]) -> list[Facts]:
     """One side of a comparison, among the episodes the filters keep: a batch (id, prefix
     or name) or a model spec (shell-style wildcards)."""
     try:

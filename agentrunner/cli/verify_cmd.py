@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -19,7 +20,6 @@ from agentrunner.cli.common import (
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
 from agentrunner.safe_text import literal
-from agentrunner.store import TraceStore
 from agentrunner.verifiers import (
     CompositeVerifier,
     JudgeVerifier,
@@ -32,6 +32,9 @@ from agentrunner.verifiers import (
 from agentrunner.verifiers.command import TestVerifier
 from agentrunner.verifiers.reward import REWARD_VERIFIER, RewardVerifier
 from agentrunner.verifiers.rules import RULE_FORMS
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 SCRIPTED_JUDGE_HELP = (
     "A scripted judge (offline and deterministic, for tests and CI) is --judge "
@@ -196,7 +199,7 @@ def build_verifier(args: argparse.Namespace) -> Verifier:
     return single
 
 
-def _targets(store: TraceStore, args: argparse.Namespace, name: str) -> list[str]:
+def _targets(store: StoreBackend, args: argparse.Namespace, name: str) -> list[str]:
     if args.all == bool(args.episodes):
         raise UsageError("give episode ids or --all (not both)")
     if args.episodes:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentrunner.cli.common import new_command, open_store, print_json
 from agentrunner.errors import UsageError
-from agentrunner.store import TraceStore
 from agentrunner.store.records import EpisodeFilter
 from agentrunner.view import write_page
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _chosen(store: TraceStore, args: argparse.Namespace) -> tuple[list[str], str, str | None]:
+def _chosen(store: StoreBackend, args: argparse.Namespace) -> tuple[list[str], str, str | None]:
     """The full ids of the episodes the page shows, in order; its default file name (the
     first episode's id, or the batch's); the batch's id when one is named."""
     if not args.episodes and not args.batch:
@@ -66,7 +69,7 @@ def _chosen(store: TraceStore, args: argparse.Namespace) -> tuple[list[str], str
     return list(dict.fromkeys(ids)), name, batch_id
 
 
-def _forks_below(store: TraceStore, episode_id: str) -> list[str]:
+def _forks_below(store: StoreBackend, episode_id: str) -> list[str]:
     """Every fork below ``episode_id``, depth first."""
     out = []
     for child in store.children(episode_id):

@@ -71,7 +71,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
 from agentrunner.errors import EpisodeNotFoundError, UsageError
@@ -87,8 +87,11 @@ from agentrunner.export.atif_steps import (
 from agentrunner.export.chat import tool_schemas
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl
 from agentrunner.specs import ImportedSpec, RecordedSpec
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.types import Message, ToolSpec
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 SCHEMA_VERSION = "ATIF-v1.7"
 AGENT_NAME = "agentrunner"
@@ -99,7 +102,7 @@ UNKNOWN_VERSION = "unknown"
 # ------------------------------------------------------------------ trajectory
 
 
-def _imported(store: TraceStore, episode: EpisodeSummary) -> bool:
+def _imported(store: StoreBackend, episode: EpisodeSummary) -> bool:
     """Whether the episode is an imported session (a root, or a fork an ATIF import made):
     its own rows begin with its own ``episode.start``, where a fork made here inherits it."""
     if not isinstance(episode.env_spec, ImportedSpec):
@@ -109,7 +112,7 @@ def _imported(store: TraceStore, episode: EpisodeSummary) -> bool:
     )
 
 
-def _atif_header(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any]:
+def _atif_header(store: StoreBackend, episode: EpisodeSummary) -> dict[str, Any]:
     """What an imported ATIF trajectory's header said (its ids, notes), for an episode
     imported from one (empty for any other, forks made of one included)."""
     env = episode.env_spec
@@ -118,7 +121,7 @@ def _atif_header(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any]:
     return header or {}
 
 
-def session_ids(store: TraceStore, episode: EpisodeSummary) -> tuple[str, str]:
+def session_ids(store: StoreBackend, episode: EpisodeSummary) -> tuple[str, str]:
     """The trajectory's session and trajectory ids: the episode's own, or for an imported
     session the ones its source gave (so that an ATIF file imported and exported again keeps
     its ids)."""
@@ -135,7 +138,7 @@ def session_ids(store: TraceStore, episode: EpisodeSummary) -> tuple[str, str]:
 
 
 def _agent(
-    store: TraceStore, episode: EpisodeSummary, start: EpisodeStart | None
+    store: StoreBackend, episode: EpisodeSummary, start: EpisodeStart | None
 ) -> dict[str, Any]:
     """ATIF's ``agent`` name and version: agentrunner's, or for an imported session its
     source's (a Claude Code session says Claude Code); ``unknown`` when the source named no
@@ -167,7 +170,7 @@ def _link_the_rest(
         steps[0]["extra"] = steps[0].pop("extra")  # extra stays last
 
 
-def _tool_definitions(store: TraceStore, hashes: list[str]) -> list[dict[str, Any]]:
+def _tool_definitions(store: StoreBackend, hashes: list[str]) -> list[dict[str, Any]]:
     """Every tool the episode's requests offered (the first definition of each name)."""
     tools: dict[str, ToolSpec] = {}
     for digest in hashes:
@@ -176,7 +179,7 @@ def _tool_definitions(store: TraceStore, hashes: list[str]) -> list[dict[str, An
     return tool_schemas(list(tools.values()))
 
 
-def sub_agents(store: TraceStore) -> dict[str, list[tuple[str | None, EpisodeSummary]]]:
+def sub_agents(store: StoreBackend) -> dict[str, list[tuple[str | None, EpisodeSummary]]]:
     """Every sub-agent episode by the id of the episode that started it, with the call that
     did (None when unknown): a recorded agent's (``env.spawned_by``) and an imported
     session's subagents (``env.parent_episode``, ``env.parent_call_id``). Forks of a
@@ -205,7 +208,7 @@ def _spawner(episode: EpisodeSummary) -> tuple[str, str | None] | None:
     return (parent, call) if parent is not None else None
 
 
-def _spawned_by(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | None:
+def _spawned_by(store: StoreBackend, episode: EpisodeSummary) -> dict[str, Any] | None:
     """A sub-agent's spawner: its ``episode_id``, the ``call_id`` that started it, and its
     trajectory's ``session_id`` and ``trajectory_id`` (what an import of its export is found
     by, to link this one to it again)."""
@@ -224,7 +227,7 @@ def _spawned_by(store: TraceStore, episode: EpisodeSummary) -> dict[str, Any] | 
 
 
 def _links(
-    store: TraceStore, children: list[tuple[str | None, EpisodeSummary]]
+    store: StoreBackend, children: list[tuple[str | None, EpisodeSummary]]
 ) -> dict[str | None, list[dict[str, Any]]]:
     """``subagent_trajectory_ref`` s (the file-reference form: the ``<episode_id>.json`` an
     export into a directory writes beside this one) by the call that started each."""
@@ -240,7 +243,7 @@ def _links(
 
 
 def _trajectory(
-    store: TraceStore,
+    store: StoreBackend,
     episode: EpisodeSummary,
     children: list[tuple[str | None, EpisodeSummary]],
 ) -> dict[str, Any] | None:
@@ -312,7 +315,7 @@ def _trajectory(
     return doc
 
 
-def _episode_extra(store: TraceStore, episode: EpisodeSummary, read: Read) -> dict[str, Any]:
+def _episode_extra(store: StoreBackend, episode: EpisodeSummary, read: Read) -> dict[str, Any]:
     episode_id = episode.episode_id
     return {
         "episode_id": episode_id,
@@ -339,7 +342,7 @@ def _episode_extra(store: TraceStore, episode: EpisodeSummary, read: Read) -> di
     }
 
 
-def _parent_trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, str] | None:
+def _parent_trajectory(store: StoreBackend, episode: EpisodeSummary) -> dict[str, str] | None:
     """A fork's parent's ``session_id`` and ``trajectory_id`` (what an import of the parent's
     export is found by, to import this one as its fork)."""
     if episode.parent_episode_id is None:
@@ -349,7 +352,7 @@ def _parent_trajectory(store: TraceStore, episode: EpisodeSummary) -> dict[str, 
 
 
 def atif_trajectory(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     *,
     subs: dict[str, list[tuple[str | None, EpisodeSummary]]] | None = None,
@@ -381,7 +384,7 @@ def atif_target(output: Path | None, directory: bool | None = None) -> bool:
 
 
 def write_atif(
-    store: TraceStore, episodes: Sequence[EpisodeSummary], output: Path | None, *, directory: bool
+    store: StoreBackend, episodes: Sequence[EpisodeSummary], output: Path | None, *, directory: bool
 ) -> tuple[int, list[str]]:
     """Write one trajectory per episode: to ``output`` (a file, or stdout when None; one
     episode only) or into the directory ``output`` as ``<episode_id>.json``. Returns how many

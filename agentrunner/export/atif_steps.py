@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.events import (
     Cancel,
@@ -21,8 +21,11 @@ from agentrunner.events import (
     Usage,
 )
 from agentrunner.history import NOT_CHUNKS, History, ToolUse
-from agentrunner.store import EventRow, TraceStore
+from agentrunner.store import EventRow
 from agentrunner.types import AgentToolCall, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 NS = "agentrunner"
 """The key of agentrunner's own data in every ``extra``."""
@@ -79,7 +82,7 @@ def _where(row: EventRow) -> dict[str, Any]:
     return {"episode_id": row.episode_id, "seq": row.seq, "turn": row.turn, "attempt": row.attempt}
 
 
-def read_episode(store: TraceStore, episode_id: str) -> Read:
+def read_episode(store: StoreBackend, episode_id: str) -> Read:
     read = Read()
     pending: list[_Call] = []  # model calls since the last answer
     request: ModelRequest | None = None

@@ -30,14 +30,16 @@ import json
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.events import ToolResult
 from agentrunner.export.chat import ExportOptions, chat, tool_schemas
 from agentrunner.export.select import Selected
 from agentrunner.export.sources import Branch, fork_points, tools_at
-from agentrunner.store import TraceStore
 from agentrunner.types import AgentToolCall, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def _call_key(call: AgentToolCall) -> list[Any]:
@@ -80,7 +82,7 @@ class _Action:
         }
 
 
-def _turn_tool_results(store: TraceStore, branch: Branch) -> list[Message]:
+def _turn_tool_results(store: StoreBackend, branch: Branch) -> list[Message]:
     """The tool messages that answered the branch's decision (before its next turn)."""
     out: list[Message] = []
     rows = store.events(
@@ -97,7 +99,9 @@ def _turn_tool_results(store: TraceStore, branch: Branch) -> list[Message]:
     return out
 
 
-def _completion(store: TraceStore, action: _Action, options: ExportOptions) -> list[dict[str, Any]]:
+def _completion(
+    store: StoreBackend, action: _Action, options: ExportOptions
+) -> list[dict[str, Any]]:
     assert action.lead is not None
     messages = [store.message(action.lead.decision.message_hash)]
     if options.with_tool_results:
@@ -106,7 +110,7 @@ def _completion(store: TraceStore, action: _Action, options: ExportOptions) -> l
 
 
 def dpo_rows(
-    store: TraceStore, selected: Selected, options: ExportOptions
+    store: StoreBackend, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
     unjudged = 0
     for point in fork_points(store, selected.by_id()):

@@ -31,7 +31,7 @@ no test) is left out of its group, which needs a reward per completion; a note c
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.export.chat import ExportOptions, chat, tool_schemas
 from agentrunner.export.select import Selected
@@ -42,12 +42,15 @@ from agentrunner.export.sources import (
     task_groups,
     tools_at,
 )
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.types import Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def _group(
-    store: TraceStore,
+    store: StoreBackend,
     prompt: list[Message],
     episodes: Sequence[EpisodeSummary],
     options: ExportOptions,
@@ -71,7 +74,7 @@ def _group(
 
 
 def grpo_rows(
-    store: TraceStore, selected: Selected, options: ExportOptions
+    store: StoreBackend, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
     for point in fork_points(store, selected.by_id()):
         prompt = store.message_chain(point.prompt_tip)

@@ -39,16 +39,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.decisions import PROPOSAL, Candidate, action_key, decided
 from agentrunner.events import ModelResponse, Status
 from agentrunner.export.chat import ExportOptions, chat, chat_message, tool_schemas
 from agentrunner.export.select import Selected, known_reward
 from agentrunner.export.sources import first_decision_after
-from agentrunner.store import TraceStore
-from agentrunner.store.groups import ForkGroup, fork_groups
-from agentrunner.store.reports import rewarded
+from agentrunner.store.groups import ForkGroup
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 REASONING_KEY = "reasoning_content"
 """Where the action's reasoning goes when no ``--reasoning KEY`` is given."""
@@ -65,7 +66,7 @@ class _Found:
     rewards: list[float] = field(default_factory=list)
 
 
-def _proposed(store: TraceStore, fork_id: str, turn: int) -> str | None:
+def _proposed(store: StoreBackend, fork_id: str, turn: int) -> str | None:
     """The hash of the proposal's response at the decision turn (None: no answer yet)."""
     row = store.last_at_turn(fork_id, "model.response", turn)
     match row.typed() if row is not None else None:
@@ -97,7 +98,7 @@ class _Unjudged:
 
 
 def _candidates(
-    store: TraceStore, group: ForkGroup, judged: set[str], unjudged: _Unjudged
+    store: StoreBackend, group: ForkGroup, judged: set[str], unjudged: _Unjudged
 ) -> list[Candidate] | None:
     """The group's candidates in index order, valued as the decision engine values them
     over their judged continuations, or None while the group is not complete."""
@@ -152,7 +153,7 @@ def _candidates(
 
 
 def _state(
-    store: TraceStore, group: ForkGroup, candidate: Candidate, options: ExportOptions
+    store: StoreBackend, group: ForkGroup, candidate: Candidate, options: ExportOptions
 ) -> dict[str, Any]:
     """The exact input at the decision point: the proposal's request at that turn, or the
     parent's (a fan-out given its candidates)."""
@@ -162,7 +163,7 @@ def _state(
 
 
 def _group_rows(
-    store: TraceStore,
+    store: StoreBackend,
     group: ForkGroup,
     options: ExportOptions,
     judged: set[str],
@@ -208,14 +209,14 @@ def _group_rows(
 
 
 def prm_rows(
-    store: TraceStore, selected: Selected, options: ExportOptions
+    store: StoreBackend, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
     """The rows of the decision points on the selected episodes (oldest episode first, then
     each episode's groups in the order they were made)."""
     by_parent: dict[str, list[ForkGroup]] = {}
-    for group in fork_groups(store):
+    for group in store.fork_groups():
         by_parent.setdefault(group.parent_episode_id, []).append(group)
-    judged, unjudged = rewarded(store), _Unjudged()
+    judged, unjudged = store.rewarded_episodes(), _Unjudged()
     for episode in selected.episodes:
         for group in by_parent.get(episode.episode_id, []):
             yield from _group_rows(store, group, options, judged, unjudged)

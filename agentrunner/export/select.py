@@ -17,14 +17,17 @@ import fnmatch
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
 from agentrunner.specs import WorkspaceSpec
-from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.reports import rewarded
+from agentrunner.store import EpisodeSummary
 from agentrunner.verifiers import latest_verifications
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 STATUSES = (Status.COMPLETED, Status.CANCELLED, Status.INTERRUPTED, Status.FAILED, Status.RUNNING)
 
@@ -122,7 +125,7 @@ def task_splits(
     return out
 
 
-def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Selected:
+def select_episodes(store: StoreBackend, selection: Selection = Selection()) -> Selected:
     """The episodes an export reads, oldest first."""
     notes: list[str] = []
     episodes = list(reversed(store.list_episodes()))
@@ -147,7 +150,7 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
         episodes = [e for e, s in zip(episodes, splits, strict=True) if s == selection.split]
     if selection.verifier or selection.verified_only:
         episodes = _by_verification(store, selection, episodes)
-    judged = rewarded(store)
+    judged = store.rewarded_episodes()
     if selection.min_reward is not None or selection.reward_percentile is not None:
         unknown = sum(known_reward(e, judged) is None for e in episodes)
         episodes = [e for e in episodes if known_reward(e, judged) is not None]
@@ -165,7 +168,7 @@ def select_episodes(store: TraceStore, selection: Selection = Selection()) -> Se
 
 
 def _by_verification(
-    store: TraceStore, selection: Selection, episodes: list[EpisodeSummary]
+    store: StoreBackend, selection: Selection, episodes: list[EpisodeSummary]
 ) -> list[EpisodeSummary]:
     latest = latest_verifications(store, [e.episode_id for e in episodes])
     kept = []

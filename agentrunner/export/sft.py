@@ -13,16 +13,18 @@ test), never 0; ``--min-reward`` and ``--reward-percentile`` leave such episodes
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.export.chat import ExportOptions, chat, tool_schemas
 from agentrunner.export.select import Selected
 from agentrunner.export.sources import last_decision, tools_at
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def sft_rows(
-    store: TraceStore, selected: Selected, options: ExportOptions
+    store: StoreBackend, selected: Selected, options: ExportOptions
 ) -> Iterator[dict[str, Any]]:
     unjudged = 0
     for episode in selected.episodes:

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agentrunner.events import ModelRequest
 from agentrunner.history import History
-from agentrunner.store import EpisodeSummary, EventRow, TraceStore
-from agentrunner.store.groups import fork_groups
+from agentrunner.store import EpisodeSummary, EventRow
 from agentrunner.types import Message, ToolSpec
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 _DECISION_KINDS = ("model.response", "message")  # the events that make assistant messages
 
@@ -51,7 +54,7 @@ def _decisions(episode_id: str, rows: Iterable[EventRow]) -> Iterator[Decision]:
             yield Decision(episode_id, row.seq, row.turn, history.last_assistant)
 
 
-def last_decision(store: TraceStore, episode_id: str) -> Decision | None:
+def last_decision(store: StoreBackend, episode_id: str) -> Decision | None:
     """The episode's last assistant message (model response or edit), or None."""
     last = None
     for decision in _decisions(episode_id, store.iter_events(episode_id, kinds=_DECISION_KINDS)):
@@ -59,14 +62,14 @@ def last_decision(store: TraceStore, episode_id: str) -> Decision | None:
     return last
 
 
-def first_decision_after(store: TraceStore, episode_id: str, after_seq: int) -> Decision | None:
+def first_decision_after(store: StoreBackend, episode_id: str, after_seq: int) -> Decision | None:
     """The first assistant message after ``after_seq`` in the episode's history."""
     rows = _events_after(store, episode_id, after_seq, _DECISION_KINDS)
     return next(_decisions(episode_id, rows), None)
 
 
 def _events_after(
-    store: TraceStore, episode_id: str, after_seq: int, kinds: tuple[str, ...]
+    store: StoreBackend, episode_id: str, after_seq: int, kinds: tuple[str, ...]
 ) -> Iterator[EventRow]:
     """The history's events of ``kinds`` after ``after_seq``, read a page at a time."""
     while True:
@@ -77,14 +80,14 @@ def _events_after(
         after_seq = rows[-1].seq
 
 
-def _requests(store: TraceStore, episode_id: str) -> Iterator[tuple[int, ModelRequest]]:
+def _requests(store: StoreBackend, episode_id: str) -> Iterator[tuple[int, ModelRequest]]:
     for row in store.iter_events(episode_id, kinds=("model.request",)):
         request = row.typed()
         if isinstance(request, ModelRequest):
             yield row.seq, request
 
 
-def first_request(store: TraceStore, episode_id: str) -> tuple[int, str, str] | None:
+def first_request(store: StoreBackend, episode_id: str) -> tuple[int, str, str] | None:
     """``(seq, tip_hash, tools_hash)`` of the episode's first model request."""
     rows = store.events(episode_id, limit=1, kinds=("model.request",))
     request = rows[0].typed() if rows else None
@@ -93,7 +96,7 @@ def first_request(store: TraceStore, episode_id: str) -> tuple[int, str, str] | 
     return rows[0].seq, request.tip_hash, request.tools_hash
 
 
-def tools_at(store: TraceStore, episode_id: str, seq: int) -> list[ToolSpec]:
+def tools_at(store: StoreBackend, episode_id: str, seq: int) -> list[ToolSpec]:
     """The tools offered by the last model request at or before ``seq`` (else the first)."""
     tools_hash = None
     for request_seq, request in _requests(store, episode_id):
@@ -141,7 +144,7 @@ class ForkPoint:
         }
 
 
-def fork_points(store: TraceStore, selected: dict[str, EpisodeSummary]) -> list[ForkPoint]:
+def fork_points(store: StoreBackend, selected: dict[str, EpisodeSummary]) -> list[ForkPoint]:
     """Fork points with at least two selected branches that answered the same prompt.
 
     The branches of a fork point are the parent (its own continuation) and its forks at that
@@ -153,7 +156,7 @@ def fork_points(store: TraceStore, selected: dict[str, EpisodeSummary]) -> list[
         if eid in selected:
             children.setdefault((parent, fork_seq), []).append(eid)
     groups: dict[tuple[str, int], list[str]] = {}
-    for group in fork_groups(store):
+    for group in store.fork_groups():
         key = (group.parent_episode_id, group.fork_seq)
         groups.setdefault(key, []).append(group.group_id)
     points: list[ForkPoint] = []
@@ -174,7 +177,7 @@ def fork_points(store: TraceStore, selected: dict[str, EpisodeSummary]) -> list[
 
 
 def task_groups(
-    store: TraceStore, episodes: Iterable[EpisodeSummary]
+    store: StoreBackend, episodes: Iterable[EpisodeSummary]
 ) -> list[tuple[str, str, list[EpisodeSummary]]]:
     """``(task_id, prompt_tip, episodes)``: root episodes of one task with the same first
     prompt (same task and seed, or any seeds when the seed does not change the prompt),

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import UsageError
 from agentrunner.record.dialects import dialect
 from agentrunner.record.proxied import proxied_request
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
-def request_body(store: TraceStore, episode_id: str, turn: int) -> dict[str, Any]:
+def request_body(store: StoreBackend, episode_id: str, turn: int) -> dict[str, Any]:
     """The body of the recorded call at ``turn`` (secrets as redaction markers), rebuilt from
     its message chain, tools and params by its wire API's dialect."""
     row = store.last_at_turn(store.resolve(episode_id), "model.request", turn)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner import events as ev
 from agentrunner.errors import EnvironmentFailure
@@ -38,6 +38,9 @@ from agentrunner.types import Chunk, Message
 from providers.streaming import StreamFailure
 from providers.turn_builder import TurnBuilder
 from providers.usage import priced
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 _Job = tuple[Callable[[], Any], "Future[Any]", bool]
 """A job for the writer thread, its result, and whether it only appends streamed pieces."""
@@ -82,7 +85,7 @@ class Journal:
         self.problems: list[str] = []
         self._episodes: Episodes | None = None
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._store: TraceStore | None = None
+        self._store: StoreBackend | None = None
         self._opened: Future[None] = Future()
         self._thread = threading.Thread(target=self._run, name="agentrunner-journal", daemon=True)
 
@@ -173,7 +176,7 @@ class Journal:
             return None, exc
 
     @property
-    def store(self) -> TraceStore:
+    def store(self) -> StoreBackend:
         assert self._store is not None, "the journal's thread has not opened the store"
         return self._store
 

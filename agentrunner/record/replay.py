@@ -18,7 +18,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import UsageError
 from agentrunner.record.bodies import request_body
@@ -26,8 +26,10 @@ from agentrunner.record.conversations import compared, normal
 from agentrunner.record.dialects import dialect
 from agentrunner.record.proxied import proxied_answer, proxied_request
 from agentrunner.specs import EnvSpec, ImportedSpec, RecordedSpec
-from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class Divergence:
 class Replay:
     """The answers of a recorded episode and of the sub-agents it spawned."""
 
-    def __init__(self, store: TraceStore, episode_id: str, volatile: Volatile = ()) -> None:
+    def __init__(self, store: StoreBackend, episode_id: str, volatile: Volatile = ()) -> None:
         root = store.episode(episode_id)
         if not isinstance(root.env_spec, RecordedSpec):
             raise UsageError(
@@ -131,7 +133,7 @@ def _steady(value: Any, volatile: Volatile) -> Any:
     return value
 
 
-def _family(store: TraceStore, root: str) -> list[str]:
+def _family(store: StoreBackend, root: str) -> list[str]:
     """``root``, the episodes the same ``record`` run made (its side calls), and the episodes
     their calls spawned (sub-agents), recursively."""
     found = [root]
@@ -157,7 +159,7 @@ def _record_run(env: EnvSpec) -> str | None:
     return env.record_run if isinstance(env, RecordedSpec) else None
 
 
-def _answers(store: TraceStore, episode_id: str, volatile: Volatile) -> list[Answer]:
+def _answers(store: StoreBackend, episode_id: str, volatile: Volatile) -> list[Answer]:
     """The calls of an episode that got an answer the proxy kept (one per turn)."""
     out: list[Answer] = []
     for row in store.iter_events(episode_id, kinds=["model.response", "error"]):

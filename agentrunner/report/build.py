@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from agentrunner.errors import UsageError
 from agentrunner.events import Status
@@ -46,11 +47,13 @@ from agentrunner.report.stats import (
     percentile,
     wilson,
 )
-from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.groups import memberships
+from agentrunner.store import EpisodeSummary
 from agentrunner.store.records import EpisodeFilter
-from agentrunner.store.reports import LogFacts, rewarded
+from agentrunner.store.reports import LogFacts
 from agentrunner.store.verifications import REWARD_VERIFIER, StoredVerification
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 GROUP_KEYS = ("model", "task", "split", "batch")
 ENDED = (Status.COMPLETED, Status.CANCELLED, Status.FAILED)
@@ -104,7 +107,7 @@ class Facts:
 
 
 def collect(
-    store: TraceStore,
+    store: StoreBackend,
     where: ReportFilter,
     *,
     threshold: float = 1.0,
@@ -120,7 +123,7 @@ def collect(
     )
     roots = EpisodeFilter(roots_only=not where.include_forks)
     summaries = list(reversed(store.list_episodes(where=roots)))
-    members = memberships(store)
+    members = store.batch_memberships()
     chosen = [
         s
         for s in summaries
@@ -137,7 +140,7 @@ def collect(
     disputed = {v.episode_id for v in latest if v.verifier == REWARD_VERIFIER and not v.passed}
     if verifier is not None and not verdicts:
         raise UsageError(f"no episode has a result of verifier {verifier!r}; see `verify`")
-    logs, judged = store.log_facts(), rewarded(store)
+    logs, judged = store.log_facts(), store.rewarded_episodes()
     out = []
     for s, split in zip(chosen, splits, strict=True):
         reward = known_reward(s, judged)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrunner.critical import critical
 from agentrunner.errors import StoreCorruptError, StoreDriverError, StoreError, StoreFailedError
@@ -18,6 +18,9 @@ from agentrunner.store.base import utc_now
 from agentrunner.store.leases import LeaseStore
 from agentrunner.store.verifications import StoredVerification
 
+if TYPE_CHECKING:
+    from agentrunner.store.groups import DecisionOutcome, ForkGroup, GroupMember
+
 _T = TypeVar("_T")
 
 
@@ -26,6 +29,11 @@ class StoreCore(LeaseStore):
     subset of SQL both read alike (see :mod:`agentrunner.store.dialect`). A backend
     (:class:`agentrunner.store.TraceStore` for SQLite, :class:`agentrunner.store.PostgresStore`)
     supplies its connections, its write lock and its dialect."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether other machines may write this store (a server database, not a file)."""
+        return self.sql.postgres
 
     def space(self) -> tuple[dict[str, _gc.Part], int]:
         """Rows and bytes by part (events, messages, tools, blobs, snapshots, other), and
@@ -88,6 +96,51 @@ class StoreCore(LeaseStore):
     def latest_verifications(self, *, details: bool = False) -> list[StoredVerification]:
         """The latest result of each verifier for each episode (``details``: with them)."""
         return verifications.latest(self, details)
+
+    # -- fork groups and decision points (:mod:`agentrunner.store.groups`, imported when
+    # used: its typed configs cost a store that never forks)
+
+    def create_fork_group(
+        self, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
+    ) -> str:
+        """Record a fork group (a fan-out or a decision point) at a parent's turn; its id."""
+        from agentrunner.store import groups
+
+        return groups.create_fork_group(self, parent_episode_id, fork_seq, turn, config)
+
+    def add_group_member(self, group_id: str, member: GroupMember) -> None:
+        """Add a fork to a group (its candidate and sample)."""
+        from agentrunner.store import groups
+
+        groups.add_group_member(self, group_id, member)
+
+    def fork_groups(self, parent_episode_id: str | None = None) -> list[ForkGroup]:
+        """Fork groups (optionally of one parent), each with its members, oldest first."""
+        from agentrunner.store import groups
+
+        return groups.fork_groups(self, parent_episode_id)
+
+    def record_outcome(self, group_id: str, outcome: DecisionOutcome) -> None:
+        """Keep what a decision point decided (the first record stands)."""
+        from agentrunner.store import groups
+
+        groups.record_outcome(self, group_id, outcome)
+
+    def decision_outcomes(self, group_ids: list[str]) -> dict[str, DecisionOutcome]:
+        """The recorded outcomes of these decision points, by group id (undecided absent)."""
+        from agentrunner.store import groups
+
+        return groups.outcomes(self, group_ids)
+
+    def batch_memberships(self) -> dict[str, list[str]]:
+        """The batches each episode belongs to."""
+        from agentrunner.store import groups
+
+        return groups.memberships(self)
+
+    def rewarded_episodes(self) -> set[str]:
+        """The episodes whose own events carry a reward (any other's reward is unknown)."""
+        return reports.rewarded(self)
 
     def log_facts(self) -> dict[str, reports.LogFacts]:
         """Per episode: its tool calls, model latencies and errors (one indexed pass)."""

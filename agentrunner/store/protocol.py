@@ -34,6 +34,9 @@ from agentrunner.store.reports import LogFacts
 from agentrunner.store.verifications import StoredVerification
 from agentrunner.types import Message, ToolSpec
 
+if TYPE_CHECKING:  # imported by the store only when fork groups are used
+    from agentrunner.store.groups import DecisionOutcome, ForkGroup, GroupMember
+
 
 class EventWriter(Protocol):
     """Appends one episode's events: dense seqs, one commit per event (or per group)."""
@@ -213,6 +216,11 @@ class StoreBackend(SnapshotBackend, Protocol):
 
     def identity_problem(self) -> str | None: ...
 
+    @property
+    def shared(self) -> bool: ...
+
+    def done_in_this_thread(self) -> None: ...
+
     # -- side tables
     def add_verification(
         self,
@@ -228,6 +236,22 @@ class StoreBackend(SnapshotBackend, Protocol):
     def latest_verifications(self, *, details: bool = False) -> list[StoredVerification]: ...
 
     def log_facts(self) -> dict[str, LogFacts]: ...
+
+    def create_fork_group(
+        self, parent_episode_id: str, fork_seq: int, turn: int, config: dict[str, Any]
+    ) -> str: ...
+
+    def add_group_member(self, group_id: str, member: GroupMember) -> None: ...
+
+    def fork_groups(self, parent_episode_id: str | None = None) -> list[ForkGroup]: ...
+
+    def record_outcome(self, group_id: str, outcome: DecisionOutcome) -> None: ...
+
+    def decision_outcomes(self, group_ids: list[str]) -> dict[str, DecisionOutcome]: ...
+
+    def batch_memberships(self) -> dict[str, list[str]]: ...
+
+    def rewarded_episodes(self) -> set[str]: ...
 
     # -- space
     def space(self) -> tuple[dict[str, Part], int]: ...

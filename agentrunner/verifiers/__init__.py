@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.errors import UsageError
-from agentrunner.store import TraceStore
 from agentrunner.store.verifications import StoredVerification
 from agentrunner.verifiers.base import (
     Trajectory,
@@ -41,6 +40,9 @@ from agentrunner.verifiers.rules import (
     ToolCalled,
     parse_rule,
 )
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 CompositeMode = Literal["all", "any", "mean"]
 
@@ -109,7 +111,7 @@ class CompositeVerifier:
 
 
 def verify_episode(
-    store: TraceStore, episode_id: str, verifier: Verifier, *, save: bool = True
+    store: StoreBackend, episode_id: str, verifier: Verifier, *, save: bool = True
 ) -> VerificationResult:
     """Verify one episode; store the result (unless ``save=False``) and return it."""
     trajectory = load_trajectory(store, episode_id)
@@ -129,7 +131,7 @@ def verify_episode(
     return save_result(store, result) if save else result
 
 
-def save_result(store: TraceStore, result: VerificationResult) -> VerificationResult:
+def save_result(store: StoreBackend, result: VerificationResult) -> VerificationResult:
     """Append a result to the ``verifications`` table; return it with its id and time."""
     row_id, created = store.add_verification(
         result.episode_id, result.verifier, result.score, result.passed, result.details
@@ -149,13 +151,13 @@ def _result(row: StoredVerification) -> VerificationResult:
     )
 
 
-def verifications(store: TraceStore, episode_id: str) -> list[VerificationResult]:
+def verifications(store: StoreBackend, episode_id: str) -> list[VerificationResult]:
     """Every stored result for one episode, newest first."""
     return [_result(r) for r in store.verifications(store.resolve(episode_id))]
 
 
 def latest_verifications(
-    store: TraceStore, episode_ids: Iterable[str] | None = None, *, details: bool = False
+    store: StoreBackend, episode_ids: Iterable[str] | None = None, *, details: bool = False
 ) -> dict[str, list[VerificationResult]]:
     """The latest result of each verifier, per episode, in one query (for ``ls``).
 

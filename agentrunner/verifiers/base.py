@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrunner.history import NOT_CHUNKS, fold
 from agentrunner.specs import ImportedSpec
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.types import Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 FILE_TOOLS = ("write_file", "str_replace")  # workspace tools whose `path` argument is written
 COMMAND_TOOLS = ("bash", "Bash", "shell", "exec_command")
@@ -41,7 +44,7 @@ class ToolUse:
 class Trajectory:
     """An episode as verifiers see it: summary, tool calls, and (lazily) its messages."""
 
-    store: TraceStore
+    store: StoreBackend
     episode: EpisodeSummary
     tool_uses: list[ToolUse]
     final_tip: str | None
@@ -72,7 +75,7 @@ class Trajectory:
         return out
 
 
-def load_trajectory(store: TraceStore, episode_id: str) -> Trajectory:
+def load_trajectory(store: StoreBackend, episode_id: str) -> Trajectory:
     """Read what verifiers need from an episode's full history (inherited events included),
     through the one fold of the log: every tool call, judged per assistant message."""
     episode = store.episode(episode_id)
