@@ -1,10 +1,17 @@
-"""Both migration lists arrive at the one table definition (agentrunner/store/tables.py): a new
-SQLite store, a new Postgres store, and a store of each earlier schema of either, migrated up,
-hold its tables, columns (names, types as the database spells them, nullability, defaults,
-uniqueness, foreign keys), primary keys, indexes, views and triggers."""
+"""A new store is made from the one table definition (agentrunner/store/tables.py), and both
+migration lists arrive at it: a new SQLite store, a new Postgres store, and a store of each
+earlier schema of either, migrated up, hold its tables, columns (names, order, types as the
+database spells them, nullability, defaults, uniqueness, foreign keys, checks), primary keys,
+indexes, views and triggers; a store migrated from the first schema holds what a new one holds,
+down to the text of its views, triggers and constraints.
+
+One allowance, for old SQLite stores only (:data:`OLD_SQLITE_STORES_LACK`): their
+``event_log`` was made by ``m005`` without the checks on ``attempt`` and ``turn``, and adding a
+CHECK to a SQLite table means copying the table, the whole log, so they keep it without."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -16,10 +23,29 @@ from sqlite_utils.migrations import Migrations
 from agentrunner import TraceStore
 from agentrunner.store import postgres_schema, schema
 from agentrunner.store.dialect import POSTGRES, SQLITE, Dialect
-from agentrunner.store.tables import TRIGGERS, VIEWS, tables
+from agentrunner.store.tables import TRIGGERS, VIEWS, Table, tables
 
 Shape = dict[str, Any]
 """A database's tables, views and triggers, in the terms compared."""
+
+OLD_SQLITE_STORES_LACK = {"event_log": {(None, "attempt>=1"), (None, "turn>=0")}}
+"""The checks (as :func:`_check` reads them) a SQLite store of an earlier schema lacks."""
+
+
+def _check(name: str | None, condition: str) -> tuple[str | None, str]:
+    """A check as compared: its name when one was given, its condition without parentheses,
+    spaces or Postgres' casts of a column to text (each database prints it its own way)."""
+    return name, re.sub(r"[() ]|::text", "", condition)
+
+
+def _checks(table: Table, dialect: Dialect) -> set[tuple[str | None, str]]:
+    found = {_check(None, condition) for condition in table.checks}
+    for c in table.columns:
+        if c.json:
+            found.add(_check(c.constraint, dialect.is_json(c.name)))
+        if c.check:
+            found.add(_check(c.constraint, c.check))
+    return found
 
 
 def _expected(dialect: Dialect) -> Shape:
@@ -36,6 +62,8 @@ def _expected(dialect: Dialect) -> Shape:
                 )
                 for c in table.columns
             },
+            "column order": tuple(c.name for c in table.columns),
+            "checks": _checks(table, dialect),
             "primary key": table.primary_key,
             "unique": {c.name for c in table.columns if c.unique},
             "references": {c.name: c.references for c in table.columns if c.references},
@@ -43,6 +71,26 @@ def _expected(dialect: Dialect) -> Shape:
             "without rowid": table.without_rowid,
         }
     return shape
+
+
+_SQLITE_CHECK = re.compile(r"(?:CONSTRAINT\s+(\w+)\s+)?CHECK\s*\(", re.IGNORECASE)
+
+
+def _sqlite_checks(sql: str) -> set[tuple[str | None, str]]:
+    """The checks of a ``CREATE TABLE`` statement (each condition up to its closing
+    parenthesis)."""
+    found = set()
+    for match in _SQLITE_CHECK.finditer(sql):
+        depth, end = 1, match.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(sql[end], 0)
+            end += 1
+        found.add(_check(match.group(1), sql[match.end() : end - 1]))
+    return found
+
+
+def _spaced(sql: str) -> str:
+    return " ".join(sql.split())
 
 
 def _sqlite_shape(path: Path) -> Shape:
@@ -63,6 +111,8 @@ def _sqlite_shape(path: Path) -> Shape:
                 c.name: (c.type.upper(), bool(c.notnull), c.default_value, None)
                 for c in table.columns
             },
+            "column order": tuple(c.name for c in table.columns),
+            "checks": _sqlite_checks(sql_of[name]),
             "primary key": tuple(
                 c.name for c in sorted((c for c in table.columns if c.is_pk), key=lambda c: c.is_pk)
             ),
@@ -92,6 +142,12 @@ _PG_COLUMNS = """
         ON t.table_schema = c.table_schema AND t.table_name = c.table_name
     WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
         AND c.table_name <> 'agentrunner_migrations'
+    ORDER BY c.ordinal_position
+"""
+_PG_CHECKS = """
+    SELECT t.relname, k.conname, pg_get_constraintdef(k.oid)
+    FROM pg_constraint k JOIN pg_class t ON t.oid = k.conrelid
+    WHERE k.contype = 'c' AND k.connamespace = current_schema()::regnamespace
 """
 _PG_INDEXES = """
     SELECT t.relname, i.relname, x.indisunique, x.indisprimary,
@@ -134,6 +190,8 @@ def _postgres_shape(url: str) -> Shape:
                 table,
                 {
                     "columns": {},
+                    "column order": (),
+                    "checks": set(),
                     "unique": set(),
                     "references": {},
                     "indexes": {},
@@ -141,6 +199,10 @@ def _postgres_shape(url: str) -> Shape:
                 },
             )
             entry["columns"][column] = (type_, not_null, default, identity)
+            entry["column order"] += (column,)
+        for table, name, definition in conn.execute(_PG_CHECKS):
+            named = not re.fullmatch(rf"{table}_(\w+_)?check\d*", name)
+            shape[table]["checks"].add(_check(name if named else None, definition[6:]))
         for table, index, unique, primary, constraint, where, columns in conn.execute(_PG_INDEXES):
             entry = shape[table]
             if primary:
@@ -217,8 +279,48 @@ def test_a_sqlite_store_new_or_of_an_earlier_schema_holds_the_one_definition(
     if applied:
         _sqlite_store_of_schema(path, applied)
     TraceStore(path).close()  # opening it makes or migrates it
-    differences = _differences(_sqlite_shape(path), _expected(SQLITE))
+    expected = _expected(SQLITE)
+    if applied:
+        for table, lacking in OLD_SQLITE_STORES_LACK.items():
+            expected[table]["checks"] -= lacking
+    differences = _differences(_sqlite_shape(path), expected)
     assert not differences, "\n".join(differences)
+
+
+def test_a_new_sqlite_store_holds_the_checks_old_ones_are_allowed_to_lack(
+    tmp_path: Path,
+) -> None:
+    new, old = tmp_path / "new.db", tmp_path / "old.db"
+    TraceStore(new).close()
+    _sqlite_store_of_schema(old, 1)
+    TraceStore(old).close()
+    held_new, held_old = _sqlite_shape(new), _sqlite_shape(old)
+    for table, lacking in OLD_SQLITE_STORES_LACK.items():
+        assert held_new[table]["checks"] - held_old[table]["checks"] == lacking
+
+
+def _sqlite_definitions(path: Path) -> dict[str, str]:
+    """Every index, trigger and view of the store by name, as its SQL (spaces normalized)."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type <> 'table' AND sql IS NOT NULL"
+        ).fetchall()
+    conn.close()
+    return {name: " ".join(sql.split()) for name, sql in rows}
+
+
+def test_a_sqlite_store_migrated_from_the_first_schema_holds_what_a_new_one_holds(
+    tmp_path: Path,
+) -> None:
+    new, old = tmp_path / "new.db", tmp_path / "old.db"
+    TraceStore(new).close()
+    _sqlite_store_of_schema(old, 1)
+    TraceStore(old).close()
+    held_new, held_old = _sqlite_shape(new), _sqlite_shape(old)
+    for table, lacking in OLD_SQLITE_STORES_LACK.items():
+        held_new[table]["checks"] -= lacking
+    assert _differing("store", held_old, held_new) == []
+    assert _sqlite_definitions(old) == _sqlite_definitions(new)
 
 
 @pytest.mark.parametrize(
@@ -234,3 +336,49 @@ def test_a_postgres_store_new_or_of_an_earlier_schema_holds_the_one_definition(
     TraceStore(pg_url).close()  # opening it makes or migrates it
     differences = _differences(_postgres_shape(pg_url), _expected(POSTGRES))
     assert not differences, "\n".join(differences)
+
+
+_PG_DEFINITIONS = """
+    SELECT 'view ' || c.relname, pg_get_viewdef(c.oid) FROM pg_class c
+    WHERE c.relkind = 'v' AND c.relnamespace = current_schema()::regnamespace
+    UNION ALL
+    SELECT 'index ' || i.relname, pg_get_indexdef(i.oid) FROM pg_index x
+        JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+    WHERE t.relnamespace = current_schema()::regnamespace
+        AND t.relname <> 'agentrunner_migrations'
+    UNION ALL
+    SELECT 'constraint ' || t.relname || '.' || k.conname, pg_get_constraintdef(k.oid)
+    FROM pg_constraint k JOIN pg_class t ON t.oid = k.conrelid
+    WHERE k.connamespace = current_schema()::regnamespace
+        AND t.relname <> 'agentrunner_migrations'
+    UNION ALL
+    SELECT 'trigger ' || g.tgname, pg_get_triggerdef(g.oid) FROM pg_trigger g
+        JOIN pg_class t ON t.oid = g.tgrelid
+    WHERE t.relnamespace = current_schema()::regnamespace AND NOT g.tgisinternal
+    UNION ALL
+    SELECT 'function ' || p.proname, p.prosrc FROM pg_proc p
+    WHERE p.pronamespace = current_schema()::regnamespace
+"""
+
+
+def _postgres_definitions(url: str) -> dict[str, str]:
+    """Every view, index, constraint, trigger and function of the store by kind and name, as
+    Postgres prints it (names of the schema left out: each test has its own)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        schema_name = conn.execute("SELECT current_schema()").fetchone()
+        rows = conn.execute(_PG_DEFINITIONS).fetchall()
+    prefix = f"{schema_name[0] if schema_name else ''}."
+    return {name: definition.replace(prefix, "") for name, definition in rows}
+
+
+def test_a_postgres_store_migrated_from_the_first_schema_holds_what_a_new_one_holds(
+    pg_server: Any,
+) -> None:
+    new, old = pg_server.schema_url(), pg_server.schema_url()
+    TraceStore(new).close()
+    _postgres_store_of_schema(old, 1)
+    TraceStore(old).close()
+    assert _differing("store", _postgres_shape(old), _postgres_shape(new)) == []
+    assert _postgres_definitions(old) == _postgres_definitions(new)

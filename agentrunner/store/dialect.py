@@ -2,9 +2,9 @@
 
 The store's queries are written once, in the subset both databases read alike (``?``
 placeholders, which the Postgres connection turns into its own), and ask a :class:`Dialect`
-for what is spelled differently: a column's type, reading a field of a JSON column, summing
-it, the insert that keeps an existing row, case-insensitive and glob matching, the smaller of
-two values.
+for what is spelled differently: a column's type, the check that a column holds JSON, reading
+a field of a JSON column, summing it, the insert that keeps an existing row, case-insensitive
+and glob matching, the smaller of two values.
 """
 
 from __future__ import annotations
@@ -106,6 +106,10 @@ class Dialect:
     def column_type(self, portable: ColumnType) -> str:
         """How this database spells a column of type ``portable``."""
         return _TYPE_SPELLINGS[self.name][portable]
+
+    def is_json(self, column: str) -> str:
+        """The condition that a text column holds a JSON document (a CHECK constraint's)."""
+        return f"{column}::json IS NOT NULL" if self.postgres else f"json_valid({column})"
 
     def text(self, column: str, field: str) -> str:
         """A JSON column's top-level ``field`` as text (NULL when absent)."""

@@ -1,10 +1,12 @@
-"""The Postgres store's schema: the SQLite store's tables, event log and views, spelled for
-Postgres, as named, append-only migrations of their own (table ``agentrunner_migrations``).
+"""The Postgres store's schema: a new store made from the one table definition
+(:mod:`agentrunner.store.tables`) with the event log's triggers and the views spelled for
+Postgres, and the named, append-only migrations (table ``agentrunner_migrations``) that bring
+a store of an earlier schema to it.
 
 A migration, once released, is never edited or removed; changes are new migrations appended
-at the end. A database that has applied a migration this code does not know was written by a
-newer agentrunner and is refused, as is one holding an ``episodes`` table agentrunner did not
-make.
+at the end. A new store is recorded as having applied every migration. A database that has
+applied a migration this code does not know was written by a newer agentrunner and is
+refused, as is one holding an ``episodes`` table agentrunner did not make.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import eventlog
+from agentrunner.store.ddl import create_tables
 from agentrunner.store.dialect import POSTGRES, pg_json
 from agentrunner.store.status import status_sql
 
@@ -75,35 +78,9 @@ def _summary_view(status: str) -> str:
     """
 
 
-P001_INITIAL = (
-    """
-    CREATE TABLE episodes (
-        id TEXT PRIMARY KEY,
-        key BIGINT NOT NULL UNIQUE,
-        parent_episode_id TEXT REFERENCES episodes(id),
-        fork_seq INTEGER,
-        task_id TEXT NOT NULL,
-        seed BIGINT NOT NULL,
-        created_at TEXT NOT NULL,
-        env TEXT NOT NULL CHECK (env::json IS NOT NULL),
-        model TEXT NOT NULL CHECK (model::json IS NOT NULL),
-        CHECK ((parent_episode_id IS NULL) = (fork_seq IS NULL))
-    )
-    """,
-    "CREATE INDEX episodes_parent ON episodes(parent_episode_id)",
-    "CREATE TABLE removals (episode_id TEXT PRIMARY KEY, requested_at TEXT NOT NULL)",
-    """
-    CREATE TABLE event_log (
-        id BIGINT PRIMARY KEY,
-        attempt INTEGER NOT NULL CHECK (attempt >= 1),
-        turn INTEGER NOT NULL CHECK (turn >= 0),
-        kind SMALLINT NOT NULL,
-        ts BIGINT NOT NULL,
-        payload TEXT NOT NULL CONSTRAINT payload_must_be_json_text
-            CHECK (payload::json IS NOT NULL)
-    )
-    """,
-    f"CREATE INDEX event_log_kind ON event_log(kind, id) WHERE kind <> {eventlog.CHUNK}",
+_LOG_GUARDS = (
+    # The log is append-only: UPDATE refused, DELETE only of an episode `rm` permitted,
+    # TRUNCATE refused; the contract's `events` view reads it as the SQLite store's does.
     """
     CREATE FUNCTION agentrunner_refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -133,6 +110,55 @@ P001_INITIAL = (
     SELECT e.id, l.id & {_MASK}, l.attempt, l.turn, {_KIND_CASE}, {_ISO}, l.payload
     FROM episodes e JOIN event_log l ON {_OWN}
     """,
+)
+
+
+_HISTORY_VIEW = f"""
+    CREATE VIEW episode_history AS
+    WITH RECURSIVE part(episode_id, source, lo, hi, parent, next_hi) AS (
+        SELECT id, id, coalesce(fork_seq, 0) + 1, {_MASK}::bigint, parent_episode_id,
+            coalesce(fork_seq, {_MASK})::bigint
+        FROM episodes
+        UNION ALL
+        SELECT p.episode_id, a.id, coalesce(a.fork_seq, 0) + 1, p.next_hi, a.parent_episode_id,
+            LEAST(p.next_hi, coalesce(a.fork_seq, p.next_hi))::bigint
+        FROM part p JOIN episodes a ON a.id = p.parent
+    )
+    SELECT p.episode_id, v.seq, p.source AS source_episode_id, v.attempt, v.turn, v.kind,
+        v.ts, v.payload
+    FROM part p JOIN events v ON v.episode_id = p.source AND v.seq BETWEEN p.lo AND p.hi
+    """
+
+P001_INITIAL = (
+    """
+    CREATE TABLE episodes (
+        id TEXT PRIMARY KEY,
+        key BIGINT NOT NULL UNIQUE,
+        parent_episode_id TEXT REFERENCES episodes(id),
+        fork_seq INTEGER,
+        task_id TEXT NOT NULL,
+        seed BIGINT NOT NULL,
+        created_at TEXT NOT NULL,
+        env TEXT NOT NULL CHECK (env::json IS NOT NULL),
+        model TEXT NOT NULL CHECK (model::json IS NOT NULL),
+        CHECK ((parent_episode_id IS NULL) = (fork_seq IS NULL))
+    )
+    """,
+    "CREATE INDEX episodes_parent ON episodes(parent_episode_id)",
+    "CREATE TABLE removals (episode_id TEXT PRIMARY KEY, requested_at TEXT NOT NULL)",
+    """
+    CREATE TABLE event_log (
+        id BIGINT PRIMARY KEY,
+        attempt INTEGER NOT NULL CHECK (attempt >= 1),
+        turn INTEGER NOT NULL CHECK (turn >= 0),
+        kind SMALLINT NOT NULL,
+        ts BIGINT NOT NULL,
+        payload TEXT NOT NULL CONSTRAINT payload_must_be_json_text
+            CHECK (payload::json IS NOT NULL)
+    )
+    """,
+    f"CREATE INDEX event_log_kind ON event_log(kind, id) WHERE kind <> {eventlog.CHUNK}",
+    *_LOG_GUARDS,
     "CREATE TABLE messages (hash TEXT PRIMARY KEY, parent_hash TEXT, message TEXT NOT NULL)",
     "CREATE TABLE tools (hash TEXT PRIMARY KEY, tools TEXT NOT NULL)",
     """
@@ -216,21 +242,7 @@ P001_INITIAL = (
     "CREATE TABLE imports (source_key TEXT PRIMARY KEY,"
     " episode_id TEXT NOT NULL UNIQUE REFERENCES episodes(id))",
     _summary_view(_STATUS),
-    f"""
-    CREATE VIEW episode_history AS
-    WITH RECURSIVE part(episode_id, source, lo, hi, parent, next_hi) AS (
-        SELECT id, id, coalesce(fork_seq, 0) + 1, {_MASK}::bigint, parent_episode_id,
-            coalesce(fork_seq, {_MASK})::bigint
-        FROM episodes
-        UNION ALL
-        SELECT p.episode_id, a.id, coalesce(a.fork_seq, 0) + 1, p.next_hi, a.parent_episode_id,
-            LEAST(p.next_hi, coalesce(a.fork_seq, p.next_hi))::bigint
-        FROM part p JOIN episodes a ON a.id = p.parent
-    )
-    SELECT p.episode_id, v.seq, p.source AS source_episode_id, v.attempt, v.turn, v.kind,
-        v.ts, v.payload
-    FROM part p JOIN events v ON v.episode_id = p.source AND v.seq BETWEEN p.lo AND p.hi
-    """,
+    _HISTORY_VIEW,
 )
 
 P002_DECISION_OUTCOMES = (
@@ -238,10 +250,9 @@ P002_DECISION_OUTCOMES = (
     " outcome TEXT NOT NULL CHECK (outcome::json IS NOT NULL), created_at TEXT NOT NULL)",
 )
 
-P003_ONE_STATUS_RULE = (
-    "DROP VIEW episode_summary",
-    _summary_view(status_sql(POSTGRES)),
-)
+_SUMMARY_WITH_ONE_STATUS_RULE = _summary_view(status_sql(POSTGRES))
+
+P003_ONE_STATUS_RULE = ("DROP VIEW episode_summary", _SUMMARY_WITH_ONE_STATUS_RULE)
 """``episode_summary.status`` follows the rule ``agentrunner ls`` follows
 (:mod:`agentrunner.store.status`), made from the rule of this release (a later change of the
 rule is a new migration)."""
@@ -254,12 +265,20 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 """Named, append-only: a released migration is never edited; changes are new ones."""
 KNOWN = [name for name, _ in MIGRATIONS]
 
+NEW_STORE: tuple[str, ...] = (
+    *create_tables(POSTGRES),
+    *_LOG_GUARDS,
+    _SUMMARY_WITH_ONE_STATUS_RULE,
+    _HISTORY_VIEW,
+)
+"""A new store, as every migration above leaves one."""
+
 
 def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
-    """Refuse a newer-schema or foreign database; apply pending migrations, one process at
-    a time (under the store's write lock). An up-to-date store is only read (a role that
-    may only read opens it). Without ``create`` a database without the store's tables is
-    an error and nothing is made."""
+    """Refuse a newer-schema or foreign database; make a new store or apply pending
+    migrations, one process at a time (under the store's write lock). An up-to-date store is
+    only read (a role that may only read opens it). Without ``create`` a database without the
+    store's tables is an error and nothing is made."""
     if conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]:
         if not _pending(conn, where):
             return
@@ -284,17 +303,23 @@ def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
                 f"{where} has a table 'episodes' that agentrunner did not make; give another"
                 " database (or a schema: ?options=-csearch_path%3Dagentrunner)"
             )
-        for name, statements in MIGRATIONS:
-            if name not in pending:
-                continue
-            for statement in statements:
-                conn.execute(statement)
+        for statement in _statements(pending):
+            conn.execute(statement)
+        for name in pending:
             conn.execute("INSERT INTO agentrunner_migrations (name) VALUES (?)", (name,))
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _statements(pending: list[str]) -> tuple[str, ...]:
+    """What brings a database without the ``pending`` migrations up to date: a new store when
+    it has none of them, else each pending migration in order."""
+    if len(pending) == len(MIGRATIONS):
+        return NEW_STORE
+    return tuple(s for name, statements in MIGRATIONS if name in pending for s in statements)
 
 
 def _pending(conn: PgConnection, where: str) -> list[str]:

@@ -1,30 +1,40 @@
-"""The store's schema, as named, append-only migrations (sqlite-utils ``Migrations``).
+"""The SQLite store's schema: a new store made from the one table definition
+(:mod:`agentrunner.store.tables`), and the named, append-only migrations (sqlite-utils
+``Migrations``) that bring a store of an earlier schema to it.
 
 A migration, once released, is never edited or removed; changes are new migrations appended
-at the end. A store that has applied a migration this code does not know was written by a
-newer agentrunner and is refused.
+at the end. A new store is recorded as having applied every migration. A store that has
+applied a migration this code does not know was written by a newer agentrunner and is
+refused. sqlite-utils is imported only by :func:`apply`: opening an up-to-date store reads
+the record of applied migrations with ``sqlite3`` alone.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
-
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, NamedTuple
 
 from agentrunner.events import EVENT_KINDS
 from agentrunner.store import eventlog
+from agentrunner.store.ddl import create_tables
 from agentrunner.store.dialect import SQLITE
 from agentrunner.store.status import status_sql
 
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
 MIGRATION_SET = "agentrunner"
-migrations = Migrations(MIGRATION_SET)
+MIGRATIONS_TABLE = "_sqlite_migrations"
+"""Where sqlite-utils records the migrations applied (one row each, by set and name)."""
 KNOWN_MIGRATIONS: list[str] = []
+_STEPS: list[Callable[[Database], None]] = []
 
 
 def _migration(fn: Callable[[Database], None]) -> Callable[[Database], None]:
-    migrations(name=fn.__name__)(fn)
     KNOWN_MIGRATIONS.append(fn.__name__)
+    _STEPS.append(fn)
     return fn
 
 
@@ -222,6 +232,13 @@ def m004_json_payloads(db: Database) -> None:
     )
 
 
+_EPISODE_KEY_GIVEN = (  # an episode inserted by another tool gets its key too
+    "CREATE TRIGGER episodes_key_given AFTER INSERT ON episodes WHEN NEW.key IS NULL"
+    " BEGIN UPDATE episodes SET key = (SELECT coalesce(max(key), 0) + 1 FROM episodes)"
+    " WHERE id = NEW.id; END"
+)
+
+
 @_migration
 def m005_event_log(db: Database) -> None:
     """Move the log into ``event_log`` (episode key and seq in one integer primary key,
@@ -231,11 +248,7 @@ def m005_event_log(db: Database) -> None:
     conn.execute("ALTER TABLE episodes ADD COLUMN key INTEGER")
     conn.execute("UPDATE episodes SET key = rowid")
     conn.execute("CREATE UNIQUE INDEX episodes_key ON episodes(key)")
-    conn.execute(  # an episode inserted by another tool gets its key too
-        "CREATE TRIGGER episodes_key_given AFTER INSERT ON episodes WHEN NEW.key IS NULL"
-        " BEGIN UPDATE episodes SET key = (SELECT coalesce(max(key), 0) + 1 FROM episodes)"
-        " WHERE id = NEW.id; END"
-    )
+    conn.execute(_EPISODE_KEY_GIVEN)
     for statement in eventlog.DDL[:4]:  # the table, its index and triggers
         conn.execute(statement)
     rows = conn.execute(
@@ -304,14 +317,9 @@ def _summary_view(status: str) -> str:
     """
 
 
-_VIEWS = (
-    # One row per episode: its own rows' ending, turns and spend (a fork's inherited part is
-    # its ancestors'). `status` is 'running or interrupted' until an episode.end: whether its
-    # writer is alive is what `agentrunner ls` checks (writer_pid, heartbeat_at help).
-    _summary_view(_FIRST_STATUS),
-    # Every episode's full history, a fork's inherited events included (numbered as the
-    # fork numbers them): SELECT * FROM episode_history WHERE episode_id = ? ORDER BY seq.
-    f"""
+# Every episode's full history, a fork's inherited events included (numbered as the fork
+# numbers them): SELECT * FROM episode_history WHERE episode_id = ? ORDER BY seq.
+_HISTORY_VIEW = f"""
     CREATE VIEW episode_history AS
     WITH RECURSIVE part(episode_id, source, lo, hi, parent, next_hi) AS (
         SELECT id, id, coalesce(fork_seq, 0) + 1, {eventlog.SEQ_MASK}, parent_episode_id,
@@ -325,7 +333,14 @@ _VIEWS = (
     SELECT p.episode_id, v.seq, p.source AS source_episode_id, v.attempt, v.turn, v.kind,
         v.ts, v.payload
     FROM part p JOIN events v ON v.episode_id = p.source AND v.seq BETWEEN p.lo AND p.hi
-    """,
+    """
+
+_VIEWS = (
+    # One row per episode: its own rows' ending, turns and spend (a fork's inherited part is
+    # its ancestors'). `status` is 'running or interrupted' until an episode.end: whether its
+    # writer is alive is what `agentrunner ls` checks (writer_pid, heartbeat_at help).
+    _summary_view(_FIRST_STATUS),
+    _HISTORY_VIEW,
 )
 
 
@@ -372,3 +387,80 @@ def m010_one_status_rule(db: Database) -> None:
     later change of the rule is a new migration."""
     db.execute("DROP VIEW episode_summary")
     db.execute(_SUMMARY_WITH_ONE_STATUS_RULE)
+
+
+NEW_STORE: tuple[str, ...] = (
+    *create_tables(SQLITE),
+    _EPISODE_KEY_GIVEN,
+    *eventlog.DDL[2:],  # the log's triggers, the events view and its refusal of writes
+    _SUMMARY_WITH_ONE_STATUS_RULE,
+    _HISTORY_VIEW,
+)
+"""A new store, as every migration above leaves one, but for the checks of ``event_log``'s
+``attempt`` and ``turn`` that only a new store holds (see :mod:`agentrunner.store.tables`)."""
+
+
+class AppliedMigration(NamedTuple):
+    name: str
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    """The migrations of this set the store has applied, in order (sqlite-utils' record)."""
+    if not conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
+    ).fetchone():
+        return []
+    rows = conn.execute(
+        f"SELECT name FROM {MIGRATIONS_TABLE} WHERE migration_set = ? ORDER BY rowid",
+        (MIGRATION_SET,),
+    )
+    return [name for (name,) in rows]
+
+
+def pending(conn: sqlite3.Connection) -> list[str]:
+    """The migrations the store has not applied."""
+    done = set(applied(conn))
+    return [name for name in KNOWN_MIGRATIONS if name not in done]
+
+
+def apply(conn: sqlite3.Connection) -> None:
+    """Bring the store to this schema: one that has applied no migration is made new, from the
+    one definition, and recorded as having applied them all; one of an earlier schema applies
+    those it has not, each with its record in a savepoint (inside the caller's transaction,
+    if any)."""
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+    db = Database(conn, execute_plugins=False)
+    steps = Migrations(MIGRATION_SET)
+    for step in _STEPS:
+        steps(name=step.__name__)(step)
+    if applied(conn):
+        steps.apply(db)
+        return
+    with db.atomic():
+        for statement in NEW_STORE:
+            conn.execute(statement)
+        steps.ensure_migrations_table(db)
+        now = str(datetime.now(UTC))  # as sqlite-utils writes it
+        conn.executemany(
+            f"INSERT INTO {MIGRATIONS_TABLE} (migration_set, name, applied_at) VALUES (?, ?, ?)",
+            [(MIGRATION_SET, name, now) for name in KNOWN_MIGRATIONS],
+        )
+
+
+class _Migrations:
+    """The face of sqlite-utils' ``Migrations`` that ``store/connection.py`` calls (on a
+    ``Database``): :func:`applied`, :func:`pending` and :func:`apply` of its connection."""
+
+    def applied(self, db: Database) -> list[AppliedMigration]:
+        return [AppliedMigration(name) for name in applied(db.conn)]
+
+    def pending(self, db: Database) -> list[str]:
+        return pending(db.conn)
+
+    def apply(self, db: Database) -> None:
+        apply(db.conn)
+
+
+migrations = _Migrations()

@@ -1,13 +1,16 @@
 """The store's tables, defined once for both databases: columns (a portable type, whether
-they may be NULL, defaults, which are unique, which refer to another table's row), primary keys,
-indexes, and the views and triggers each database holds.
+they may be NULL, defaults, which are unique, which refer to another table's row, checks),
+primary keys, indexes, and the views and triggers each database holds.
 
-Both migration lists (:mod:`agentrunner.store.schema` for SQLite,
-:mod:`agentrunner.store.postgres_schema` for Postgres) must arrive at this definition, from a
-new store and from a store of any earlier schema; ``tests/test_store_schema.py`` checks that
-against real databases. A schema change is therefore made here and in a new migration of each
-list. Where the two databases truly differ, :func:`tables` says so, in one place; the type
-spellings are :meth:`agentrunner.store.dialect.Dialect.column_type`'s.
+A new store's tables and indexes are made from this definition (:mod:`agentrunner.store.ddl`
+spells it for each database). Both migration lists (:mod:`agentrunner.store.schema` for
+SQLite, :mod:`agentrunner.store.postgres_schema` for Postgres) bring a store of any earlier
+schema to it; ``tests/test_store_schema.py`` checks that against real databases. A schema
+change is therefore made here and in a new migration of each list. Where the two databases
+truly differ, :func:`tables` says so, in one place; the type and JSON-check spellings are
+:class:`agentrunner.store.dialect.Dialect`'s. One allowance is for old stores only: a SQLite
+store made before this definition made new stores keeps its ``event_log`` without the checks
+on ``attempt`` and ``turn`` (adding a CHECK to a SQLite table means copying the whole log).
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ class Column:
     identity: bool = False
     """Numbered by the database when an insert gives none (Postgres: an identity column;
     SQLite's rowid does it for any ``INTEGER PRIMARY KEY``)."""
+    check: str | None = None
+    """A condition every value meets, as SQL both databases read alike."""
+    json: bool = False
+    """The value is a JSON document (checked, as each database spells it)."""
+    constraint: str | None = None
+    """The name of the column's check (the database names an unnamed one)."""
 
 
 @dataclass(frozen=True)
@@ -50,16 +59,25 @@ class Table:
     indexes: tuple[Index, ...] = ()
     without_rowid: bool = False
     """SQLite only: the table is its primary key's b-tree (no rowid)."""
+    checks: tuple[str, ...] = ()
+    """Conditions on more than one column of a row, as SQL both databases read alike."""
 
 
 def _text(
-    name: str, *, not_null: bool = True, unique: bool = False, references: str | None = None
+    name: str,
+    *,
+    not_null: bool = True,
+    unique: bool = False,
+    references: str | None = None,
+    json: bool = False,
 ) -> Column:
-    return Column(name, "text", not_null=not_null, unique=unique, references=references)
+    return Column(name, "text", not_null=not_null, unique=unique, references=references, json=json)
 
 
-def _int(name: str, type_: ColumnType = "integer", *, not_null: bool = True) -> Column:
-    return Column(name, type_, not_null=not_null)
+def _int(
+    name: str, type_: ColumnType = "integer", *, not_null: bool = True, check: str | None = None
+) -> Column:
+    return Column(name, type_, not_null=not_null, check=check)
 
 
 TABLES: tuple[Table, ...] = (
@@ -73,11 +91,12 @@ TABLES: tuple[Table, ...] = (
             _text("task_id"),
             _int("seed", "bigint"),
             _text("created_at"),
-            _text("env"),
-            _text("model"),
+            _text("env", json=True),
+            _text("model", json=True),
         ),
         ("id",),
         (Index("episodes_parent", ("parent_episode_id",)),),
+        checks=("(parent_episode_id IS NULL) = (fork_seq IS NULL)",),
     ),
     Table(
         "removals", (_text("episode_id", not_null=False), _text("requested_at")), ("episode_id",)
@@ -86,11 +105,13 @@ TABLES: tuple[Table, ...] = (
         "event_log",
         (
             Column("id", "bigint"),
-            _int("attempt"),
-            _int("turn"),
+            _int("attempt", check="attempt >= 1"),
+            _int("turn", check="turn >= 0"),
             _int("kind", "smallint"),
             _int("ts", "bigint"),
-            _text("payload"),
+            Column(
+                "payload", "text", not_null=True, json=True, constraint="payload_must_be_json_text"
+            ),
         ),
         ("id",),
         (Index("event_log_kind", ("kind",), where=f"kind <> {eventlog.CHUNK}"),),
@@ -173,7 +194,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "blobs",
-        (_text("hash"), _int("part"), Column("data", "bytes", not_null=True)),
+        (_text("hash"), _int("part", check="part >= 0"), Column("data", "bytes", not_null=True)),
         ("hash", "part"),
     ),
     Table(
@@ -181,13 +202,14 @@ TABLES: tuple[Table, ...] = (
         (
             _text("id", not_null=False),
             _text("parent_id", not_null=False, references="snapshots.id"),
-            _int("depth"),
+            _int("depth", check="depth >= 0"),
             _text("created_at"),
             _int("files"),
             _int("bytes", "bigint"),
-            _text("changes"),
+            _text("changes", json=True),
         ),
         ("id",),
+        checks=("(parent_id IS NULL) = (depth = 0)",),
     ),
     Table(
         "imports",
@@ -201,7 +223,7 @@ TABLES: tuple[Table, ...] = (
         "decision_outcomes",
         (
             _text("group_id", not_null=False, references="fork_groups.id"),
-            _text("outcome"),
+            _text("outcome", json=True),
             _text("created_at"),
         ),
         ("group_id",),
@@ -242,9 +264,9 @@ def tables(dialect: Dialect) -> dict[str, Table]:
     where the two truly differ applied (all of it is here):
 
     - SQLite's ``episodes.key`` was added by ``ALTER TABLE`` (``m005``), which can add
-      neither NOT NULL nor UNIQUE: it may be NULL (the trigger ``episodes_key_given`` fills
-      it) and the unique index ``episodes_key`` keeps it unique. Postgres made it
-      ``NOT NULL UNIQUE`` at once.
+      neither NOT NULL nor UNIQUE, and puts it last: it may be NULL (the trigger
+      ``episodes_key_given`` fills it) and the unique index ``episodes_key`` keeps it unique.
+      Postgres made it ``NOT NULL UNIQUE`` at once, second.
     - A Postgres primary key is NOT NULL whatever its column says.
     - SQLite's ``event_log_kind`` holds the rowid (``id``) with each entry by itself;
       Postgres' names ``id`` as its second column.
@@ -267,7 +289,7 @@ def tables(dialect: Dialect) -> dict[str, Table]:
         elif table.name == "episodes":
             table = replace(
                 table,
-                columns=tuple(_SQLITE_EPISODE_KEY if c.name == "key" else c for c in table.columns),
+                columns=(*(c for c in table.columns if c.name != "key"), _SQLITE_EPISODE_KEY),
                 indexes=(*table.indexes, _SQLITE_EPISODE_KEY_INDEX),
             )
         by_name[table.name] = table
