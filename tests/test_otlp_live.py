@@ -15,8 +15,10 @@ from pydantic import BaseModel
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.errors import BadRequestError
 from agentrunner.events import ModelChunk, Status
 from agentrunner.model import AgentContext
+from agentrunner.resume import resume_episode
 from agentrunner.types import AgentTurn
 from providers.scripted import ScriptedModel
 
@@ -27,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as SpanStatus
 
 from agentrunner.export.otlp import PROTOBUF
 from agentrunner.export.otlp_live import LiveOtlp
@@ -195,3 +198,66 @@ def test_a_dead_endpoint_loses_spans_never_events_and_is_reported_once(
     line = report.line()
     assert "\n" not in line and "cannot send" in line and "14 span(s) not sent" in line
     assert "agentrunner export --format otlp --endpoint" in line
+
+
+class _Refused(ScriptedModel):
+    """A model whose provider refuses the request: the call and the episode fail."""
+
+    def __init__(self) -> None:
+        super().__init__("demo", pace=0)
+
+    def __call__(self, context: AgentContext) -> AgentTurn:
+        raise BadRequestError("bad request <b>bold</b>")
+
+
+def test_a_failed_episode_sends_its_error_as_the_export_does(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, handler = receiver
+    with TraceStore(tmp_path / "t.db") as store:
+        with LiveOtlp(store, url) as live:
+            episode = _run(store, tmp_path, _Refused(), live.observer())
+        exported = episode_spans(store, episode, content=True)
+    assert sorted(handler.spans, key=lambda s: s.span_id) == sorted(
+        exported, key=lambda s: s.span_id
+    )
+    assert {s.status.code for s in handler.spans} == {SpanStatus.STATUS_CODE_ERROR}
+
+
+class _StopsAtTurnThree(ScriptedModel):
+    def __init__(self) -> None:
+        super().__init__("demo", pace=0)
+        self.stop = threading.Event()
+
+    def __call__(self, context: AgentContext) -> AgentTurn:
+        if context.turn == 3:
+            self.stop.set()
+        return super().__call__(context)
+
+
+def test_a_resumed_episode_sends_its_new_spans_and_its_whole_agent_span(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, handler = receiver
+    with TraceStore(tmp_path / "t.db") as store:
+        model = _StopsAtTurnThree()
+        with WorkspaceEnv(snapshot_dir=tmp_path / "snaps") as env:
+            first = run_agent_episode(
+                env=env, task_id="demo-mean", seed=0, model_fn=model, store=store,
+                cancel_check=model.stop.is_set,
+            )  # fmt: skip
+        assert first.stop_reason == "cancelled"
+        with LiveOtlp(store, url) as live, WorkspaceEnv(snapshot_dir=tmp_path / "s2") as env:
+            resume_episode(
+                store, first.episode_id, env=env, model_fn=ScriptedModel("demo", pace=0),
+                observer=live.observer(),
+            )  # fmt: skip
+        exported = {s.span_id: s for s in episode_spans(store, first.episode_id, content=True)}
+        (resumed,) = store.events(first.episode_id, kinds=["resume"])
+    received = {s.span_id: s for s in handler.spans}
+    assert len(received) == len(handler.spans)  # each once
+    assert all(exported[i] == s for i, s in received.items())
+    agent = next(s for s in exported.values() if not s.parent_span_id)
+    new = {i for i, s in exported.items() if (value(s, "agentrunner.seq") or 0) > resumed.seq}
+    assert agent.span_id in received and new <= set(received)
+    assert len(received) < len(exported)  # the first attempt's ended spans are not sent again

@@ -41,6 +41,7 @@ from agentrunner.export.otlp import (
 from agentrunner.history import NOT_CHUNKS
 from agentrunner.recorder import Observer
 from agentrunner.redaction import public_url
+from agentrunner.specs import ImportedSpec, RecordedSpec
 from agentrunner.store import TraceStore
 
 if TYPE_CHECKING:
@@ -159,7 +160,11 @@ class _LiveEpisode:
         rest = [*self.pending, *(s for s in self.walk.spans if s.start.seq >= self.first_seq)]
         self.pending = []
         episode = self.store.episode(self.walk.episode.episode_id)
-        root = agent_span(self.store, episode, self.walk, spawners_of(self.store))
+        # only an imported or recorded session can be a sub-agent: no read of every episode
+        # for the runner's own
+        spawned = isinstance(episode.env_spec, ImportedSpec | RecordedSpec)
+        spawners = spawners_of(self.store) if spawned else {}
+        root = agent_span(self.store, episode, self.walk, spawners)
         return [*(child_span(self.walk, s) for s in self._unsent(rest)), root]
 
     def _unsent(self, spans: list[OpenSpan]) -> list[OpenSpan]:
@@ -192,6 +197,8 @@ class LiveOtlp:
         self.headers = {**(headers or {}), "Content-Type": PROTOBUF}
         self.timeout = timeout
         self.report = LiveReport(public_url(self.url))
+        self._ended: dict[str, int] = {}
+        """Each finished episode's last seq read (what was queued up to it is done with)."""
         self._queued: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name="agentrunner-otlp", daemon=True)
         self._thread.start()
@@ -227,7 +234,7 @@ class LiveOtlp:
                 stopping = None in told
                 firsts: dict[str, int] = {}
                 for item in told:
-                    if item is not None:
+                    if item is not None and item[1] > self._ended.get(item[0], 0):
                         firsts.setdefault(*item)
                 spans = self._read(episodes, firsts)
                 if stopping:
@@ -257,6 +264,7 @@ class LiveOtlp:
         spans: list[Span] = []
         for episode_id in ids:
             live = episodes.pop(episode_id)
+            self._ended[episode_id] = live.after
             try:
                 spans += live.finish()
             except Exception as exc:  # never into the run
