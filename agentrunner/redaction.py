@@ -73,6 +73,35 @@ def secret_forms(value: str) -> set[str]:
     return {f for f in forms if len(f) >= MIN_SECRET_LEN}
 
 
+class _Probe:
+    """Tells at little cost whether a text may hold one of some forms (never misses one).
+
+    A form of ``least`` or more characters covers, wherever it sits, the ``width``
+    characters at some multiple of ``stride`` (``least - width + 1``): those slices of a text
+    are looked up among the forms' own slices of that width. Where the forms are too short
+    for a useful stride, each form is searched for instead."""
+
+    _WIDTH = 8
+
+    def __init__(self, forms: Iterable[str]) -> None:
+        self.forms = tuple(forms)
+        least = min(map(len, self.forms), default=0)
+        self.width = min(least, self._WIDTH)
+        self.stride = least - self.width + 1
+        self.slices = frozenset(
+            f[i : i + self.width] for f in self.forms for i in range(len(f) - self.width + 1)
+        )
+
+    def may_hold(self, text: str) -> bool:
+        if self.stride < self._WIDTH:  # short forms: a search each
+            return any(form in text for form in self.forms)
+        width, slices = self.width, self.slices
+        for at in range(0, len(text) - width + 1, self.stride):
+            if text[at : at + width] in slices:
+                return True
+        return False
+
+
 class Redactor:
     """Replaces known secrets in recorded text (and bytes), streams included."""
 
@@ -83,9 +112,9 @@ class Redactor:
             for form in secret_forms(value):
                 self._names.setdefault(form, name)
         forms = sorted(self._names, key=len, reverse=True)
-        self._forms = tuple(forms)
         self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
         self._grams = {f[i : i + MIN_PARTIAL] for f in forms for i in range(len(f) - MIN_PARTIAL)}
+        self._probe = _Probe(forms)
         self._tails: dict[str, str] = {}
 
     def __bool__(self) -> bool:
@@ -157,14 +186,12 @@ class Redactor:
             return text
         tail = self._tails.get(key, "")
         joined = tail + text
+        # The usual case, decided at once: the end begins no secret (a set lookup) and no
+        # secret form is inside (a few slices looked up, see _Probe).
+        if joined[-MIN_PARTIAL:] not in self._grams and not self._probe.may_hold(joined):
+            self._tails[key] = joined[1 - MIN_PARTIAL :]
+            return text
         held = self._secret_prefix(joined)  # the end begins a secret: hide its part in ours
-        if not held:  # the usual case, decided by a few substring searches
-            for form in self._forms:
-                if form in joined:
-                    break
-            else:
-                self._tails[key] = joined[1 - MIN_PARTIAL :]
-                return text
         out: list[str] = []
         pos = len(tail)  # only the new text is ours to rewrite
         for match in self._pattern.finditer(joined):

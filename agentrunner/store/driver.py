@@ -4,15 +4,17 @@ Every statement the store runs goes through a connection that turns the driver's
 :class:`~agentrunner.errors.StoreDriverError` subclasses (the message stays the driver's), so
 nothing outside ``agentrunner/store/`` knows which database it met. :class:`SqliteConnection`
 does it for ``sqlite3``; the Postgres connection (:mod:`agentrunner.store.postgres`) does the
-same for psycopg. Only :meth:`TraceStore.raw_connection` (tests, ad-hoc tools) and the schema's
-migrations (sqlite-utils) see the bare ``sqlite3`` connection.
+same for psycopg. Only :meth:`TraceStore.raw_connection` (tests, ad-hoc tools), the schema's
+migrations (sqlite-utils) and the event writer's hot path see the bare driver connection: the
+writer takes it with :meth:`SqliteConnection.bare` (a :class:`Bare`) and translates the
+driver's errors itself, at its own boundary, sparing a wrapper a statement.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from agentrunner.errors import (
     StoreDamagedError,
@@ -30,6 +32,30 @@ def from_sqlite(exc: sqlite3.Error) -> StoreDriverError:
     elif isinstance(exc, sqlite3.OperationalError):
         kind = StoreFailedError
     return kind(str(exc), driver=type(exc).__name__, server="sqlite")
+
+
+class Bare(NamedTuple):
+    """A connection's driver as a hot path uses it without the translating wrapper."""
+
+    execute: Callable[[str, Sequence[Any]], Any]
+    """The driver connection's own ``execute`` (its cursor's ``rowcount`` says what it did)."""
+    error: type[Exception]
+    """The driver's base error: every error ``execute`` raises is one."""
+    translated: Callable[[Any], StoreDriverError]
+    """The store's error of the same meaning (raise it ``from None``)."""
+    native: Callable[[str], str]
+    """The store's SQL in the driver's placeholder style."""
+
+
+@runtime_checkable
+class HasBare(Protocol):
+    """A store connection that hands out its bare driver (both backends' connections)."""
+
+    def bare(self) -> Bare: ...
+
+
+def _same(sql: str) -> str:
+    return sql
 
 
 class SqliteCursor:
@@ -85,6 +111,11 @@ class SqliteConnection:
             return SqliteCursor(self.raw.executemany(sql, seq_of_parameters))
         except sqlite3.Error as exc:
             raise from_sqlite(exc) from None
+
+    def bare(self) -> Bare:
+        """The bare ``sqlite3`` connection's ``execute``, for a caller that translates its
+        errors (:func:`from_sqlite`) where they leave it."""
+        return Bare(self.raw.execute, sqlite3.Error, from_sqlite, _same)
 
     @property
     def in_transaction(self) -> bool:

@@ -44,6 +44,7 @@ from agentrunner.errors import (
 from agentrunner.store.connection import Synchronous
 from agentrunner.store.core import StoreCore
 from agentrunner.store.dialect import POSTGRES, Conn, Dialect
+from agentrunner.store.driver import Bare
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
 from agentrunner.store.store import register_backend
 from agentrunner.store.writer import DURABLE
@@ -118,6 +119,11 @@ class PgConnection:
             return self._conn.execute(_pg_sql(sql), tuple(parameters))
         except self._psycopg.Error as exc:
             raise _translated(exc) from None
+
+    def bare(self) -> Bare:
+        """The bare psycopg connection's ``execute`` (parameters as a tuple), for a caller
+        that translates its errors where they leave it."""
+        return Bare(self._conn.execute, self._psycopg.Error, _translated, _pg_sql)
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any:
         try:
