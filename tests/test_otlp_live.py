@@ -1,16 +1,19 @@
 """Live OTLP: a running episode's spans reach an OTLP/HTTP endpoint (a loopback receiver of the
-test's, decoding the protobuf with opentelemetry-proto) as each one ends, through the
-observer the runner already takes; a slow or dead endpoint never holds or fails the run."""
+test's, decoding the protobuf with opentelemetry-proto; a real Arize Phoenix server in the
+slow test) as each one ends, through the observer the runner already takes; a slow or dead
+endpoint never holds or fails the run."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from otlp_support import own_tool_calls, own_usage, phoenix_server, phoenix_spans, wait_for_spans
 from pydantic import BaseModel
 
 from agentrunner import TraceStore, run_agent_episode
@@ -261,3 +264,55 @@ def test_a_resumed_episode_sends_its_new_spans_and_its_whole_agent_span(
     new = {i for i, s in exported.items() if (value(s, "agentrunner.seq") or 0) > resumed.seq}
     assert agent.span_id in received and new <= set(received)
     assert len(received) < len(exported)  # the first attempt's ended spans are not sent again
+
+
+# ------------------------------------------------------------------ a real Phoenix server
+
+
+class _WaitsForPhoenix(ScriptedModel):
+    """The demo agent that, before its third model call, waits until Phoenix's own API lists
+    the spans of turn 1 (its model call and its tool call)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__("demo", pace=0)
+        self.url = url
+        self.seen_while_running: list[str] = []
+
+    def __call__(self, context: AgentContext) -> AgentTurn:
+        if context.turn == 3:
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline and len(self.seen_while_running) < 2:
+                self.seen_while_running = sorted(
+                    s["span_kind"]
+                    for s in phoenix_spans(self.url)
+                    if s["attributes"].get("agentrunner.turn") == 1
+                )
+                time.sleep(0.5)
+        return super().__call__(context)
+
+
+@pytest.mark.slow
+def test_phoenix_shows_a_live_runs_spans_while_it_runs(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with phoenix_server(tmp_path) as url, TraceStore(db) as store:
+        model = _WaitsForPhoenix(url)
+        with LiveOtlp(store, url) as live:
+            episode = _run(store, tmp_path, model, live.observer())
+        spans = wait_for_spans(url, 1 + 7 + 6)
+    assert model.seen_while_running == ["LLM", "TOOL"]
+    assert live.report.problem is None and live.report.spans == len(spans) == 1 + 7 + 6
+    found = {
+        s["attributes"]["agentrunner.call_id"]: (
+            s["attributes"].get("llm.token_count.prompt"),
+            s["attributes"].get("llm.token_count.completion"),
+        )
+        for s in spans
+        if s["span_kind"] == "LLM"
+    }
+    assert found == own_usage(db, episode)
+    ran = sorted(
+        (s for s in spans if s["span_kind"] == "TOOL"),
+        key=lambda s: s["attributes"]["agentrunner.seq"],
+    )
+    named = [(s["attributes"]["tool.id"], s["attributes"]["tool.name"]) for s in ran]
+    assert named == own_tool_calls(db, episode)
