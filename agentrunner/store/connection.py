@@ -11,13 +11,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from sqlite_utils import Database
-
 from agentrunner.errors import StoreCorruptError, StoreError, StoreSchemaError
 from agentrunner.store.dialect import Conn
 from agentrunner.store.driver import SqliteConnection
 from agentrunner.store.location import user_db_path
-from agentrunner.store.schema import KNOWN_MIGRATIONS, MIGRATION_SET, migrations
+from agentrunner.store.schema import (
+    KNOWN_MIGRATIONS,
+    MIGRATION_SET,
+    MIGRATIONS_TABLE,
+    applied,
+    apply,
+    pending,
+)
 
 Synchronous = Literal["NORMAL", "FULL"]
 BUSY_TIMEOUT_S = 30.0
@@ -151,39 +156,41 @@ def immediate(conn: Conn) -> Iterator[None]:
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse a newer-schema store; apply pending migrations under an exclusive write lock."""
-    db = Database(conn, execute_plugins=False)
+    """Refuse a newer-schema store; apply pending migrations under an exclusive write lock.
+    A store that is up to date is only read (with ``sqlite3``: sqlite-utils loads when a
+    migration runs)."""
     try:
-        _refuse_newer(db, path)
-        if not migrations.pending(db):
+        _refuse_newer(conn, path)
+        if not pending(conn):
             return
         with immediate(conn):
             # Re-read under the lock: another process may have migrated meanwhile.
-            applied = _refuse_newer(db, path)
-            if migrations.pending(db):
-                _check_foreign_tables(db, path, applied)
-                migrations.apply(db)  # savepoints nest inside this transaction
+            done = _refuse_newer(conn, path)
+            if pending(conn):
+                _check_foreign_tables(conn, path, done)
+                apply(conn)  # savepoints nest inside this transaction
     except sqlite3.OperationalError as exc:
         raise StoreError(f"{path}: cannot update the store's schema: {exc}") from None
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path}: cannot read the store's schema: {exc}") from None
 
 
-def _refuse_newer(db: Database, path: Path) -> list[str]:
-    applied = [m.name for m in migrations.applied(db)]
-    unknown = [name for name in applied if name not in KNOWN_MIGRATIONS]
+def _refuse_newer(conn: sqlite3.Connection, path: Path) -> list[str]:
+    done = applied(conn)
+    unknown = [name for name in done if name not in KNOWN_MIGRATIONS]
     if unknown:
         raise StoreSchemaError(
             f"{path} was written by a newer agentrunner (unknown schema migration "
             f"{unknown[0]!r} in set {MIGRATION_SET!r}); upgrade agentrunner to read it"
         )
-    return applied
+    return done
 
 
-def _check_foreign_tables(db: Database, path: Path, applied: list[str]) -> None:
-    if applied:
+def _check_foreign_tables(conn: sqlite3.Connection, path: Path, done: list[str]) -> None:
+    if done:
         return
-    foreign = [t for t in db.table_names() if t not in ("_sqlite_migrations",)]
+    tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    foreign = [name for (name,) in tables if name != MIGRATIONS_TABLE]
     if foreign:
         raise StoreError(
             f"{path} is a SQLite database but not an agentrunner trace store "

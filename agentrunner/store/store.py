@@ -10,6 +10,8 @@ a sibling over the same core).
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -25,12 +27,22 @@ from agentrunner.store.writer import EpisodeWriter
 __all__ = ["EpisodeWriter", "TraceStore", "register_backend", "utc_now"]
 
 _BACKENDS: list[tuple[Callable[[Any], bool], Callable[..., StoreCore]]] = []
+BACKEND_MODULES = ("agentrunner.store.postgres",)
+"""The modules whose import registers another backend: imported when the first store is
+opened, not when this module is."""
 
 
 def register_backend(matches: Callable[[Any], bool], backend: Callable[..., StoreCore]) -> None:
     """Let ``TraceStore(location)`` open ``backend`` for the locations ``matches`` accepts
     (how ``postgresql://`` URLs reach the Postgres store)."""
     _BACKENDS.append((matches, backend))
+
+
+@functools.cache
+def _backends() -> list[tuple[Callable[[Any], bool], Callable[..., StoreCore]]]:
+    for module in BACKEND_MODULES:
+        importlib.import_module(module)
+    return _BACKENDS
 
 
 class TraceStore(StoreCore):
@@ -42,7 +54,7 @@ class TraceStore(StoreCore):
     def __new__(cls, path: str | Path | None = None, **kwargs: Any) -> Any:
         if cls is TraceStore:
             location = path if path is not None else os.environ.get("AGENTRUNNER_DB")
-            for matches, backend in _BACKENDS:
+            for matches, backend in _backends():
                 if matches(location):
                     return backend(path, **kwargs)  # not a TraceStore: __init__ is not rerun
         return super().__new__(cls)
