@@ -1,22 +1,29 @@
-"""What every subcommand shares: common options, opening the store, JSON output."""
+"""What every subcommand shares: common options, opening the store, JSON output.
+
+Cheap to import (the top-level parser uses it): the store and Rich are loaded when a command
+opens the store or makes a console.
+"""
 
 from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import ipaddress
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import UsageError
-from agentrunner.safe_text import json_safe
-from agentrunner.store import TraceStore, user_db_path
+from agentrunner.store.location import user_db_path
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentrunner.store import TraceStore
 
 
 def add_common(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
@@ -88,25 +95,33 @@ def store_location(args: argparse.Namespace) -> str | Path:
 def open_store(args: argparse.Namespace) -> TraceStore:
     """The store ``--db`` (or the default) names. Commands that only read or add to a store
     never create one (nor convert an empty or foreign file): they say where they looked."""
+    from agentrunner.store import TraceStore
+
     create = getattr(args, "command", None) in CREATING_COMMANDS
     return TraceStore(store_location(args), create=create)
 
 
-class _Console(Console):
-    """A Rich console that reports a closed output as an error instead of exiting the
-    program (Rich's default), so a run can record why it stops."""
+@functools.cache
+def _console_class() -> type[Console]:
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        raise BrokenPipeError(errno.EPIPE, "the output was closed")
+    class _Console(Console):
+        """A Rich console that reports a closed output as an error instead of exiting the
+        program (Rich's default), so a run can record why it stops."""
+
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, "the output was closed")
+
+    return _Console
 
 
 def stderr_console() -> Console:
-    return _Console(stderr=True, highlight=False)
+    return _console_class()(stderr=True, highlight=False)
 
 
 def stdout_console() -> Console:
     """Stdout console; when piped, wide enough that tables are not cut."""
-    return _Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    return _console_class()(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def reward_text(reward: float | None) -> str:
@@ -116,6 +131,8 @@ def reward_text(reward: float | None) -> str:
 
 def print_json(value: Any) -> None:
     """One JSON line; what a terminal would act on is written as ``\\u`` escapes (same value)."""
+    from agentrunner.safe_text import json_safe
+
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     sys.stdout.write(json_safe(text) + "\n")
     sys.stdout.flush()

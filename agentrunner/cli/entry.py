@@ -1,7 +1,8 @@
 """The ``agentrunner`` console script: quiet on Ctrl-C even while the program is loading.
 
-Loading the command line takes a moment (the SDKs, Textual); a Ctrl-C in that moment is a
-cancel like any other (exit 130, one word), not a traceback.
+Loading the command line takes a moment; a Ctrl-C in that moment is a cancel like any other
+(exit 130, one word), not a traceback. This covers loading the parser; the command's own
+module (the SDKs, Textual) loads in :func:`agentrunner.cli.main.main`, which says the same.
 """
 
 from __future__ import annotations

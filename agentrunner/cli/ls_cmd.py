@@ -4,6 +4,7 @@ its batch runs, as a table or JSON."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -18,10 +19,17 @@ from agentrunner.cli.common import (
 from agentrunner.errors import StoreCorruptError, UsageError
 from agentrunner.events import Status
 from agentrunner.safe_text import literal, one_line_visible
-from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.records import BatchSummary, EpisodeFilter
-from agentrunner.store.verifications import DISPUTED_MARK, DISPUTED_NOTE, reward_reproduced
-from agentrunner.verifiers import VerificationResult, latest_verifications
+from agentrunner.store.records import EpisodeFilter
+from agentrunner.store.verifications import (
+    DISPUTED_MARK,
+    DISPUTED_NOTE,
+    StoredVerification,
+    reward_reproduced,
+)
+
+if TYPE_CHECKING:
+    from agentrunner.store import EpisodeSummary, TraceStore
+    from agentrunner.store.records import BatchSummary
 
 STATUS_STYLE: dict[str, str] = {
     Status.PENDING: "cyan",
@@ -118,7 +126,7 @@ def ls(args: argparse.Namespace) -> int:
     total = len(episodes)
     if args.limit and len(episodes) + len(corrupt) >= args.limit:
         total = store.count_episodes(where)  # a corrupt one counts: it is named above
-    verified = latest_verifications(store, [e.episode_id for e in episodes])
+    verified = _latest_verifications(store, {e.episode_id for e in episodes})
     if args.json:
         print_json(
             [
@@ -254,7 +262,18 @@ def _batch_cells(b: BatchSummary) -> tuple[str, ...]:
     )
 
 
-def _brief(r: VerificationResult) -> dict[str, object]:
+def _latest_verifications(
+    store: TraceStore, episode_ids: set[str]
+) -> dict[str, list[StoredVerification]]:
+    """The latest result of each verifier of each of ``episode_ids`` (no details)."""
+    out: dict[str, list[StoredVerification]] = {}
+    for row in store.latest_verifications(details=False):
+        if row.episode_id in episode_ids:
+            out.setdefault(row.episode_id, []).append(row)
+    return out
+
+
+def _brief(r: StoredVerification) -> dict[str, object]:
     return {
         "verifier": r.verifier,
         "passed": r.passed,
@@ -263,7 +282,7 @@ def _brief(r: VerificationResult) -> dict[str, object]:
     }
 
 
-def _verified_cell(results: list[VerificationResult]) -> str:
+def _verified_cell(results: list[StoredVerification]) -> str:
     """``passed/verified`` over the latest result of each verifier (``-``: none)."""
     if not results:
         return "-"

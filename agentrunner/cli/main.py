@@ -2,44 +2,29 @@
 
 Exit codes: 0 success, 2 bad usage, 1 failure, 130 cancelled by Ctrl-C. Errors print one
 clear line on stderr (a traceback only with ``-v``).
+
+Every command is named in one table with its module and its one-line help; only the module
+of the command given is imported (``agentrunner --help`` imports none), so start-up costs
+what that command needs.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import re
 import shlex
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from types import FrameType
 
 from agentrunner import __version__, interrupts
-from agentrunner.cli import (
-    batch_cmd,
-    copy_cmd,
-    export_cmd,
-    gc_cmd,
-    import_cmd,
-    lifecycle_cmd,
-    ls_cmd,
-    patch_cmd,
-    record_cmd,
-    report_cmd,
-    run_cmd,
-    serve_env_cmd,
-    show_cmd,
-    tasks_cmd,
-    tui_cmd,
-    verify_cmd,
-    view_cmd,
-)
 from agentrunner.cli.common import add_common, print_json, stderr_console
 from agentrunner.errors import AgentRunnerError, StoreDriverError
-from agentrunner.safe_text import line
 from agentrunner.store.location import default_db_path
 
 
@@ -51,28 +36,63 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-COMMAND_MODULES = (
-    run_cmd,
-    ls_cmd,
-    show_cmd,
-    lifecycle_cmd,
-    patch_cmd,
-    batch_cmd,
-    verify_cmd,
-    export_cmd,
-    report_cmd,
-    view_cmd,
-    import_cmd,
-    record_cmd,
-    copy_cmd,
-    gc_cmd,
-    tasks_cmd,
-    tui_cmd,
-    serve_env_cmd,
-)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run_cmd", "run one episode and record it"),
+    "ls": ("ls_cmd", "list episodes"),
+    "show": ("show_cmd", "show one episode"),
+    "resume": (
+        "lifecycle_cmd",
+        "continue an interrupted, cancelled or failed episode, or run a pending fork",
+    ),
+    "fork": ("lifecycle_cmd", "branch an episode at a model turn"),
+    "replay": ("lifecycle_cmd", "re-execute an episode's recorded actions and report divergence"),
+    "fanout": (
+        "lifecycle_cmd",
+        "fork K candidate actions x N continuations at a turn and rank them",
+    ),
+    "rm": (
+        "lifecycle_cmd",
+        "remove an episode no fork depends on (or, with --tree, it and its forks)",
+    ),
+    "diff": ("patch_cmd", "an episode's change to its workspace, as a patch"),
+    "apply": ("patch_cmd", "apply an episode's change to a checkout"),
+    "batch": ("batch_cmd", "run many episodes (tasks x seeds)"),
+    "verify": ("verify_cmd", "check recorded rewards; score episodes (rules, LLM judge, tests)"),
+    "export": (
+        "export_cmd",
+        "export training data (sft, dpo, grpo, kto, prm) or trajectories (atif)",
+    ),
+    "report": (
+        "report_cmd",
+        "an evaluation report: pass rate with its interval, pass@k, reward, cost, ...",
+    ),
+    "view": ("view_cmd", "episodes as one self-contained HTML page"),
+    "import": ("import_cmd", "import Claude Code, Codex, mini-swe-agent, SWE-agent or ATIF traces"),
+    "record": (
+        "record_cmd",
+        "run any agent with its model calls recorded through a loopback proxy",
+    ),
+    "proxy": ("record_cmd", "run the recording proxy on its own, for agents started elsewhere"),
+    "copy": ("copy_cmd", "copy episodes between stores (SQLite file <-> Postgres database)"),
+    "gc": (
+        "gc_cmd",
+        "reclaim space: delete content no episode references (after rm), then vacuum",
+    ),
+    "tasks": ("tasks_cmd", "list tasks"),
+    "tui": ("tui_cmd", "browse, follow, replay, branch and resume episodes in a terminal UI"),
+    "serve-env": (
+        "serve_env_cmd",
+        "serve the workspace tasks to a trainer over OpenEnv, every step recorded",
+    ),
+}
+"""Command name -> (its module in ``agentrunner.cli``, its one-line help), in the order
+``--help`` lists them; a module's commands stand together, in the order it registers them.
+The help is the one the module registers (a test holds them equal)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The command line. Only the modules of ``commands`` (default: all) are imported and
+    register their full parsers; every other command is listed by its name and help alone."""
     parser = _Parser(
         prog="agentrunner",
         description="A local, crash-safe flight recorder for long-horizon LLM agents: run "
@@ -81,15 +101,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agentrunner {__version__}")
     add_common(parser)  # also before the subcommand: `agentrunner --db X ls`
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in COMMAND_MODULES:
-        module.register(sub)
+    wanted = {COMMANDS[name][0] for name in COMMANDS if commands is None or name in commands}
+    registered: set[str] = set()
+    for name, (module, help) in COMMANDS.items():
+        if module not in wanted:
+            sub.add_parser(name, help=help, add_help=False)
+        elif module not in registered:
+            registered.add(module)
+            importlib.import_module(f"agentrunner.cli.{module}").register(sub)
     return parser
 
 
+def chosen_command(argv: Sequence[str] | None) -> str | None:
+    """The command ``argv`` names, read by the parser itself (so ``--db ls show`` is
+    ``show``); the top-level ``--help``, ``--version`` and usage errors end here."""
+    args, _rest = build_parser(()).parse_known_args(argv)
+    command: str | None = args.command
+    return command
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace | None:
+    """The arguments, with the module of their command loaded; None (the help printed) when
+    they name no command."""
+    command = chosen_command(argv)
+    if command is None:
+        build_parser(()).print_help()
+        return None
+    return build_parser((command,)).parse_args(argv)
+
+
 def command_names() -> list[str]:
-    parser = build_parser()
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sorted(action.choices)
+    return sorted(COMMANDS)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -101,10 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # and cancel as gracefully on SIGTERM: runs record the cancel and their end.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
+    try:
+        args = parse(argv)
+    except KeyboardInterrupt:  # while the command's module loads: as entry.py says it
+        sys.stderr.write("cancelled\n")
+        return 130
+    if args is None:
         return 2
     try:
         with interrupts.cancel_is_final():
@@ -127,6 +171,8 @@ def _fail(
     """Say what went wrong: one line on stderr; with --json also an object on stdout."""
     if getattr(args, "verbose", False):
         traceback.print_exc()
+    from agentrunner.safe_text import line  # Rich's text, loaded only for a message
+
     label = "error" if code != 130 else "cancelled"
     text = message if code != 130 else message.removeprefix("cancelled ")
     stderr_console().print(line((f"{label}:", style), " ", text), soft_wrap=True)

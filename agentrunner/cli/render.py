@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
 from rich.cells import cell_len
 from rich.console import COLOR_SYSTEMS, Console
 from rich.rule import Rule
@@ -24,12 +23,16 @@ from rich.text import Text
 
 from agentrunner import events as ev
 from agentrunner.cli.common import reward_text
-from agentrunner.decisions import Decision, read_decisions
+from agentrunner.decision_log import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS, count, plural, unique_prefixes
 from agentrunner.safe_text import Part, line, visible
-from agentrunner.store import TraceStore
 from agentrunner.types import Message
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from agentrunner.store import TraceStore
 
 MAX_OBS_LINES = 12
 MAX_PROMPT_LINES = 20

@@ -4,7 +4,9 @@ sub-agents, decision points and transcript (or raw events, a request diff, a liv
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -19,14 +21,19 @@ from agentrunner.cli.common import (
 )
 from agentrunner.cli.ls_cmd import STATUS_STYLE
 from agentrunner.cli.render import EventRenderer
-from agentrunner.cli.request_diff_view import show_request_diff
 from agentrunner.cli.subagents_view import spawner, tree_json, tree_lines
-from agentrunner.decisions import Decision, read_decisions, spend
+from agentrunner.decision_log import Decision, read_decisions, spend
 from agentrunner.events import Status
 from agentrunner.safe_text import literal, one_line_visible, plain
-from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.store.verifications import DISPUTED_MARK, DISPUTED_NOTE, reward_reproduced
-from agentrunner.verifiers import VerificationResult, verifications
+from agentrunner.store.verifications import (
+    DISPUTED_MARK,
+    DISPUTED_NOTE,
+    StoredVerification,
+    reward_reproduced,
+)
+
+if TYPE_CHECKING:
+    from agentrunner.store import EpisodeSummary, TraceStore
 
 FOLLOW_POLL_S = 0.25
 
@@ -60,12 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _print_verifications(results: list[VerificationResult]) -> None:
+def _print_verifications(results: list[StoredVerification]) -> None:
     """The latest result of each verifier (older results are counted, not shown)."""
     if not results:
         return
     out = stdout_console()
-    latest: dict[str, VerificationResult] = {}
+    latest: dict[str, StoredVerification] = {}
     for r in results:  # newest first
         latest.setdefault(r.verifier, r)
     out.print("  [bold]verifiers[/]")
@@ -83,7 +90,7 @@ def _print_verifications(results: list[VerificationResult]) -> None:
             out.print(f"      [dim]{literal(line)}[/]", highlight=False)
 
 
-def _why_lines(r: VerificationResult) -> list[str]:
+def _why_lines(r: StoredVerification) -> list[str]:
     d = r.details
     lines = []
     for c in d.get("checks", []):
@@ -157,12 +164,14 @@ def show(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(store, episode_id, args)
     if args.request_diff:
+        from agentrunner.cli.request_diff_view import show_request_diff
+
         return show_request_diff(store, episode_id, args)
-    results = verifications(store, episode_id)
+    results = store.verifications(episode_id)
     made = read_decisions(store, episode_id)
     if args.json:
         value = summary.to_dict()
-        value["verifications"] = [r.to_dict() for r in results]
+        value["verifications"] = [dataclasses.asdict(r) for r in results]
         value["reward_reproduced"] = reward_reproduced(results)
         value["decisions"] = [_decision_json(d) for d in made]
         value["branching"] = spend(store, episode_id)
