@@ -140,8 +140,51 @@ def test_an_opencode_database_followed_while_a_session_grows_imports_as_it_does_
             followed = [kinds(store, e.episode_id) for e in store.list_episodes()]
     assert [len(r.sessions) for r in first] == [len(r.sessions) for r in grown] == [1]
     assert grown[0].sessions[0].events > 0  # the session's second prompt and calls
-    whole = cli(tmp_path / "whole.db", "import", str(database))
+    whole = cli(tmp_path / "whole.db", "import", str(tmp_path / "data"))  # found in its folder
     assert whole.returncode == 0, whole.stderr
     with TraceStore(tmp_path / "whole.db") as store:
         [counted] = [kinds(store, e.episode_id) for e in store.list_episodes()]
     assert followed == [counted] and counted["model.request"] == 4
+
+
+def completed(database: Path, message_id: str, at: int | None) -> None:
+    """Set (or, with None, take away) when an answer of the database was completed."""
+    conn = sqlite3.connect(database)
+    (data,) = conn.execute("SELECT data FROM message WHERE id = ?", (message_id,)).fetchone()
+    message = json.loads(data)
+    if at is None:
+        del message["time"]["completed"]
+    else:
+        message["time"]["completed"] = at
+    conn.execute("UPDATE message SET data = ? WHERE id = ?", (json.dumps(message), message_id))
+    conn.commit()
+    conn.close()
+
+
+def test_an_answer_opencode_has_not_finished_waits_while_followed_then_imports_whole(
+    tmp_path: Path,
+) -> None:
+    with SSEReplayServer(*script(), aside=title) as upstream:
+        repo, env = opencode_project(tmp_path, upstream)
+        database = run_opencode(repo, env, "copy the notes")
+    conn = sqlite3.connect(database)
+    last, data = conn.execute("SELECT id, data FROM message ORDER BY id DESC LIMIT 1").fetchone()
+    conn.close()
+    done_at = json.loads(data)["time"]["completed"]
+    completed(database, last, None)  # as it is while opencode is still streaming it
+    with TraceStore(tmp_path / "followed.db") as store:
+        follower = Follower(store)
+        follower.look([database])
+        [episode] = [e.episode_id for e in store.list_episodes()]
+        waiting = kinds(store, episode)
+        completed(database, last, done_at)
+        follower.look([database])
+        follower.finish()
+        follower.close()
+        followed = kinds(store, episode)
+    whole = cli(tmp_path / "whole.db", "import", str(database))
+    assert whole.returncode == 0, whole.stderr
+    with TraceStore(tmp_path / "whole.db") as store:
+        [counted] = [kinds(store, e.episode_id) for e in store.list_episodes()]
+    assert waiting["model.request"] == 1 and counted["model.request"] == 2
+    assert followed == counted
