@@ -266,6 +266,31 @@ def test_a_resumed_episode_sends_its_new_spans_and_its_whole_agent_span(
     assert len(received) < len(exported)  # the first attempt's ended spans are not sent again
 
 
+def test_one_exporter_serves_episodes_running_at_once_each_its_own_trace(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, handler = receiver
+    episodes: list[str] = []
+    with TraceStore(tmp_path / "t.db") as store:
+        with LiveOtlp(store, url) as live:
+
+            def one(n: int) -> None:
+                model = ScriptedModel("demo", pace=0)
+                episodes.append(_run(store, tmp_path / str(n), model, live.observer()))
+
+            threads = [threading.Thread(target=one, args=(n,)) for n in range(3)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        exported = [s for e in episodes for s in episode_spans(store, e, content=True)]
+    assert len(set(episodes)) == 3
+    assert sorted(handler.spans, key=lambda s: s.span_id) == sorted(
+        exported, key=lambda s: s.span_id
+    )
+    assert len({s.trace_id for s in handler.spans}) == 3
+
+
 # ------------------------------------------------------------------ a real Phoenix server
 
 
