@@ -98,6 +98,10 @@ class EpisodeStart(_Payload):
         return env_spec(self.env)
 
 
+COMPACTION: Literal["compaction"] = "compaction"
+"""The ``purpose`` of a model call that summarizes the history (:mod:`agentrunner.context`)."""
+
+
 class ModelRequest(_Payload):
     kind: Literal["model.request"] = "model.request"
     call_id: str
@@ -109,6 +113,9 @@ class ModelRequest(_Payload):
     input_tokens_estimate: int | None = None  # the budget's estimate of what this request sends
     context_window: int | None = None  # the window it was checked against (None: unknown)
     masked: int = 0  # tool outputs the context policy replaced by a placeholder
+    purpose: Literal["turn", "compaction"] = "turn"
+    """``compaction``: a call summarizing the history (its answer is not part of it)."""
+    covers: int | None = None  # a compaction's: the history messages its summary stands for
 
 
 class ModelChunk(_Payload):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrunner import __version__, interrupts
 from agentrunner.branching import Branching
-from agentrunner.context import EpisodeContext, PolicyText, Prepared
+from agentrunner.context import EpisodeContext, PolicySetting, Prepared
 from agentrunner.environment import Environment, ResetResult, ToolAction, UsesStore
 from agentrunner.errors import (
     Cancelled,
@@ -89,8 +89,8 @@ class RunConfig(BaseModel):
     continue_prompt: str = CONTINUE_PROMPT
     snapshot_secrets: Literal["redacted"] = "redacted"
     """What workspace snapshots do with a file holding a known secret: store it redacted."""
-    context: PolicyText = "none"
-    """The context policy (:mod:`agentrunner.context`): ``none`` or ``mask:K``."""
+    context: PolicySetting = Field(default="none", validate_default=True)
+    """The context policy (:mod:`agentrunner.context`): none, mask:K, summarize or an object."""
     context_window: int | None = Field(default=None, ge=1)
     """The model's context window in tokens (None: the model table's, when it knows it)."""
 
@@ -181,7 +181,7 @@ class EpisodeLoop:
             # A decision point runs before the turn begins: what it records on the main line
             # (a cancel, an error) is of the turn before, so a resume makes it again.
             adopted = self.decide(self, self.turn + 1) if self.decide is not None else None
-            prepared = self.context.prepare(self.rec, self.turn + 1)
+            prepared = self.context.prepare(self, self.turn + 1)
             problem = self.context.over_budget(prepared, self.rec.episode_id, self.turn)
             if adopted is None and problem is not None:
                 self.exhausted = problem

@@ -172,9 +172,9 @@ def test_a_fork_with_another_policy_records_its_own(tmp_path: Path) -> None:
 
 
 def test_an_unknown_policy_is_refused_with_the_ones_there_are(tmp_path: Path) -> None:
-    ran = run_cli("--db", str(tmp_path / "t.db"), "run", "--context", "summarize")
+    ran = run_cli("--db", str(tmp_path / "t.db"), "run", "--context", "summarise")
     assert ran.returncode == 2
-    assert "unknown context policy 'summarize': give none, mask or mask:K" in ran.stderr
+    assert "unknown context policy 'summarise': give none, mask, mask:K" in ran.stderr
 
 
 def test_resuming_a_pending_fork_takes_the_context_flags_and_records_them(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner.cli.common import stderr_console
-from agentrunner.context import POLICY_HELP, ContextPolicy
+from agentrunner.context import POLICY_HELP, parse_policy
 from agentrunner.errors import UsageError
 from agentrunner.model import Model
 from agentrunner.store import TraceStore
@@ -120,7 +120,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, system_prompt: bool = 
 
 def _policy(text: str) -> str:
     try:
-        return str(ContextPolicy.parse(text))
+        return str(parse_policy(text))
     except UsageError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

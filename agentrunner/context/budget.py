@@ -1,0 +1,61 @@
+"""The context budget: a model's context window and the input tokens a request will send.
+
+The estimate is the previous response's reported input tokens plus the characters added
+since, divided by a characters-per-token ratio calibrated on this episode's reported usage
+(no tokenizer download)."""
+
+from __future__ import annotations
+
+from agentrunner.types import AgentUsage, Message
+
+DEFAULT_CHARS_PER_TOKEN = 4.0
+
+
+def context_window(provider: str, model: str) -> int | None:
+    """The model's context window from genai-prices' bundled model table (the one pricing
+    reads), or None when the table does not know the model."""
+    from genai_prices import data_snapshot
+
+    snapshot = data_snapshot.get_snapshot()
+    for provider_id in (provider, None):
+        try:
+            _, info = snapshot.find_provider_model(model, None, provider_id, None)
+        except (LookupError, ValueError):
+            continue
+        return info.context_window
+    return None
+
+
+def message_chars(message: Message) -> int:
+    """The characters a message puts in a request (what the estimate counts)."""
+    calls = sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+    return len(message.content) + len(message.reasoning or "") + calls
+
+
+class Budget:
+    """Estimates a request's input tokens from the last reported usage and the characters
+    added since, at a characters-per-token ratio calibrated on this episode's reports."""
+
+    def __init__(self, window: int | None) -> None:
+        self.window = window
+        self.reported_tokens = 0
+        self.reported_chars = 0
+        self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
+
+    def estimate(self, messages: list[Message]) -> int:
+        chars = sum(message_chars(m) for m in messages)
+        added = (chars - self.reported_chars) / self.chars_per_token
+        return max(0, round(self.reported_tokens + added))
+
+    def fits(self, messages: list[Message], share: float = 1.0) -> bool:
+        """Whether ``messages`` fit ``share`` of the window (always, when it is unknown)."""
+        return self.window is None or self.estimate(messages) <= share * self.window
+
+    def calibrate(self, messages: list[Message], usage: AgentUsage | None) -> None:
+        """Take a response's reported input tokens for the request of ``messages``."""
+        tokens = usage.input_tokens if usage is not None else None
+        if not tokens:
+            return
+        chars = sum(message_chars(m) for m in messages)
+        self.reported_tokens, self.reported_chars = tokens, chars
+        self.chars_per_token = max(chars / tokens, 0.5)
