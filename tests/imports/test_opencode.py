@@ -3,7 +3,8 @@ a loopback upstream, with a data folder of the test's own): a run that starts a 
 its ``task`` tool imports as two episodes, the sub-agent's under the call that started it, with
 the model calls, tool calls, results, tokens and raw parts a plain reading of the database
 counts; a second import adds nothing; following the database while opencode adds to a session
-imports what importing it whole does."""
+imports what importing it whole does, an answer opencode has not finished waiting for its end,
+and a change that is still only in the database's write-ahead log is seen."""
 
 from __future__ import annotations
 
@@ -171,6 +172,8 @@ def test_an_answer_opencode_has_not_finished_waits_while_followed_then_imports_w
     last, data = conn.execute("SELECT id, data FROM message ORDER BY id DESC LIMIT 1").fetchone()
     conn.close()
     done_at = json.loads(data)["time"]["completed"]
+    running = sqlite3.connect(database)  # opencode's own connection: writes stay in the WAL
+    running.execute("SELECT count(*) FROM message").fetchone()
     completed(database, last, None)  # as it is while opencode is still streaming it
     with TraceStore(tmp_path / "followed.db") as store:
         follower = Follower(store)
@@ -179,12 +182,14 @@ def test_an_answer_opencode_has_not_finished_waits_while_followed_then_imports_w
         waiting = kinds(store, episode)
         completed(database, last, done_at)
         follower.look([database])
+        finished = kinds(store, episode)  # seen in the WAL, before following stops
         follower.finish()
         follower.close()
         followed = kinds(store, episode)
+    running.close()
     whole = cli(tmp_path / "whole.db", "import", str(database))
     assert whole.returncode == 0, whole.stderr
     with TraceStore(tmp_path / "whole.db") as store:
         [counted] = [kinds(store, e.episode_id) for e in store.list_episodes()]
     assert waiting["model.request"] == 1 and counted["model.request"] == 2
-    assert followed == counted
+    assert finished == followed == counted
