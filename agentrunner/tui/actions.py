@@ -2,7 +2,9 @@
 
 Each takes the screen it is invoked from and the episode's summary; store access runs in
 workers (cancel requests are the store's control-table writes; resumes run in the
-background through the app's :class:`~agentrunner.tui.runs.BackgroundRuns`).
+background through the app's :class:`~agentrunner.tui.runs.BackgroundRuns`). What an
+action needs (the resume rule, its dialogs) loads when it is first taken, not with the
+screens that offer it.
 """
 
 from __future__ import annotations
@@ -11,15 +13,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentrunner.events import Status
-from agentrunner.resume import can_resume
 from agentrunner.store import EpisodeSummary, TraceStore
-from agentrunner.tui.screens.confirm import ConfirmScreen
-from agentrunner.tui.screens.diff import DiffScreen
 
 if TYPE_CHECKING:
     from agentrunner.tui.work import ReaderScreen
 
 CANCEL_REASON = "cancelled from the TUI"
+
+
+def _why_not_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:
+    from agentrunner.resume import can_resume  # the runner and the environments: ~0.2 s
+
+    return can_resume(store, episode)
 
 
 def _request_cancel(store: TraceStore, episode_id: str) -> str:
@@ -48,6 +53,8 @@ def cancel(
     def confirmed(yes: bool | None) -> None:
         if yes:
             screen.read(_request_cancel, episode.episode_id, then=done)
+
+    from agentrunner.tui.screens.confirm import ConfirmScreen
 
     question = f"Cancel running episode {short_id(episode.episode_id)} ({episode.task_id})?"
     screen.app.push_screen(ConfirmScreen(question), confirmed)
@@ -78,11 +85,13 @@ def resume(
         if then is not None:
             then()
 
-    screen.read(can_resume, episode, then=decided, group="resume")
+    screen.read(_why_not_resume, episode, then=decided, group="resume")
 
 
 def diff(screen: ReaderScreen, episode: EpisodeSummary) -> None:
     if episode.parent_episode_id is None:
         screen.notify(f"{screen.ids(episode.episode_id)} is not a fork: nothing to diff against")
         return
+    from agentrunner.tui.screens.diff import DiffScreen
+
     screen.app.push_screen(DiffScreen(episode.episode_id))

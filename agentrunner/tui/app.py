@@ -1,8 +1,10 @@
 """``AgentRunnerApp``: the Textual app (screens, global keys, the store, background runs).
 
-The episodes screen is the base; ``tui EP`` opens that episode's trace on top of it. The
-app owns one ``TraceStore`` shared by the screens' thread workers (one SQLite connection
-per thread), opened lazily on the first worker so the UI thread never touches the store.
+The episodes screen is the base; ``tui EP`` opens that episode's trace alone, and the
+episodes screen takes its place when it is closed (so the first screen neither builds nor
+reads the list). Screens other than the trace load when first opened. The app owns one
+``TraceStore`` shared by the screens' thread workers (one SQLite connection per thread),
+opened lazily on the first worker so the UI thread never touches the store.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App
+from textual.app import App, AwaitComplete
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 
 from agentrunner.errors import StoreError
 from agentrunner.safe_text import visible
@@ -23,8 +26,6 @@ from agentrunner.tui import keys
 from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import check_keymap, screen_section
 from agentrunner.tui.runs import BackgroundRuns, RunFinished
-from agentrunner.tui.screens.episodes import EpisodesScreen
-from agentrunner.tui.screens.help import HelpScreen
 from agentrunner.tui.screens.trace import TraceScreen
 
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
@@ -95,15 +96,30 @@ class AgentRunnerApp(App[None]):
     def on_mount(self) -> None:
         if self.keymap_overrides:
             self.set_keymap(self.keymap_overrides)
-        self.push_screen(EpisodesScreen())
         if self.start_episode:
             self.open_episode(self.start_episode)
+        else:
+            self.push_screen(self._episodes_screen())
+
+    @staticmethod
+    def _episodes_screen() -> Screen[None]:
+        from agentrunner.tui.screens.episodes import EpisodesScreen  # not for `tui EP`
+
+        return EpisodesScreen()
+
+    def pop_screen(self) -> AwaitComplete:
+        """Close the top screen; closing the trace that ``tui EP`` opened shows the episodes."""
+        if len(self.screen_stack) == 2 and isinstance(self.screen, TraceScreen):
+            return self.switch_screen(self._episodes_screen())
+        return super().pop_screen()
 
     def open_episode(self, episode_id: str, *, follow: bool = False) -> None:
         self.last_opened = episode_id
         self.push_screen(TraceScreen(episode_id, follow=follow))
 
     def action_help(self) -> None:
+        from agentrunner.tui.screens.help import HelpScreen  # loads every screen's keys
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(screen_section(self.screen)))
 

@@ -1,5 +1,6 @@
 """Decision points in the TUI: what marks them on a trace and what lists their forks (store
-reads, run in thread workers; see :mod:`agentrunner.decisions`).
+reads, run in thread workers; see :mod:`agentrunner.decisions`; the log's reading half,
+:mod:`agentrunner.decision_log`, is all this needs).
 
 A trace's decision points are those of every episode of its history (a fork of a main line
 shows the main line's decision points up to its fork point), each marking one row: the
@@ -17,7 +18,7 @@ from rich.console import RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from agentrunner.decisions import Decision, read_decisions
+from agentrunner.decision_log import Decision, read_decisions
 from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store import EpisodeSummary, Segment, TraceStore
 from agentrunner.store.groups import fork_groups

@@ -16,16 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from agentrunner.changes import step_change
 from agentrunner.errors import AgentRunnerError, StoreError
 from agentrunner.events import (
     Cancel,
@@ -45,6 +42,10 @@ from agentrunner.tui.decisions import decision_panel
 from agentrunner.tui.format import cost, reward
 from agentrunner.tui.rows import typed
 from agentrunner.types import AgentToolCall, Message
+
+if TYPE_CHECKING:
+    from rich.markdown import Markdown
+    from rich.syntax import Syntax
 
 MAX_LINES = 200
 MAX_CHARS = 20_000
@@ -76,11 +77,15 @@ def _cap(text: str, full: bool) -> tuple[str, bool]:
 
 
 def _code(text: str, lexer: str) -> Syntax:
+    from rich.syntax import Syntax  # pygments: loaded in the worker of the first detail
+
     return Syntax(visible(text), lexer, theme=THEME, word_wrap=True, background_color="default")
 
 
 def _markdown(text: str) -> Markdown:
     """What a person or model wrote, as Markdown: controls visible, links shown as text."""
+    from rich.markdown import Markdown  # markdown-it: loaded with the first message shown
+
     return Markdown(visible(text), hyperlinks=False)
 
 
@@ -91,6 +96,8 @@ def _json(value: Any) -> Syntax:
 def _lexer_for(path: str | None, text: str) -> str:
     if not path:
         return "text"
+    from rich.syntax import Syntax
+
     try:
         return Syntax.guess_lexer(path, text[:2000]) or "text"
     except Exception:  # pygments lookups: any failure means plain text
@@ -219,6 +226,8 @@ def _files_changed(
     store: TraceStore, episode_id: str, seq: int, full: bool
 ) -> tuple[list[RenderableType], bool]:
     """The files this step changed in the workspace, and their diff."""
+    from agentrunner.changes import step_change  # the workspace's code: for a step only
+
     try:
         change = step_change(store, episode_id, seq)
         if change is None:

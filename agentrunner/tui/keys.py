@@ -1,7 +1,9 @@
 """Where the TUI's key bindings live, screen by screen (for help and keymap checks).
 
 Each screen declares the help section that lists its keys (:func:`listed`); this module
-imports none of them, so the screens and the app can import it.
+imports none of them when it loads, so the screens and the app can import it. The app loads
+a screen's module when the screen is first opened; help and keymap checks load the modules
+not loaded yet (:data:`DECLARED_IN`).
 
 Every binding has an id (``screen.action``), so a keymap (``tui --keymap FILE``, a JSON
 object of binding id → keys) can change any key; an id that names no binding is refused
@@ -12,6 +14,7 @@ first, so a narrow terminal never hides them.
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -22,21 +25,23 @@ from agentrunner.errors import UsageError
 PINNED = ("app.help", "app.quit")  # shown first in every footer
 
 
-SECTIONS = (
-    "Everywhere",
-    "Episodes",
-    "Trace",
-    "Files changed",
-    "Branches",
-    "Decision points",
-    "Diff",
-    "Request diff",
-    "Report",
-    "Fork editor",
-    "Confirm",
-    "Help",
-)
-"""Help's sections in its order; the app and each screen declare theirs (:func:`listed`)."""
+DECLARED_IN = {
+    "Everywhere": "agentrunner.tui.app",
+    "Episodes": "agentrunner.tui.screens.episodes",
+    "Trace": "agentrunner.tui.screens.trace",
+    "Files changed": "agentrunner.tui.screens.files",
+    "Branches": "agentrunner.tui.screens.branches",
+    "Decision points": "agentrunner.tui.screens.decisions",
+    "Diff": "agentrunner.tui.screens.diff",
+    "Request diff": "agentrunner.tui.screens.request_diff",
+    "Report": "agentrunner.tui.screens.report",
+    "Fork editor": "agentrunner.tui.screens.fork",
+    "Confirm": "agentrunner.tui.screens.confirm",
+    "Help": "agentrunner.tui.screens.help",
+}
+"""Help's sections in its order, each with the module whose screen (or the app) declares it
+(:func:`listed`)."""
+SECTIONS = tuple(DECLARED_IN)
 EVERYWHERE = SECTIONS[0]
 _declared: dict[str, tuple[type, ...]] = {}
 _C = TypeVar("_C", bound=type)
@@ -57,13 +62,11 @@ def listed(title: str, *parts: type) -> Callable[[_C], _C]:
 
 
 def _owners() -> list[tuple[str, tuple[type, ...]]]:
-    """(title, the classes whose bindings it lists: the screen first) in help's order."""
-    missing = [title for title in SECTIONS if title not in _declared]
-    if missing:  # a partial list would refuse good keymap ids: say so instead
-        raise RuntimeError(
-            f"the TUI's screens are not loaded (no {', '.join(missing)}):"
-            " import agentrunner.tui.app first"
-        )
+    """(title, the classes whose bindings it lists: the screen first) in help's order
+    (the screens not opened yet are loaded: a partial list would refuse good keymap ids)."""
+    for title in SECTIONS:
+        if title not in _declared:
+            importlib.import_module(DECLARED_IN[title])
     return [(title, _declared[title]) for title in SECTIONS]
 
 

@@ -22,8 +22,6 @@ from agentrunner.store import EpisodeSummary, TraceStore
 from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.data import id_prefixes
-from agentrunner.tui.screens.branches import BranchesScreen
-from agentrunner.tui.screens.report import ReportScreen
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
 
@@ -263,12 +261,16 @@ class EpisodesScreen(ReaderScreen):
             fn(self, episode)
 
     def action_branches(self) -> None:
+        from agentrunner.tui.screens.branches import BranchesScreen  # loads when first opened
+
         episode = self.selected()
         if episode is not None:
             self.app.push_screen(BranchesScreen(episode.episode_id))
 
     def action_report(self) -> None:
         """The report of the episodes listed (as filtered; the order does not matter)."""
+        from agentrunner.tui.screens.report import ReportScreen  # the report's code: ~0.1 s
+
         listed = [e.episode_id for e in self.shown_episodes()]
         self.app.push_screen(ReportScreen(listed, self.filter_text.strip()))
 

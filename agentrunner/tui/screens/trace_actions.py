@@ -1,25 +1,24 @@
 """The trace screen's actions that start something: replay, fork, branches, decision
 points, diff, files changed, a request's diff, resume and cancel (the base of
-:class:`~agentrunner.tui.screens.trace.TraceScreen`)."""
+:class:`~agentrunner.tui.screens.trace.TraceScreen`). The screens they open, and forking,
+load when first used: the trace's first screen does not wait for them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.reactive import reactive
 
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui import actions
 from agentrunner.tui.decisions import DecisionPoint, decision_points
-from agentrunner.tui.forking import ForkPrefill, ForkRequest, fork_prefill, make_fork
 from agentrunner.tui.replay import Replay
-from agentrunner.tui.screens.branches import BranchesScreen
-from agentrunner.tui.screens.decisions import DecisionsScreen
-from agentrunner.tui.screens.files import FilesScreen
-from agentrunner.tui.screens.fork import ForkScreen
-from agentrunner.tui.screens.request_diff import RequestDiffScreen
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.work import ReaderScreen
+
+if TYPE_CHECKING:
+    from agentrunner.tui.forking import ForkPrefill, ForkRequest
 
 
 class TraceActions(ReaderScreen):
@@ -67,6 +66,8 @@ class TraceActions(ReaderScreen):
             self.notify("this episode has no model turn to fork at yet", severity="warning")
             return
         turn = min(max(info.turn, 1), self.summary.turns)
+        from agentrunner.tui.forking import fork_prefill
+
         self.read(
             fork_prefill,
             self.episode_id,
@@ -77,9 +78,13 @@ class TraceActions(ReaderScreen):
         )
 
     def _open_fork_editor(self, prefill: ForkPrefill) -> None:
+        from agentrunner.tui.screens.fork import ForkScreen
+
         self.app.push_screen(ForkScreen(prefill), self._forked)
 
     def _forked(self, request: ForkRequest | None) -> None:
+        from agentrunner.tui.forking import make_fork
+
         if request is not None:
             self.read(make_fork, request, then=self._run_fork)
 
@@ -92,6 +97,8 @@ class TraceActions(ReaderScreen):
         app.open_episode(fork_id, follow=True)
 
     def action_branches(self) -> None:
+        from agentrunner.tui.screens.branches import BranchesScreen
+
         if self.episode_id is not None:
             self.app.push_screen(BranchesScreen(self.episode_id))
 
@@ -126,6 +133,8 @@ class TraceActions(ReaderScreen):
             next((p for p in self.points if p.row_seq >= seq), self.points[-1]),
         )
         group = point.decision.group_id
+        from agentrunner.tui.screens.decisions import DecisionsScreen
+
         self.app.push_screen(DecisionsScreen(self.episode_id, self.segments, group))
 
     def action_diff(self) -> None:
@@ -134,6 +143,8 @@ class TraceActions(ReaderScreen):
 
     def action_files(self) -> None:
         """The episode's whole change, file by file (and apply, for a repository's)."""
+        from agentrunner.tui.screens.files import FilesScreen
+
         if self.episode_id is not None:
             self.app.push_screen(FilesScreen(self.episode_id))
 
@@ -146,6 +157,8 @@ class TraceActions(ReaderScreen):
         if info.turn < 2:
             self.notify("no model call before this one to compare with", severity="warning")
             return
+        from agentrunner.tui.screens.request_diff import RequestDiffScreen
+
         self.app.push_screen(RequestDiffScreen(self.episode_id, info.turn))
 
     def action_resume(self) -> None:
