@@ -16,8 +16,10 @@ reasoning, text and tool arguments as ``Piece``s, ``Answer`` with a tool call pe
 then each finished tool's result as :class:`Observed`). Usage comes from the step's
 ``step-finish`` (opencode's ``input`` leaves out the cached tokens and its ``output`` the
 reasoning ones: they are added back, as the recorder counts usage); a step without one has
-unknown usage. A message's ``error`` is a :class:`Failure`. Every other part is kept raw
-(:class:`Unmapped`).
+unknown usage; its stop reason is the step's ``reason`` (``tool-calls``, ``stop``). A
+message's ``error`` is a :class:`Failure`. Every other part is kept raw (:class:`Unmapped`).
+The database holds neither the system prompt opencode sends nor its tools' definitions: a
+rebuilt request holds the conversation, and the tools are inferred from the calls made.
 """
 
 from __future__ import annotations
@@ -196,6 +198,9 @@ class OpencodeParser:
             tool_calls=tuple(calls),
             usage=usage,
             model=model if isinstance(model, str) else None,
+            provider=_text(message.get("providerID")),
+            stop_reason=_text(finish.get("reason"))
+            or (_text(message.get("finish")) if alone else None),
         )
         done = _iso(finish.get("time_created")) if finish else None
         answer = Answer(call, turn, done or _iso(as_dict(message.get("time")).get("completed")))
@@ -230,6 +235,10 @@ def _user(message: dict[str, Any], parts: list[dict[str, Any]]) -> list[Item]:
             why = f"opencode's {part.get('type')!r} part of a prompt"
             out.append(Unmapped(part, why, ts))
     return out
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _loads(value: Any) -> Any:
