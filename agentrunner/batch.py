@@ -2,13 +2,16 @@
 
 A batch is identified by its configuration (model, environment, pairs, turn limit), so
 running the same batch again resumes it: finished episodes are skipped, interrupted or
-cancelled ones resumed, missing ones run. Each (task, seed) gets one episode, created
-together with its batch membership in one transaction, so no pair is ever run twice.
+cancelled ones resumed, missing ones run. The driver records every (task, seed) pair's
+episode up front with its batch membership, in one transaction, so no pair is ever run
+twice; each :class:`Member` is one unit of work that :func:`run_member_in` runs or resumes
+from the store. A second driver of the same batch (the command started twice) finds the
+same episodes: it runs the ones nobody has started, waits for the ones the first runs, and
+reports every pair as the store has it.
 
-The episodes run in threads of this process (``executor="threads"``, the default) or on a
-Ray cluster (``executor="ray"``, see :mod:`agentrunner.distributed`): there the driver
-records every pair's episode up front, and each :class:`Member` is one unit of work that
-:func:`run_member` runs or resumes from the store on whichever worker gets it.
+The units run in threads of this process (``executor="threads"``, the default) or on a
+Ray cluster (``executor="ray"``, see :mod:`agentrunner.distributed`), on whichever worker
+gets them (:func:`run_member` reopens the store there).
 """
 
 from __future__ import annotations
@@ -24,19 +27,10 @@ from typing import Any, Literal
 from agentrunner.branching import Branching
 from agentrunner.distributed import Lost, RayExecutor, require_ray
 from agentrunner.environment import Environment
-from agentrunner.errors import AgentRunnerError, UsageError
+from agentrunner.errors import UsageError
 from agentrunner.events import Status
-from agentrunner.members import (
-    BatchEpisode,
-    Member,
-    outcome,
-    run_member,
-    shared,
-    summary_outcome,
-)
+from agentrunner.members import BatchEpisode, Member, outcome, run_member, run_member_in, shared
 from agentrunner.model import AgentContext, Model, as_model
-from agentrunner.resume import resume_episode
-from agentrunner.runner import run_agent_episode
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
 from agentrunner.system_prompt import with_system_prompt
@@ -177,29 +171,19 @@ def run_batch(
     model_spec: dict[str, Any] = probe.spec()
     config = _batch_config(name, model_spec, env_spec, pairs, max_turns, system_prompt, branching)
     batch_id = batch_id_for(config)
+    members = [(t, s, env_spec, model_spec) for t, s in pairs]
     if executor == "ray":
         make_model = model_factory or shared(probe)
         work = functools.partial(run_member, store.location, env_factory, make_model)
         # connected first: a cluster that does not answer records nothing
         with RayExecutor(work, address=ray_address, concurrency=concurrency) as cluster:
-            episodes = store.add_batch(
-                batch_id, config, [(t, s, env_spec, model_spec) for t, s in pairs]
-            )
+            episodes = store.add_batch(batch_id, config, members)
             units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
             return BatchResult(batch_id, _run_on_ray(units, cluster, on_episode, cancel_check))
-    store.ensure_batch(batch_id, config)
-    threads = _ThreadBatch(
-        store,
-        batch_id,
-        env_factory=env_factory,
-        model_spec=model_spec,
-        probe=probe,
-        model_factory=model_factory,
-        max_turns=max_turns,
-        branching=branching,
-        cancel_check=cancel_check,
-    )
-    return BatchResult(batch_id=batch_id, episodes=threads.run(pairs, concurrency, on_episode))
+    episodes = store.add_batch(batch_id, config, members)
+    units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
+    threads = _ThreadBatch(store, env_factory, probe, model_factory, cancel_check)
+    return BatchResult(batch_id, threads.run(units, concurrency, on_episode))
 
 
 def _env_spec(env_factory: Callable[[], Environment]) -> dict[str, Any]:
@@ -235,29 +219,21 @@ def _batch_config(
 
 
 class _ThreadBatch:
-    """A batch's pairs run in threads of this process: each worker has its own model (from
-    ``model_factory``) or shares the probe; a cancelled batch skips the pairs not started
+    """The batch's units run in threads of this process, sharing its store: each thread
+    keeps one model (``model_factory``'s, else the probe), and a cancel stops the queue
     and cancels the running ones cooperatively."""
 
     def __init__(
         self,
         store: TraceStore,
-        batch_id: str,
-        *,
         env_factory: Callable[[], Environment],
-        model_spec: dict[str, Any],
         probe: Model,
         model_factory: Callable[[], Model] | None,
-        max_turns: int,
-        branching: Branching | None,
         cancel_check: Callable[[], bool] | None,
     ) -> None:
-        self.store, self.batch_id = store, batch_id
-        self.env_factory, self.model_spec = env_factory, model_spec
+        self.store, self.env_factory = store, env_factory
         self.probe, self.model_factory = probe, model_factory
-        self.max_turns, self.branching = max_turns, branching
         self.cancel_check = cancel_check
-        self.members = store.batch_members(batch_id)
         self.stop = threading.Event()
         self.local = threading.local()
 
@@ -274,65 +250,28 @@ class _ThreadBatch:
             self.stop.set()
         return self.stop.is_set()
 
-    def one(self, task_id: str, seed: int) -> BatchEpisode:
-        """Run, resume or skip one pair's episode (creating it on first sight)."""
-        store = self.store
-        existing = self.members.get((task_id, seed))
+    def one(self, member: Member) -> BatchEpisode:
+        """Run, resume or skip one member's episode."""
         if self.stopped():
-            return outcome(task_id, seed, existing, "skipped", None, "batch cancelled")
-        env = self.env_factory()
-        try:
-            model = self.worker_model()
-            if existing is None:
-                existing = store.create_episode(
-                    task_id=task_id,
-                    seed=seed,
-                    env=env.spec(),
-                    model=self.model_spec,
-                    batch_id=self.batch_id,
-                )
-                action = "ran"
-            else:
-                summary = store.episode(existing)
-                if summary.status in (Status.COMPLETED, Status.RUNNING):
-                    return summary_outcome(store, task_id, seed, existing, "skipped")
-                action = "resumed" if summary.last_seq else "ran"
-            if action == "ran":
-                rollout = run_agent_episode(
-                    env=env,
-                    task_id=task_id,
-                    seed=seed,
-                    model_fn=model,
-                    store=store,
-                    max_turns=self.max_turns,
-                    cancel_check=self.stopped,
-                    episode_id=existing,
-                    branching=self.branching,
-                )
-            else:
-                rollout = resume_episode(
-                    store, existing, env=env, model_fn=model, cancel_check=self.stopped
-                )
-            return outcome(task_id, seed, existing, action, rollout)
-        except AgentRunnerError as exc:
-            return outcome(task_id, seed, existing, "error", None, str(exc))
-        finally:
-            env.close()
+            return outcome(
+                member.task_id, member.seed, member.episode_id, "skipped", None, "batch cancelled"
+            )
+        return run_member_in(self.store, self.env_factory, self.worker_model, member, self.stopped)
 
     def run(
         self,
-        pairs: list[tuple[str, int]],
+        units: list[Member],
         concurrency: int,
         on_episode: Callable[[BatchEpisode], None] | None,
     ) -> list[BatchEpisode]:
-        """Every pair's outcome, in the pairs' order (``on_episode`` told as each ends)."""
-        results: list[BatchEpisode] = []
+        """Every unit's outcome, in the units' order (``on_episode`` told as each ends)."""
+        results: dict[str, BatchEpisode] = {}
         pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentrunner-batch")
         try:
-            futures = [pool.submit(self.one, t, s) for t, s in pairs]
+            futures = {pool.submit(self.one, unit): unit for unit in units}
             for future in as_completed(futures):
                 result = future.result()
-                results.append(result)
+                results[futures[future].episode_id] = result
                 if on_episode is not None:
                     on_episode(result)
         except BaseException:
@@ -340,9 +279,7 @@ class _ThreadBatch:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-        order = {p: i for i, p in enumerate(pairs)}
-        results.sort(key=lambda e: order[(e.task_id, e.seed)])
-        return results
+        return [results[unit.episode_id] for unit in units]
 
 
 def _run_on_ray(

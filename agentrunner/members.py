@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import agentrunner.decisions  # noqa: F401  (the engine plugs into the runner as it loads)
 from agentrunner.branching import Branching
 from agentrunner.environment import Environment
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.events import Status, StopReason
 from agentrunner.model import Model
 from agentrunner.resume import resume_episode
@@ -72,6 +72,20 @@ def run_member(
     heartbeat went stale) it waits for that writer to end. Without a factory the episode's
     recorded env or model is used."""
     with TraceStore(location, create=False) as store:  # never a stray new store
+        return run_member_in(store, env_factory, model_factory, member, stopped)
+
+
+def run_member_in(
+    store: TraceStore,
+    env_factory: Callable[[], Environment] | None,
+    model_factory: Callable[[], Model] | None,
+    member: Member,
+    stopped: Callable[[], bool],
+) -> BatchEpisode:
+    """:func:`run_member` in an open store (a batch's threads share one). Another driver of
+    the same batch (the command started twice) may claim the episode between this one's
+    look and its claim: then this one waits for that run to end and reports it."""
+    while True:
         summary = _unwritten(store, member.episode_id, stopped)
         if stopped():
             return outcome(
@@ -79,38 +93,61 @@ def run_member(
             )
         if summary.status in (Status.COMPLETED, Status.RUNNING):
             return summary_outcome(store, member.task_id, member.seed, member.episode_id, "skipped")
-        fresh = summary.parent_episode_id is None and summary.last_seq == 0
-        env = env_factory() if env_factory is not None else None
         try:
-            model = model_factory() if model_factory is not None else None
-            if fresh and env is not None and model is not None:
-                rollout = run_agent_episode(
-                    env=env,
-                    task_id=member.task_id,
-                    seed=member.seed,
-                    model_fn=model,
-                    store=store,
-                    max_turns=member.max_turns or RunConfig().max_turns,
-                    cancel_check=stopped,
-                    episode_id=member.episode_id,
-                    branching=member.branching,
+            return _run(store, env_factory, model_factory, member, stopped, summary)
+        except UsageError as exc:
+            now = store.episode(member.episode_id).status
+            if now not in (Status.RUNNING, Status.COMPLETED):  # this run's own refusal
+                return outcome(
+                    member.task_id, member.seed, member.episode_id, "error", None, str(exc)
                 )
-            else:
-                rollout = resume_episode(
-                    store,
-                    member.episode_id,
-                    env=env,
-                    model_fn=model,
-                    max_turns=member.max_turns,
-                    cancel_check=stopped,
-                )
-            action = "ran" if fresh else "resumed"
-            return outcome(member.task_id, member.seed, member.episode_id, action, rollout)
-        except AgentRunnerError as exc:
-            return outcome(member.task_id, member.seed, member.episode_id, "error", None, str(exc))
-        finally:
-            if env is not None:
-                env.close()
+        # another writer claimed it first: wait for its end, then report what it did
+
+
+def _run(
+    store: TraceStore,
+    env_factory: Callable[[], Environment] | None,
+    model_factory: Callable[[], Model] | None,
+    member: Member,
+    stopped: Callable[[], bool],
+    summary: EpisodeSummary,
+) -> BatchEpisode:
+    """Run or resume the member's episode; a refused claim raises ``UsageError``, any other
+    failure is the outcome's error."""
+    fresh = summary.parent_episode_id is None and summary.last_seq == 0
+    env = env_factory() if env_factory is not None else None
+    try:
+        model = model_factory() if model_factory is not None else None
+        if fresh and env is not None and model is not None:
+            rollout = run_agent_episode(
+                env=env,
+                task_id=member.task_id,
+                seed=member.seed,
+                model_fn=model,
+                store=store,
+                max_turns=member.max_turns or RunConfig().max_turns,
+                cancel_check=stopped,
+                episode_id=member.episode_id,
+                branching=member.branching,
+            )
+        else:
+            rollout = resume_episode(
+                store,
+                member.episode_id,
+                env=env,
+                model_fn=model,
+                max_turns=member.max_turns,
+                cancel_check=stopped,
+            )
+        action = "ran" if fresh else "resumed"
+        return outcome(member.task_id, member.seed, member.episode_id, action, rollout)
+    except UsageError:
+        raise
+    except AgentRunnerError as exc:
+        return outcome(member.task_id, member.seed, member.episode_id, "error", None, str(exc))
+    finally:
+        if env is not None:
+            env.close()
 
 
 def _unwritten(store: StoreBackend, episode_id: str, stopped: Callable[[], bool]) -> EpisodeSummary:

@@ -133,3 +133,24 @@ def test_an_episode_running_in_the_source_is_not_copied(
     with TraceStore(other) as store:
         assert store.episode_ids() == [root]
         assert store.episode(root).status == "completed"  # the copy's lease was let go
+
+
+def test_the_same_batch_run_in_two_stores_is_not_merged_silently(tmp_path: Path) -> None:
+    """A batch holds one episode per (task, seed): the second store's episode of a pair the
+    destination's batch already has is refused, and the rest is copied."""
+    first, second, merged = (str(tmp_path / n) for n in ("a.db", "b.db", "merged.db"))
+    batch = ("batch", "--task", "demo-mean", "--seeds", "0-1")
+    for db in (first, second):
+        assert run_cli(*batch, "--db", db).returncode == 0
+    assert run_cli("copy", "--from", first, "--to", merged).returncode == 0
+    refused = run_cli("copy", "--from", second, "--to", merged, "--json")
+    assert refused.returncode == 1
+    failed = json.loads(refused.stdout.splitlines()[-1])["failed"]
+    assert len(failed) == 2
+    assert all("already has episode" in f["error"] for f in failed)
+    assert all("run in both stores" in f["error"] for f in failed)
+    with TraceStore(merged) as store:
+        assert len(store.episode_ids()) == 2  # the first store's two, nothing of the second's
+        (batch_id,) = {b.batch_id for b in store.list_batches()}
+        with TraceStore(first) as original:
+            assert store.batch_members(batch_id) == original.batch_members(batch_id)

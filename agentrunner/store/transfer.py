@@ -80,6 +80,7 @@ def copy_episode(src: StoreCore, dst: StoreCore, episode_id: str) -> Copied:
             f"episode {episode_id} is running in {src.where} (pid {lease.pid} on"
             f" {lease.host}); copy it when that run ends"
         )
+    _check_membership(src, dst, episode_id)
     upto = src.last_seq(src.segments(episode_id)[-1:])  # what this copy takes, at most
     after = 0 if mine is None else _check_agree(src, dst, episode_id, src_key)
     _copy_references(src, dst, _events(src, src_key, after, upto))
@@ -245,6 +246,25 @@ def _copy_snapshot(src: StoreCore, dst: StoreCore, snapshot_id: str) -> None:
             ),
             tuple(row),
         )
+
+
+def _check_membership(src: StoreCore, dst: StoreCore, episode_id: str) -> None:
+    """Refuse an episode whose batch already has another episode for its (task, seed) in
+    ``dst`` (the same batch run in two stores: a batch holds one episode per pair)."""
+    for batch_id, task_id, seed in src._conn.execute(
+        "SELECT batch_id, task_id, seed FROM batch_members WHERE episode_id = ?", (episode_id,)
+    ).fetchall():
+        row = dst._conn.execute(
+            "SELECT episode_id FROM batch_members WHERE batch_id = ? AND task_id = ? AND seed = ?",
+            (batch_id, task_id, seed),
+        ).fetchone()
+        if row is not None and row[0] != episode_id:
+            raise StoreError(
+                f"batch {batch_id} in {dst.where} already has episode {row[0]} for {task_id}"
+                f" seed {seed} (the batch was run in both stores; a batch holds one episode per"
+                f" pair); nothing of {episode_id} was copied: copy it into another store, or"
+                f" remove one of the two (agentrunner rm)"
+            )
 
 
 def _blob_parts(src: StoreCore, digest: str) -> Iterator[bytes]:
