@@ -154,3 +154,11 @@ def test_the_same_batch_run_in_two_stores_is_not_merged_silently(tmp_path: Path)
         (batch_id,) = {b.batch_id for b in store.list_batches()}
         with TraceStore(first) as original:
             assert store.batch_members(batch_id) == original.batch_members(batch_id)
+
+
+def test_a_missing_source_is_named_as_the_source_and_nothing_is_made(tmp_path: Path) -> None:
+    missing, target = tmp_path / "nope.db", tmp_path / "target.db"
+    result = run_cli("copy", "--from", str(missing), "--to", str(target))
+    assert result.returncode == 2
+    assert f"no trace store at {missing} (--from)" in result.stderr.replace("\n", "")
+    assert "default" not in result.stderr and not target.exists()

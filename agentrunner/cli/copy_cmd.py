@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from agentrunner.cli.common import new_command, print_json, stderr_console, stdout_console
 from agentrunner.errors import StoreError, UsageError
@@ -48,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_copy(args: argparse.Namespace) -> int:
     source = args.source or args.db
+    if args.source is not None and "://" not in source and not Path(source).exists():
+        raise UsageError(f"no trace store at {source} (--from): give the store to copy from")
     src = TraceStore(source, create=False)
     try:
         dst = TraceStore(args.target)
