@@ -21,6 +21,7 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from agentrunner import TraceStore
+from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import postgres_schema, schema
 from agentrunner.store.dialect import POSTGRES, SQLITE, Dialect
 from agentrunner.store.tables import TRIGGERS, VIEWS, Table, tables
@@ -382,3 +383,41 @@ def test_a_postgres_store_migrated_from_the_first_schema_holds_what_a_new_one_ho
     TraceStore(old).close()
     assert _differing("store", _postgres_shape(old), _postgres_shape(new)) == []
     assert _postgres_definitions(old) == _postgres_definitions(new)
+
+
+def _applied_in_postgres(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT name FROM agentrunner_migrations ORDER BY name").fetchall()
+    return [name for (name,) in rows]
+
+
+def test_a_new_postgres_store_records_every_migration_once(pg_url: str) -> None:
+    TraceStore(pg_url).close()
+    TraceStore(pg_url).close()
+    assert _applied_in_postgres(pg_url) == sorted(postgres_schema.KNOWN)
+
+
+def test_a_postgres_store_of_a_newer_schema_is_refused(pg_url: str) -> None:
+    import psycopg
+
+    TraceStore(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO agentrunner_migrations (name) VALUES ('p999_from_the_future')")
+    with pytest.raises(StoreSchemaError, match="newer agentrunner"):
+        TraceStore(pg_url)
+
+
+def test_a_postgres_database_with_an_episodes_table_of_its_own_is_refused(pg_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE episodes (id TEXT)")
+    with pytest.raises(StoreError, match="agentrunner did not make"):
+        TraceStore(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+    assert tables == [("episodes",)]  # nothing made beside it

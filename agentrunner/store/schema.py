@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from agentrunner.events import EVENT_KINDS
 from agentrunner.store import eventlog
@@ -400,10 +400,6 @@ NEW_STORE: tuple[str, ...] = (
 ``attempt`` and ``turn`` that only a new store holds (see :mod:`agentrunner.store.tables`)."""
 
 
-class AppliedMigration(NamedTuple):
-    name: str
-
-
 def applied(conn: sqlite3.Connection) -> list[str]:
     """The migrations of this set the store has applied, in order (sqlite-utils' record)."""
     if not conn.execute(
@@ -447,20 +443,3 @@ def apply(conn: sqlite3.Connection) -> None:
             f"INSERT INTO {MIGRATIONS_TABLE} (migration_set, name, applied_at) VALUES (?, ?, ?)",
             [(MIGRATION_SET, name, now) for name in KNOWN_MIGRATIONS],
         )
-
-
-class _Migrations:
-    """The face of sqlite-utils' ``Migrations`` that ``store/connection.py`` calls (on a
-    ``Database``): :func:`applied`, :func:`pending` and :func:`apply` of its connection."""
-
-    def applied(self, db: Database) -> list[AppliedMigration]:
-        return [AppliedMigration(name) for name in applied(db.conn)]
-
-    def pending(self, db: Database) -> list[str]:
-        return pending(db.conn)
-
-    def apply(self, db: Database) -> None:
-        apply(db.conn)
-
-
-migrations = _Migrations()
