@@ -49,6 +49,7 @@ def create_table(table: Table, dialect: Dialect) -> str:
 
 
 def create_index(index: Index, table: Table) -> str:
+    """``CREATE INDEX`` for one of ``table``'s indexes."""
     unique = "UNIQUE " if index.unique else ""
     where = f" WHERE {index.where}" if index.where else ""
     return f"CREATE {unique}INDEX {index.name} ON {table.name}({', '.join(index.columns)}){where}"
