@@ -8,6 +8,8 @@ killed client), and an event the runner acts on (a ``tool.call``), which commits
 with ``synchronous="FULL"`` every event does. Beside them: a bare psycopg INSERT + commit of a
 ~200-byte row into a minimal table, with the same two settings, and a chunk into SQLite.
 
+A chunk of an episode nobody leased (no fence) shows what the lease fence costs.
+
 Run on demand: ``pytest tests/benchmarks/test_bench_postgres.py -m benchmark -s``.
 """
 
@@ -31,14 +33,15 @@ psycopg = pytest.importorskip("psycopg")
 EVENTS = 2000
 FLUSHED_EVENTS = 300
 """Fewer of the events whose every commit waits for a WAL flush (they take milliseconds)."""
-ROUNDS = 5
+ROUNDS = 7
+BLOCKS = 10
 CHUNK = Chunk(channel="text", text=("lorem ipsum dolor sit amet, " * 5)[:140])
 CALL = AgentToolCall(call_id="call_1", name="bash", arguments='{"command": "ls -la src"}')
 
 
-def _recorder(store: TraceStore) -> Recorder:
+def _recorder(store: TraceStore, *, leased: bool = True) -> Recorder:
     episode_id = store.create_episode(
-        task_id="bench", seed=0, env={"kind": "bench"}, model={}, claim=True
+        task_id="bench", seed=0, env={"kind": "bench"}, model={}, claim=leased
     )
     rec = Recorder(store, store.writer(episode_id), secrets={})
     rec.turn = 1
@@ -53,23 +56,32 @@ def _tool_call(rec: Recorder) -> None:
     rec.tool_call(CALL, {"command": "ls -la src"}, None)
 
 
-def _per_event_us(store: TraceStore, append: Callable[[Recorder], None], n: int) -> float:
-    rec = _recorder(store)
-    for _ in range(50):  # warm-up (Postgres prepares the statement after a few runs)
-        append(rec)
-    start = time.perf_counter_ns()
-    for _ in range(n):
-        append(rec)
-    return (time.perf_counter_ns() - start) / n / 1000
+def _appends(rec: Recorder, append: Callable[[Recorder], None]) -> Callable[[int], None]:
+    def run(n: int) -> None:
+        for _ in range(n):
+            append(rec)
+
+    return run
 
 
-def _bare_us(conn: Any, n: int) -> float:
+def _bare(conn: Any) -> Callable[[int], None]:
     """A bare psycopg INSERT + commit of a ~200-byte row into a minimal table."""
     row = "x" * 200
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            conn.execute("INSERT INTO bare (kind, data) VALUES (%s, %s)", ("model.chunk", row))
+
+    return run
+
+
+def _timed_us(run: Callable[[int], None], n: int) -> float:
     start = time.perf_counter_ns()
-    for _ in range(n):
-        conn.execute("INSERT INTO bare (kind, data) VALUES (%s, %s)", ("model.chunk", row))
+    run(n)
     return (time.perf_counter_ns() - start) / n / 1000
+
+
+OFF, ON = "bare psycopg, synchronous_commit=off", "bare psycopg, synchronous_commit=on"
 
 
 def test_append_on_postgres_next_to_bare_psycopg_and_sqlite(tmp_path: Path, pg_url: str) -> None:
@@ -83,33 +95,47 @@ def test_append_on_postgres_next_to_bare_psycopg_and_sqlite(tmp_path: Path, pg_u
         for sync in ("off", "on")
     }
     bare["off"].execute("CREATE TABLE bare (id BIGSERIAL PRIMARY KEY, kind TEXT, data TEXT)")
-    runs: dict[str, Callable[[], float]] = {
-        "bare psycopg, synchronous_commit=off": lambda: _bare_us(bare["off"], EVENTS),
-        "bare psycopg, synchronous_commit=on": lambda: _bare_us(bare["on"], FLUSHED_EVENTS),
-        "chunk (commit: sync off)": lambda: _per_event_us(pg, _chunk, EVENTS),
-        "tool.call (commit: sync on)": lambda: _per_event_us(pg, _tool_call, FLUSHED_EVENTS),
-        "FULL: chunk (sync on)": lambda: _per_event_us(full, _chunk, FLUSHED_EVENTS),
-        "FULL: tool.call (sync on)": lambda: _per_event_us(full, _tool_call, FLUSHED_EVENTS),
-        "sqlite chunk (synchronous=NORMAL)": lambda: _per_event_us(sqlite, _chunk, EVENTS),
+    chunks, flushed = EVENTS // BLOCKS, FLUSHED_EVENTS // BLOCKS
+    runs: dict[str, tuple[str | None, int, Callable[[int], None]]] = {
+        OFF: (None, chunks, _bare(bare["off"])),
+        ON: (None, flushed, _bare(bare["on"])),
+        "chunk (commit: sync off)": (OFF, chunks, _appends(_recorder(pg), _chunk)),
+        "chunk, no lease: unfenced (sync off)": (
+            OFF,
+            chunks,
+            _appends(_recorder(pg, leased=False), _chunk),
+        ),
+        "tool.call (commit: sync on)": (ON, flushed, _appends(_recorder(pg), _tool_call)),
+        "FULL: chunk (sync on)": (ON, flushed, _appends(_recorder(full), _chunk)),
+        "FULL: tool.call (sync on)": (ON, flushed, _appends(_recorder(full), _tool_call)),
+        "sqlite chunk (synchronous=NORMAL)": (None, chunks, _appends(_recorder(sqlite), _chunk)),
     }
+    for _, _, run in runs.values():
+        run(50)  # warm-up (Postgres prepares the statement after a few runs)
     figures: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(ROUNDS):  # interleaved, so all see the same machine
-        for name, run in runs.items():
-            figures[name].append(run())
-    median = {name: statistics.median(samples) for name, samples in figures.items()}
-    off, on = (
-        median["bare psycopg, synchronous_commit=off"],
-        median["bare psycopg, synchronous_commit=on"],
+    for _ in range(ROUNDS):  # alternated in blocks, so all see the same machine
+        blocks: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(BLOCKS):
+            for name, (_, n, run) in runs.items():
+                blocks[name].append(_timed_us(run, n))
+        for name, values in blocks.items():
+            figures[name].append(statistics.fmean(values))
+    print(
+        f"\nappend of one event into Postgres, through the runner's append path (leased writer:"
+        f" fenced), next to bare psycopg with the same commit setting; medians of {ROUNDS}"
+        " alternated runs, the ratio the median of the runs' ratios:"
     )
-    print(f"\nappend of one event into Postgres ({ROUNDS} rounds, medians, us/event):")
-    for name, value in median.items():
-        if name.startswith("sqlite"):
-            print(f"  {name:38} {value:9.1f}  (for reference)")
+    for name, (baseline, _, _) in runs.items():
+        value = statistics.median(figures[name])
+        if baseline is None:
+            print(f"  {name:38} {value:9.1f} us/event")
             continue
-        base = on if "sync on" in name or name.endswith("=on") else off
-        print(f"  {name:38} {value:9.1f}  {value / base:5.2f}x bare psycopg with the same setting")
+        ratios = [v / b for v, b in zip(figures[name], figures[baseline], strict=True)]
+        print(
+            f"  {name:38} {value:9.1f} us/event  {statistics.median(ratios):5.2f}x bare psycopg"
+            f" with the same setting (runs {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
     for conn in bare.values():
         conn.close()
     for store in (sqlite, pg, full):
         store.close()
-    assert all(value > 0 for value in median.values())
