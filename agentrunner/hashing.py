@@ -7,9 +7,10 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentrunner.types import Message, ToolSpec
+if TYPE_CHECKING:
+    from agentrunner.types import Message, ToolSpec
 
 
 def canonical_json(value: Any) -> str:

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrunner.critical import critical
 from agentrunner.errors import StoreCorruptError, StoreDriverError, StoreError, StoreFailedError
-from agentrunner.store import gc as _gc
 from agentrunner.store import reports, verifications
 from agentrunner.store.base import utc_now
 from agentrunner.store.leases import LeaseStore
 from agentrunner.store.verifications import StoredVerification
 
 if TYPE_CHECKING:
+    from agentrunner.store import gc as _gc
     from agentrunner.store.groups import DecisionOutcome, ForkGroup, GroupMember
 
 _T = TypeVar("_T")
@@ -38,7 +38,9 @@ class StoreCore(LeaseStore):
     def space(self) -> tuple[dict[str, _gc.Part], int]:
         """Rows and bytes by part (events, messages, tools, blobs, snapshots, other), and
         the store's whole size in bytes."""
-        return self._gc_translated(lambda: _gc.space(self))
+        from agentrunner.store import gc  # loaded for gc and space only
+
+        return self._gc_translated(lambda: gc.space(self))
 
     def collect_garbage(
         self,
@@ -51,8 +53,10 @@ class StoreCore(LeaseStore):
         reclaim the space; ``dry_run``: only measure. Refused with
         :class:`~agentrunner.store.gc.StoreInUseError` while other processes have the store
         open (``wait``: retried each second); see :mod:`agentrunner.store.gc`."""
+        from agentrunner.store import gc
+
         return self._gc_translated(
-            lambda: _gc.collect(self, dry_run=dry_run, wait=wait, progress=progress)
+            lambda: gc.collect(self, dry_run=dry_run, wait=wait, progress=progress)
         )
 
     def _gc_translated(self, fn: Callable[[], _T]) -> _T:

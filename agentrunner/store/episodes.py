@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.critical import critical
 from agentrunner.errors import (
@@ -25,6 +23,9 @@ from agentrunner.store.ids import new_episode_id
 from agentrunner.store.records import BatchSummary, EpisodeFilter, EpisodeSummary
 from agentrunner.store.summaries import summaries
 from agentrunner.store.writer import EpisodeWriter
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class EpisodeStore(StoreBase):

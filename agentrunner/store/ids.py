@@ -16,8 +16,6 @@ import secrets
 import threading
 import time
 
-from ulid import ULID
-
 _RANDOM_BITS = 80
 _STEP = 1 << 74
 _lock = threading.Lock()
@@ -41,4 +39,6 @@ def new_episode_id() -> str:
                 break
             time.sleep(0.0001)  # this millisecond is used up
         _last = (millis, random)
+    from ulid import ULID  # it loads importlib.metadata: only when an id is made
+
     return str(ULID(millis.to_bytes(6, "big") + random.to_bytes(10, "big")))

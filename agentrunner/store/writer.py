@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING
 
 from agentrunner.critical import critical
 from agentrunner.errors import (
@@ -30,6 +29,9 @@ from agentrunner.errors import (
 from agentrunner.store import control, eventlog
 from agentrunner.store.dialect import SQLITE, Conn, Dialect
 from agentrunner.store.eventlog import KIND_CODE, now_us
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 _NO_KIND = {"kind"}
 _CHUNK = "model.chunk"
