@@ -4,6 +4,7 @@ task, the summary and the last turns, exactly rebuildable, and never a compactio
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,3 +212,18 @@ def test_a_resume_after_a_compaction_continues_the_history_not_the_summary(
     episode_id = store.list_episodes()[0].episode_id
     resume_episode(store, episode_id, env=env, model_fn=model)
     assert rebuild(store, episode_id).messages == rebuild(store, reference).messages
+
+
+def test_summarize_with_a_model_asks_that_model_for_the_summary(
+    store: TraceStore, env: WorkspaceEnv, tmp_path: Path
+) -> None:
+    summarizer = tmp_path / "summarizer.json"
+    summarizer.write_text(json.dumps({"episodes": [{"turns": [{"text": "THE SUMMARY"}] * 20}]}))
+    model = Received(_script(tmp_path, _printing_turns(18)))
+    policy = f"summarize:scripted:{summarizer}"
+    episode_id, _ = _run(store, env, model, 18, context=policy, context_window=4000)
+    requests = _payloads(store, episode_id, "model.request")
+    compactions = [r for r in requests if r["purpose"] == "compaction"]
+    assert compactions and {r["model"] for r in compactions} == {str(summarizer)}
+    assert _main_calls(model)[-1][2].content.endswith("\nTHE SUMMARY")
+    assert len(model.calls) == len(requests) - len(compactions)

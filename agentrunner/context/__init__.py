@@ -75,6 +75,7 @@ class EpisodeContext:
         self.policy = policy
         self.budget = Budget(window)
         self.model = model
+        """The model a compaction call asks (the episode's, or ``summarize:MODEL``'s)."""
         self.origins: dict[int, ToolOrigin] = {}
         """Index in the history -> where that tool message was recorded."""
         self.compactions = RecordedCompactions()
@@ -85,9 +86,13 @@ class EpisodeContext:
 
     @classmethod
     def configured(cls, policy: ContextPolicy, window: int | None, model: Model) -> EpisodeContext:
-        """The context of an episode run with these settings (``window`` None: the model
-        table's window for ``model``)."""
+        """The context of an episode run with these settings by ``model`` (``window`` None:
+        the model table's window for it)."""
         window = window or context_window(model.provider, model.model)
+        if isinstance(policy, SummarizePolicy) and policy.model is not None:
+            from providers import get_model  # the summaries' own model, built before a turn
+
+            model = get_model(policy.model)
         return cls(policy, window, model)
 
     def over_budget(self, prepared: Prepared, episode_id: str, turn: int) -> str | None:
@@ -146,12 +151,7 @@ class EpisodeContext:
         return Prepared(sent.messages, self.budget.estimate(sent.messages), sent.masked)
 
     def _compact(self, run: Caller, turn: int, request: list[Message], covers: int) -> Compaction:
-        model = self.model
-        if isinstance(self.policy, SummarizePolicy) and self.policy.model is not None:
-            from providers import get_model
-
-            model = get_model(self.policy.model)
-        made = compact(run, model, self.budget, request, covers, turn)
+        made = compact(run, self.model, self.budget, request, covers, turn)
         self.compactions.last = made
         return made
 
