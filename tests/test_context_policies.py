@@ -209,3 +209,10 @@ def test_resume_with_mask_continues_an_episode_none_stopped(tmp_path: Path) -> N
     resumed = run_cli("--db", db, "--json", "resume", episode_id, "--context", "mask:2")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["stop_reason"] == "done"
+
+
+def test_the_commands_that_take_a_policy_show_their_help(tmp_path: Path) -> None:
+    for command in ("run", "fork", "resume"):
+        shown = run_cli("--db", str(tmp_path / "t.db"), command, "--help")
+        assert shown.returncode == 0, shown.stderr
+        assert "summarize[:MODEL] (at 80% of the window" in " ".join(shown.stdout.split())

@@ -33,12 +33,12 @@ NONE, MASK, SUMMARIZE = "none", "mask", "summarize"
 DEFAULT_MASK_KEEP = 10
 DEFAULT_SUMMARY_KEEP = 4
 DEFAULT_THRESHOLD = 0.8
-POLICY_HELP = (
+POLICY_HELP = (  # argparse help: a percent sign is written %%
     "what each request sends of the history: none (all of it; an over-limit request stops "
     f"the episode), mask[:K] (tool outputs older than the last K turns, default "
     f"{DEFAULT_MASK_KEEP}, become a placeholder naming the event that holds them) or "
-    f"summarize[:MODEL] (at {DEFAULT_THRESHOLD:.0%} of the window one recorded call to MODEL, "
-    "default the episode's, summarizes all but the last turns)"
+    f"summarize[:MODEL] (at {DEFAULT_THRESHOLD * 100:.0f}%% of the window one recorded call to "
+    "MODEL, default the episode's, summarizes all but the last turns)"
 )
 SUMMARY_PROMPT = (
     "The conversation above is getting too long for the context window. Summarize it for "
