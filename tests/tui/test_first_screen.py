@@ -1,6 +1,6 @@
 """`tui EP`'s first screen: the trace alone, with only what it needs loaded; the screens it
 does not show load when opened (help still lists every screen's keys), and closing the
-trace shows the episodes list.
+trace shows the episodes list. The list asks for every page its first screen needs at once.
 
 What a first screen loaded is read in a fresh process (the test process has imported every
 screen already): it runs the app headless until the trace's rows are on screen, then writes
@@ -17,12 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from agentrunner.tui.app import AgentRunnerApp
+from agentrunner.tui.data import PAGE
 from agentrunner.tui.keys import binding_ids
+from agentrunner.tui.rowindex import RowIndex
 from agentrunner.tui.screens.episodes import EpisodesScreen
 from agentrunner.tui.screens.trace import TraceScreen
+from agentrunner.tui.widgets.event_list import RUN_SCAN, EventList
 
 from .conftest import DONE, wait_for
 
@@ -42,7 +46,9 @@ async def first_screen(db, episode):
 
 out, db, episode = sys.argv[1:]
 modules, stack = asyncio.run(first_screen(db, episode))
+from agentrunner.tui.data import PAGE
 from agentrunner.tui.keys import binding_ids
+from agentrunner.tui.rowindex import RowIndex
 json.dump({"modules": modules, "stack": stack, "ids": binding_ids()}, open(out, "w"))
 """
 
@@ -113,3 +119,29 @@ async def test_closing_the_trace_tui_ep_opened_shows_the_episodes_list(
         table = app.screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count > 0)
         assert [type(s) for s in app.screen_stack][1:] == [EpisodesScreen]
+
+
+class ListApp(App[None]):
+    """An event list alone, recording the pages it asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[frozenset[int]] = []
+
+    def compose(self) -> ComposeResult:
+        yield EventList()
+
+    def on_event_list_pages_wanted(self, message: EventList.PagesWanted) -> None:
+        self.asked.append(message.pages)
+
+
+async def test_a_new_trace_asks_at_once_for_every_page_its_first_screen_needs() -> None:
+    # rows: 1, 2, 3, a run of chunks 4..399, 400, 401, 402, a run 403..899, 900
+    seqs = [1, 2, 3, 400, 401, 402, 900]
+    run_ends = [4 + RUN_SCAN - 1, 403 + RUN_SCAN - 1]  # a folded run is summarised from these
+    app = ListApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.query_one(EventList).set_index(RowIndex(seqs, 900))
+        await pilot.pause()
+    needed = {(seq - 1) // PAGE for seq in [*seqs, 4, 403, *run_ends]}
+    assert app.asked[0] == needed

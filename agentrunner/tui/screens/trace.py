@@ -148,8 +148,9 @@ class TraceScreen(TraceActions):
         self.ids.update(data.prefixes)
         self.query_one(TraceHeader).prefixes = data.prefixes
         events_ = self.event_list
-        events_.set_index(RowIndex(data.nonchunk, data.last_seq, folded=events_.folded))
-        events_.move(events_.row_count - 1 if self.follow else 0)
+        events_.set_index(
+            RowIndex(data.nonchunk, data.last_seq, folded=events_.folded), at_end=self.follow
+        )
         self._update_position()
         self.read(summary, data.episode_id, then=self._summarized, group="summary")
 

@@ -3,6 +3,7 @@
 Only the rows on screen are drawn. Rows come from a page cache filled by the screen: when a
 row is missing the list posts :class:`EventList.PagesWanted` and draws a placeholder; the
 screen reads the pages in a worker and hands them back with :meth:`EventList.put_pages`.
+A new layout asks at once for every page its first screen needs (folded runs included).
 A :class:`~agentrunner.tui.rowindex.RowIndex` maps rows to seqs (folded runs of chunks
 included). Data comes down as reactives (``cursor``, ``folded``, ``limit``, ``term``);
 ``marks`` (row seq → a decision point's one-line mark) come down the same way; cursor
@@ -80,13 +81,26 @@ class EventList(ScrollView, can_focus=True, inherit_bindings=False):
 
     # ------------------------------------------------------------------ data in
 
-    def set_index(self, index: RowIndex) -> None:
+    def set_index(self, index: RowIndex, *, at_end: bool = False) -> None:
+        """A new layout, shown from its first row (``at_end``: its last)."""
         self.index = index
         index.folded = self.folded
         self._pages.clear()
         self._runs.clear()
         self._pending.clear()
         self._relayout()
+        self.move(self.row_count - 1 if at_end else 0)
+        self._want_rows(self.visible_rows())
+
+    def _want_rows(self, rows: range) -> None:
+        """Ask at once for every page ``rows`` need, the first chunks of folded runs
+        included (drawing asks for a run's chunks only once its first one is in: a second
+        read before the screen is complete)."""
+        for row in rows:
+            lo, hi = self.span(row)
+            last = min(hi, lo + RUN_SCAN - 1)
+            self._wanted.update(range((lo - 1) // PAGE, (last - 1) // PAGE + 1))
+        self._flush_wanted()  # now: the read overlaps the first drawing
 
     def put_pages(self, pages: dict[int, list[RowInfo]]) -> None:
         for p, rows in pages.items():
