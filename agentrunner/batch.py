@@ -31,6 +31,7 @@ from agentrunner.errors import UsageError
 from agentrunner.events import Status
 from agentrunner.members import BatchEpisode, Member, outcome, run_member, run_member_in, shared
 from agentrunner.model import AgentContext, Model, as_model
+from agentrunner.runner import RunConfig
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
 from agentrunner.system_prompt import with_system_prompt
@@ -137,6 +138,7 @@ def run_batch(
     executor: Executor = "threads",
     ray_address: str | None = None,
     branching: Branching | None = None,
+    context: dict[str, Any] | None = None,
 ) -> BatchResult:
     """Run (or continue) a batch; one episode per (task, seed), ``concurrency`` at a time.
 
@@ -144,7 +146,8 @@ def run_batch(
     ``policy_fn(observation, info) -> action``. ``cancel_check`` stops the batch: running
     episodes are cancelled cooperatively (and resumed by the next run of the batch).
     ``system_prompt`` is added to each environment's own (see :mod:`agentrunner.system_prompt`)
-    and is part of the batch's identity.
+    and is part of the batch's identity. ``context`` holds the context settings every
+    episode runs with (``context``: the policy, ``context_window``), part of it too.
 
     ``executor="ray"`` runs the episodes on a Ray cluster: the one at ``ray_address``
     (``"auto"``, ``"HOST:PORT"``, ``"ray://HOST:10001"``), a local one started for the batch
@@ -170,6 +173,8 @@ def run_batch(
     env_spec = _env_spec(env_factory)
     model_spec: dict[str, Any] = probe.spec()
     config = _batch_config(name, model_spec, env_spec, pairs, max_turns, system_prompt, branching)
+    if context:  # only then: the ids of batches without context settings stay the same
+        config["context"] = RunConfig(**context).model_dump(include=set(context))
     batch_id = batch_id_for(config)
     members = [(t, s, env_spec, model_spec) for t, s in pairs]
     if executor == "ray":
@@ -178,10 +183,10 @@ def run_batch(
         # connected first: a cluster that does not answer records nothing
         with RayExecutor(work, address=ray_address, concurrency=concurrency) as cluster:
             episodes = store.add_batch(batch_id, config, members)
-            units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
+            units = [Member(episodes[p], p[0], p[1], max_turns, branching, context) for p in pairs]
             return BatchResult(batch_id, _run_on_ray(units, cluster, on_episode, cancel_check))
     episodes = store.add_batch(batch_id, config, members)
-    units = [Member(episodes[p], p[0], p[1], max_turns, branching) for p in pairs]
+    units = [Member(episodes[p], p[0], p[1], max_turns, branching, context) for p in pairs]
     threads = _ThreadBatch(store, env_factory, probe, model_factory, cancel_check)
     return BatchResult(batch_id, threads.run(units, concurrency, on_episode))
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentrunner.events import (
+    COMPACTION,
     EVENT_KINDS,
     Cancel,
     EpisodeEnd,
@@ -142,9 +143,13 @@ class History:
             case ModelRequest():
                 self.open_request = (row.seq, row.turn, event)
             case ModelResponse() if event.stop_reason != StopReason.INCOMPLETE:
+                compaction = (
+                    self.open_request is not None and self.open_request[2].purpose == COMPACTION
+                )
                 self.open_request = None
-                self.tip = self.last_assistant = event.message_hash
-                self._new_assistant_message()
+                if not compaction:  # a compaction's answer is not part of the history
+                    self.tip = self.last_assistant = event.message_hash
+                    self._new_assistant_message()
             case Usage():
                 self.totals.add_usage(event)
             case ToolCall():

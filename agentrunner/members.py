@@ -13,7 +13,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentrunner.decisions  # noqa: F401  (the engine plugs into the runner as it loads)
 from agentrunner.branching import Branching
@@ -56,6 +56,7 @@ class Member:
     seed: int
     max_turns: int | None = None  # None: a resume keeps the recorded limit
     branching: Branching | None = None  # a resume keeps the recorded settings
+    context: dict[str, Any] | None = None  # a first run's context settings (a resume: recorded)
 
 
 def run_member(
@@ -126,6 +127,9 @@ def _run(
                 model_fn=model,
                 store=store,
                 max_turns=member.max_turns or RunConfig().max_turns,
+                config=RunConfig(
+                    max_turns=member.max_turns or RunConfig().max_turns, **(member.context or {})
+                ),
                 cancel_check=stopped,
                 episode_id=member.episode_id,
                 branching=member.branching,

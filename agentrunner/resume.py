@@ -51,6 +51,7 @@ def can_resume(
     *,
     claimed: EpisodeState | None = None,
     served: bool = False,
+    context_changed: bool = False,
 ) -> str | None:
     """Why ``episode`` cannot be resumed now, or None when it can (the one rule, for the
     CLI, the TUI, ``resume --all``, the decision engine, the resume itself and a reconnected
@@ -60,7 +61,9 @@ def can_resume(
     ``claimed``: the episode's state, read by a caller that holds its writer lease (which
     makes its derived status ``running``): its status is then the one its log gives.
     ``served``: the caller is the ``serve-env`` session that served the episode, whose
-    client continues it (no one else can: the model's side is the client's)."""
+    client continues it (no one else can: the model's side is the client's).
+    ``context_changed``: the resume changes the context settings, so an episode that stopped
+    with ``context_exhausted`` may go on (under a policy that keeps less)."""
     status, stop, error = episode.status, episode.stop_reason, None
     if claimed is not None:
         ended = claimed.ended
@@ -83,6 +86,8 @@ def can_resume(
     if status == Status.RUNNING:
         return f"it is being written by process {episode.writer_pid}; cancel it first or wait"
     if stop == StopReason.CONTEXT_EXHAUSTED:
+        if context_changed:
+            return None
         return (
             "its next request would pass the model's context window (context_exhausted), "
             "under the same context policy again; fork it with one that keeps less: agentrunner"
@@ -99,10 +104,12 @@ def can_resume(
     return None
 
 
-def check_resumable(store: TraceStore, state: EpisodeState) -> None:
+def check_resumable(
+    store: TraceStore, state: EpisodeState, *, context_changed: bool = False
+) -> None:
     """Refuse, with a clear message, an episode this run has claimed that cannot be resumed
     (:func:`can_resume` on what its log says)."""
-    why = can_resume(store, state.episode, claimed=state)
+    why = can_resume(store, state.episode, claimed=state, context_changed=context_changed)
     if why is not None:
         raise UsageError(f"episode {state.episode.episode_id} cannot be resumed: {why}")
 
@@ -157,7 +164,7 @@ def resume_episode(
         return _run_fresh(
             store, episode, env, model_fn, max_turns, cancel_check, observer, branching, context
         )
-    why = can_resume(store, episode)
+    why = can_resume(store, episode, context_changed=bool(context))
     if why is not None:
         raise UsageError(f"episode {episode_id} cannot be resumed: {why}")
     # Claim first, then read: no other resumer can append between our read and our writes.
@@ -165,7 +172,7 @@ def resume_episode(
     with store.lease(episode_id):
         try:
             state = rebuild(store, episode_id)
-            check_resumable(store, state)
+            check_resumable(store, state, context_changed=bool(context))
             if branching is None and episode.parent_episode_id is None:
                 branching = Branching.recorded(state.start.config)  # as it was run (not forks)
             model = _model_for(state.episode, model_fn)

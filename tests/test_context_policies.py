@@ -9,8 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.context import mask_cutoff
 from agentrunner.envs.workspace import WorkspaceEnv
@@ -195,11 +193,6 @@ def test_resuming_a_pending_fork_takes_the_context_flags_and_records_them(
     assert requests[-1]["context_window"] == 9000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="resume.py's can_resume refuses a context_exhausted episode even when the resume "
-    "changes the context settings (the lead's file)",
-)
 def test_resume_with_mask_continues_an_episode_none_stopped(tmp_path: Path) -> None:
     script, db = _script(tmp_path, _printing_turns(12)), str(tmp_path / "t.db")
     ran = run_cli("--db", db, "--json", "run", "--model", f"scripted:{script}",
@@ -216,3 +209,20 @@ def test_the_commands_that_take_a_policy_show_their_help(tmp_path: Path) -> None
         shown = run_cli("--db", str(tmp_path / "t.db"), command, "--help")
         assert shown.returncode == 0, shown.stderr
         assert "summarize[:MODEL] (at 80% of the window" in " ".join(shown.stdout.split())
+
+
+def test_a_batch_runs_its_episodes_with_the_context_flags_and_records_them(
+    tmp_path: Path,
+) -> None:
+    script, db = _script(tmp_path, _printing_turns(16)), str(tmp_path / "t.db")
+    ran = run_cli("--db", db, "--json", "batch", "--model", f"scripted:{script}",
+                  "--task", "demo-mean", "--seeds", "0-1", "--max-turns", "40",
+                  "--context", "mask:2", "--context-window", "2500")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    store = TraceStore(db)
+    for episode in json.loads(ran.stdout)["episodes"]:
+        episode_id = episode["episode_id"]
+        start = next(e.payload for e in store.iter_events(episode_id) if e.kind == "episode.start")
+        reported = [u["input_tokens"] for u in _payloads(store, episode_id, "usage")]
+        assert (start["config"]["context"], start["config"]["context_window"]) == ("mask:2", 2500)
+        assert (episode["status"], max(reported) <= 2500) == ("completed", True)

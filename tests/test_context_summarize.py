@@ -197,11 +197,6 @@ class DiesRightAfterTheFirstCompaction(Received):
         return super().__call__(context)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="history.py folds the compaction's model.response into the history's tip (the "
-    "lead's file: a response closing a purpose=compaction request must leave the tip)",
-)
 def test_a_resume_after_a_compaction_continues_the_history_not_the_summary(
     store: TraceStore, env: WorkspaceEnv, tmp_path: Path
 ) -> None:

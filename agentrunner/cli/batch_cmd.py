@@ -20,7 +20,13 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
-from agentrunner.cli.model_opts import add_model_options, model_options, system_prompt
+from agentrunner.cli.model_opts import (
+    add_context_options,
+    add_model_options,
+    context_settings,
+    model_options,
+    system_prompt,
+)
 from agentrunner.cli.ray_opts import add_ray_option, ray_executor
 from agentrunner.cli.run_cmd import DEFAULT_MODEL
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
@@ -80,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="a name for the batch (part of its identity)")
     add_ray_option(p)
     add_model_options(p, system_prompt=True)
+    add_context_options(p, keeps="none, and the model table's window")
     add_sandbox_options(p)
     add_branching_options(p, concurrency=False)
 
@@ -158,6 +165,7 @@ def batch(args: argparse.Namespace) -> int:
                 executor="ray" if on_ray else "threads",
                 ray_address=address,
                 branching=branching,
+                context=context_settings(args) or None,
             )
     except KeyboardInterrupt:
         stderr_console().print("[yellow]batch cancelled[/]; run the same command to resume it")
