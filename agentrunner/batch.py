@@ -31,6 +31,7 @@ from agentrunner.errors import UsageError
 from agentrunner.events import Status
 from agentrunner.members import BatchEpisode, Member, outcome, run_member, run_member_in, shared
 from agentrunner.model import AgentContext, Model, as_model
+from agentrunner.recorder import Observer
 from agentrunner.runner import RunConfig
 from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
@@ -139,6 +140,7 @@ def run_batch(
     ray_address: str | None = None,
     branching: Branching | None = None,
     context: dict[str, Any] | None = None,
+    observer_factory: Callable[[], Observer] | None = None,
 ) -> BatchResult:
     """Run (or continue) a batch; one episode per (task, seed), ``concurrency`` at a time.
 
@@ -148,6 +150,8 @@ def run_batch(
     ``system_prompt`` is added to each environment's own (see :mod:`agentrunner.system_prompt`)
     and is part of the batch's identity. ``context`` holds the context settings every
     episode runs with (``context``: the policy, ``context_window``), part of it too.
+    ``observer_factory`` gives each episode run in this process an observer of its events
+    (live OpenTelemetry export, :mod:`agentrunner.export.otlp_live`); not with Ray.
 
     ``executor="ray"`` runs the episodes on a Ray cluster: the one at ``ray_address``
     (``"auto"``, ``"HOST:PORT"``, ``"ray://HOST:10001"``), a local one started for the batch
@@ -159,6 +163,11 @@ def run_batch(
         raise UsageError(f"executor must be 'threads' or 'ray', not {executor!r}")
     if executor == "ray":
         require_ray()
+        if observer_factory is not None:
+            raise UsageError(
+                "a live observer (--otlp-endpoint) sees episodes run in this process only, not"
+                " on Ray workers: export the batch afterwards (export --format otlp --endpoint)"
+            )
     pairs = _pairs(task_seed_pairs)
     if system_prompt is not None:
         env_factory = _adding_system_prompt(env_factory, system_prompt)
@@ -187,7 +196,7 @@ def run_batch(
             return BatchResult(batch_id, _run_on_ray(units, cluster, on_episode, cancel_check))
     episodes = store.add_batch(batch_id, config, members)
     units = [Member(episodes[p], p[0], p[1], max_turns, branching, context) for p in pairs]
-    threads = _ThreadBatch(store, env_factory, probe, model_factory, cancel_check)
+    threads = _ThreadBatch(store, env_factory, probe, model_factory, cancel_check, observer_factory)
     return BatchResult(batch_id, threads.run(units, concurrency, on_episode))
 
 
@@ -235,10 +244,12 @@ class _ThreadBatch:
         probe: Model,
         model_factory: Callable[[], Model] | None,
         cancel_check: Callable[[], bool] | None,
+        observer_factory: Callable[[], Observer] | None = None,
     ) -> None:
         self.store, self.env_factory = store, env_factory
         self.probe, self.model_factory = probe, model_factory
         self.cancel_check = cancel_check
+        self.observer_factory = observer_factory
         self.stop = threading.Event()
         self.local = threading.local()
 
@@ -261,7 +272,10 @@ class _ThreadBatch:
             return outcome(
                 member.task_id, member.seed, member.episode_id, "skipped", None, "batch cancelled"
             )
-        return run_member_in(self.store, self.env_factory, self.worker_model, member, self.stopped)
+        observer = self.observer_factory() if self.observer_factory is not None else None
+        return run_member_in(
+            self.store, self.env_factory, self.worker_model, member, self.stopped, observer
+        )
 
     def run(
         self,

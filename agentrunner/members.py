@@ -21,6 +21,7 @@ from agentrunner.environment import Environment
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.events import Status, StopReason
 from agentrunner.model import Model
+from agentrunner.recorder import Observer
 from agentrunner.resume import resume_episode
 from agentrunner.runner import Rollout, RunConfig, run_agent_episode
 from agentrunner.store import EpisodeSummary, TraceStore
@@ -82,6 +83,7 @@ def run_member_in(
     model_factory: Callable[[], Model] | None,
     member: Member,
     stopped: Callable[[], bool],
+    observer: Observer | None = None,
 ) -> BatchEpisode:
     """:func:`run_member` in an open store (a batch's threads share one). Another driver of
     the same batch (the command started twice) may claim the episode between this one's
@@ -95,7 +97,7 @@ def run_member_in(
         if summary.status in (Status.COMPLETED, Status.RUNNING):
             return summary_outcome(store, member.task_id, member.seed, member.episode_id, "skipped")
         try:
-            return _run(store, env_factory, model_factory, member, stopped, summary)
+            return _run(store, env_factory, model_factory, member, stopped, summary, observer)
         except UsageError as exc:
             now = store.episode(member.episode_id).status
             if now not in (Status.RUNNING, Status.COMPLETED):  # this run's own refusal
@@ -112,6 +114,7 @@ def _run(
     member: Member,
     stopped: Callable[[], bool],
     summary: EpisodeSummary,
+    observer: Observer | None,
 ) -> BatchEpisode:
     """Run or resume the member's episode; a refused claim raises ``UsageError``, any other
     failure is the outcome's error."""
@@ -133,6 +136,7 @@ def _run(
                 cancel_check=stopped,
                 episode_id=member.episode_id,
                 branching=member.branching,
+                observer=observer,
             )
         else:
             rollout = resume_episode(
@@ -142,6 +146,7 @@ def _run(
                 model_fn=model,
                 max_turns=member.max_turns,
                 cancel_check=stopped,
+                observer=observer,
             )
         action = "ran" if fresh else "resumed"
         return outcome(member.task_id, member.seed, member.episode_id, action, rollout)

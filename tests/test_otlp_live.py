@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_cli
 from otlp_support import own_tool_calls, own_usage, phoenix_server, phoenix_spans, wait_for_spans
 from pydantic import BaseModel
 
@@ -341,3 +342,23 @@ def test_phoenix_shows_a_live_runs_spans_while_it_runs(tmp_path: Path) -> None:
     )
     named = [(s["attributes"]["tool.id"], s["attributes"]["tool.name"]) for s in ran]
     assert named == own_tool_calls(db, episode)
+
+
+def test_run_and_batch_send_their_spans_live_from_the_command_line(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    url, handler = receiver
+    db = str(tmp_path / "cli.db")
+    ran = run_cli("run", "--db", db, "--json", "--otlp-endpoint", url)
+    batch = run_cli(
+        "batch", "--db", db, "--task", "demo-mean", "--seeds", "0-1", "--otlp-endpoint", url
+    )
+    assert ran.returncode == 0 and batch.returncode == 0, batch.stderr[-2000:]
+    assert "OTLP: sent" in ran.stderr and "OTLP: sent" in batch.stderr
+    with TraceStore(db) as store:
+        episodes = store.episode_ids()
+        expected = sum(len(episode_spans(store, e, content=True)) for e in episodes)
+    assert len(episodes) == 3 and len(handler.spans) == expected
+    assert len({span.trace_id for span in handler.spans}) == 3  # one trace per episode
+    on_ray = run_cli("batch", "--db", db, "--seeds", "0", "--ray", "--otlp-endpoint", url)
+    assert on_ray.returncode == 2 and "not on Ray workers" in on_ray.stderr.replace("\n", " ")

@@ -27,6 +27,7 @@ from agentrunner.cli.model_opts import (
     model_options,
     system_prompt,
 )
+from agentrunner.cli.otlp_opts import add_otlp_options, close_live_otlp, live_otlp
 from agentrunner.cli.ray_opts import add_ray_option, ray_executor
 from agentrunner.cli.run_cmd import DEFAULT_MODEL
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
@@ -88,6 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p, system_prompt=True)
     add_context_options(p, keeps="none, and the model table's window")
     add_sandbox_options(p)
+    add_otlp_options(p)
     add_branching_options(p, concurrency=False)
 
 
@@ -147,6 +149,7 @@ def batch(args: argparse.Namespace) -> int:
                 line(f"{e.task_id} seed {e.seed}: {e.action} {e.status} {e.error or ''}")
             )
 
+    live = live_otlp(args, store)
     try:
         with progress:
             result = run_batch(
@@ -166,10 +169,13 @@ def batch(args: argparse.Namespace) -> int:
                 ray_address=address,
                 branching=branching,
                 context=context_settings(args) or None,
+                observer_factory=live.observer if live is not None else None,
             )
     except KeyboardInterrupt:
         stderr_console().print("[yellow]batch cancelled[/]; run the same command to resume it")
         os._exit(130)
+    finally:
+        close_live_otlp(live)
     if args.json:
         print_json(result.to_dict())
     else:

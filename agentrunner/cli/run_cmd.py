@@ -24,6 +24,7 @@ from agentrunner.cli.model_opts import (
     model_options,
     system_prompt,
 )
+from agentrunner.cli.otlp_opts import add_otlp_options, close_live_otlp, live_otlp
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
 from agentrunner.decisions import spend
@@ -35,6 +36,7 @@ from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
 from agentrunner.errors import StoreError, UsageError
 from agentrunner.events import MessageEvent
 from agentrunner.formatting import plural
+from agentrunner.recorder import Observer
 from agentrunner.resume import can_resume
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, RunConfig, run_agent_episode
 from agentrunner.safe_text import literal
@@ -133,6 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p, system_prompt=True)
     add_context_options(p, keeps="none, and the model table's window")
     add_sandbox_options(p)
+    add_otlp_options(p)
     add_branching_options(p, concurrency=True)
 
 
@@ -231,7 +234,10 @@ def run(args: argparse.Namespace) -> int:
     branching = branching_from_args(args)
     store = open_store(args)
     renderer = EventRenderer(stderr_console(), verbose=args.verbose, store=store)
-    observer = renderer if branching is None else _WithDecisions(renderer, store)
+    observer: Observer = renderer if branching is None else _WithDecisions(renderer, store)
+    live = live_otlp(args, store)
+    if live is not None:
+        observer = live.observer(observer)
     try:
         rollout = run_agent_episode(
             env=env,
@@ -246,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         env.close()
+        close_live_otlp(live)
     return report(args, rollout, store)
 
 
