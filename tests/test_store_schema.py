@@ -21,6 +21,7 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from agentrunner import TraceStore
+from agentrunner.cli.main import main
 from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import postgres_schema, schema
 from agentrunner.store.dialect import POSTGRES, SQLITE, Dialect
@@ -324,6 +325,11 @@ def test_a_sqlite_store_migrated_from_the_first_schema_holds_what_a_new_one_hold
     assert _sqlite_definitions(old) == _sqlite_definitions(new)
 
 
+def _migrate_postgres(url: str) -> None:
+    """What migrates a Postgres store (or makes a new one): ``agentrunner db migrate``."""
+    assert main(["db", "migrate", "--db", url]) == 0
+
+
 @pytest.mark.parametrize(
     "applied",
     range(len(postgres_schema.KNOWN)),
@@ -334,7 +340,7 @@ def test_a_postgres_store_new_or_of_an_earlier_schema_holds_the_one_definition(
 ) -> None:
     if applied:
         _postgres_store_of_schema(pg_url, applied)
-    TraceStore(pg_url).close()  # opening it makes or migrates it
+    _migrate_postgres(pg_url)
     differences = _differences(_postgres_shape(pg_url), _expected(POSTGRES))
     assert not differences, "\n".join(differences)
 
@@ -380,7 +386,7 @@ def test_a_postgres_store_migrated_from_the_first_schema_holds_what_a_new_one_ho
     new, old = pg_server.schema_url(), pg_server.schema_url()
     TraceStore(new).close()
     _postgres_store_of_schema(old, 1)
-    TraceStore(old).close()
+    _migrate_postgres(old)
     assert _differing("store", _postgres_shape(old), _postgres_shape(new)) == []
     assert _postgres_definitions(old) == _postgres_definitions(new)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.errors import UsageError
+from agentrunner.errors import StoreSchemaError, UsageError
 from agentrunner.store.location import user_db_path
 
 if TYPE_CHECKING:
@@ -74,6 +74,10 @@ def new_command(
 CREATING_COMMANDS = frozenset({"run", "batch", "import", "record", "proxy", "serve-env"})
 """Only these may make a new store; every other command reads (or adds to) an existing one."""
 
+WRITING_COMMANDS = CREATING_COMMANDS | {"resume", "fork", "replay", "fanout", "rm", "verify", "gc"}
+"""These write to the store: on a shared (Postgres) store of an earlier schema they refuse
+(only ``agentrunner db migrate`` migrates one); the others read what the store holds."""
+
 
 def store_location(args: argparse.Namespace) -> str | Path:
     """The store ``--db``, ``$AGENTRUNNER_DB`` or the per-user default names. A command that
@@ -94,11 +98,30 @@ def store_location(args: argparse.Namespace) -> str | Path:
 
 def open_store(args: argparse.Namespace) -> TraceStore:
     """The store ``--db`` (or the default) names. Commands that only read or add to a store
-    never create one (nor convert an empty or foreign file): they say where they looked."""
+    never create one (nor convert an empty or foreign file): they say where they looked.
+
+    A Postgres store of an earlier schema is never migrated here: a command that writes
+    refuses it (naming ``agentrunner db migrate``), one that reads reads what it holds and
+    says on stderr that it lags."""
     from agentrunner.store import TraceStore
 
-    create = getattr(args, "command", None) in CREATING_COMMANDS
-    return TraceStore(store_location(args), create=create)
+    command = getattr(args, "command", None)
+    store = TraceStore(store_location(args), create=command in CREATING_COMMANDS)
+    if store.sql.postgres:
+        from agentrunner.store import postgres_schema
+
+        behind = postgres_schema.pending(store.raw_connection(), store.where)
+        if behind and command in WRITING_COMMANDS:
+            store.close()
+            raise StoreSchemaError(postgres_schema.behind_message(store.where, behind))
+        if behind:
+            print(
+                f"agentrunner: {store.where} lags this agentrunner's schema by"
+                f" {len(behind)} migration(s) ({', '.join(behind)}); shown is what it holds;"
+                " `agentrunner db migrate` brings it up to date",
+                file=sys.stderr,
+            )
+    return store
 
 
 @functools.cache

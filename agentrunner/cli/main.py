@@ -78,6 +78,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gc_cmd",
         "reclaim space: delete content no episode references (after rm), then vacuum",
     ),
+    "db": (
+        "db_cmd",
+        "migrate a store's schema explicitly, or show its schema, sessions and size",
+    ),
     "tasks": ("tasks_cmd", "list tasks"),
     "tui": ("tui_cmd", "browse, follow, replay, branch and resume episodes in a terminal UI"),
     "serve-env": (

@@ -199,11 +199,15 @@ def _check_foreign_tables(conn: sqlite3.Connection, path: Path, done: list[str])
 
 
 def open_connections(
-    path: Path, synchronous: Synchronous = "NORMAL", *, create: bool = True
+    path: Path, synchronous: Synchronous = "NORMAL", *, create: bool = True, migrated: bool = True
 ) -> Connections:
     """Validate ``path`` and return its connection pool, with the schema up to date.
 
-    Only with ``create`` is a missing store (and its folder) made."""
+    Only with ``create`` is a missing store (and its folder) made. A store file is migrated
+    as it is opened: it is one user's (every process that can read it, WAL needs to write
+    its folder too, so there is no reader that cannot migrate, and no server shares it with
+    other machines' clients); a shared store is Postgres, migrated only by ``db migrate``.
+    Without ``migrated`` the schema is left as found (``db status``, ``db migrate``)."""
     if synchronous not in ("NORMAL", "FULL"):
         raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
     _check_file(path, create=create)
@@ -213,5 +217,6 @@ def open_connections(
         except OSError as exc:
             raise StoreError(f"cannot create the store's folder {path.parent}: {exc}") from None
     conns = Connections(path, synchronous)
-    migrate(conns.get().raw, path)
+    if migrated:
+        migrate(conns.get().raw, path)
     return conns

@@ -141,6 +141,23 @@ class Dialect:
             return f"{insert} ON CONFLICT DO NOTHING"
         return insert.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 
+    @property
+    def table_sizes(self) -> str:
+        """A query of (table, bytes) for every table of the store, its indexes included
+        (SQLite: the ``dbstat`` pages each table and its indexes use; Postgres: the
+        current schema's tables, TOAST and indexes), largest first."""
+        if self.postgres:
+            return (
+                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
+                " WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'"
+                " ORDER BY 2 DESC, 1"
+            )
+        return (
+            "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d"
+            " LEFT JOIN sqlite_master m ON m.name = d.name"
+            " GROUP BY coalesce(m.tbl_name, d.name) ORDER BY 2 DESC, 1"
+        )
+
     def least(self, a: str, b: str) -> str:
         return f"LEAST({a}, {b})" if self.postgres else f"min({a}, {b})"
 

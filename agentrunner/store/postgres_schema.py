@@ -4,23 +4,20 @@ Postgres, and the named, append-only migrations (table ``agentrunner_migrations`
 a store of an earlier schema to it.
 
 A migration, once released, is never edited or removed; changes are new migrations appended
-at the end. A new store is recorded as having applied every migration. A database that has
+at the end. A new store is recorded as having applied every migration. A client opening a
+store never migrates it (it is shared: a migration locks out every older client); only
+``agentrunner db migrate`` (:func:`upgrade`) does. A database that has
 applied a migration this code does not know was written by a newer agentrunner and is
 refused, as is one holding an ``episodes`` table agentrunner did not make.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import eventlog
 from agentrunner.store.ddl import create_tables
-from agentrunner.store.dialect import POSTGRES, pg_json
+from agentrunner.store.dialect import POSTGRES, Conn, pg_json
 from agentrunner.store.status import status_sql
-
-if TYPE_CHECKING:
-    from agentrunner.store.postgres import PgConnection
 
 LOCK_KEY = 0x61_67_65_6E_74  # "agent": the store's write lock (pg_advisory_xact_lock)
 
@@ -274,19 +271,42 @@ NEW_STORE: tuple[str, ...] = (
 """A new store, as every migration above leaves one."""
 
 
-def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
-    """Refuse a newer-schema or foreign database; make a new store or apply pending
-    migrations, one process at a time (under the store's write lock). An up-to-date store is
-    only read (a role that may only read opens it). Without ``create`` a database without the
-    store's tables is an error and nothing is made."""
+def migrate(conn: Conn, where: str, *, create: bool = True) -> None:
+    """Check the store as a client opens it, and never migrate it: a store is shared, and a
+    migration locks every older client out, so only ``agentrunner db migrate`` (:func:`upgrade`)
+    applies one. A newer-schema store is refused. A store one or more migrations behind is
+    only read: a reader reads what it holds (:func:`pending` says what it lacks); a client
+    that writes (``create``) is refused, told to run ``db migrate``. Without a store, ``create``
+    makes a new one (nothing shares it yet); otherwise nothing is made and that is an error."""
     if conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]:
-        if not _pending(conn, where):
-            return
-    elif not create:
+        behind = pending(conn, where)
+        if behind and create:
+            raise StoreSchemaError(behind_message(where, behind))
+        return
+    if not create:
         raise StoreError(
             f"no trace store in {where}; make one there with `agentrunner run --db URL ...`"
-            " (or `agentrunner copy --to URL`)"
+            " (or `agentrunner copy --to URL`, or `agentrunner db migrate --db URL`)"
         )
+    upgrade(conn, where)
+
+
+def behind_message(where: str, behind: list[str]) -> str:
+    """What a client that writes says of a store ``behind`` this agentrunner's schema."""
+    return (
+        f"{where} has an earlier schema than this agentrunner ({len(behind)} migration(s)"
+        f" pending: {', '.join(behind)}); a shared store is migrated only by"
+        " `agentrunner db migrate --db URL` (as the role that owns its tables, once every"
+        " client that writes to it is upgraded)"
+    )
+
+
+def upgrade(conn: Conn, where: str, *, grant_read: str | None = None) -> list[str]:
+    """Make a new store, or apply the pending migrations, one process at a time (under the
+    store's write lock), and return the migrations applied. With ``grant_read``, that role
+    may read the store: its schema, every table and view, and (default privileges) every
+    table a later migration run by this role adds. A newer-schema store or a database with
+    an ``episodes`` table agentrunner did not make is refused, and nothing is done."""
     conn.execute("BEGIN")
     try:
         conn.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_KEY,))
@@ -294,24 +314,59 @@ def migrate(conn: PgConnection, where: str, *, create: bool = True) -> None:
             "CREATE TABLE IF NOT EXISTS agentrunner_migrations"
             " (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
         )
-        pending = _pending(conn, where)  # again, under the lock: another may have migrated
+        todo = pending(conn, where)  # under the lock: another may have migrated
         if (
-            len(pending) == len(MIGRATIONS)
+            len(todo) == len(MIGRATIONS)
             and conn.execute("SELECT to_regclass('episodes')").fetchone()[0]
         ):
             raise StoreError(
                 f"{where} has a table 'episodes' that agentrunner did not make; give another"
                 " database (or a schema: ?options=-csearch_path%3Dagentrunner)"
             )
-        for statement in _statements(pending):
+        for statement in _statements(todo):
             conn.execute(statement)
-        for name in pending:
+        for name in todo:
             conn.execute("INSERT INTO agentrunner_migrations (name) VALUES (?)", (name,))
+        if grant_read is not None:
+            schema = conn.execute("SELECT current_schema()").fetchone()[0]
+            for statement in read_grants(schema, grant_read):
+                conn.execute(statement)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    return todo
+
+
+def read_grants(schema: str, role: str) -> tuple[str, ...]:
+    """What lets ``role`` read the store in ``schema``, now and after later migrations made
+    by the role that grants (``ALTER DEFAULT PRIVILEGES`` covers the tables and views that
+    role creates there from then on)."""
+    where, who = _identifier(schema), _identifier(role)
+    return (
+        f"GRANT USAGE ON SCHEMA {where} TO {who}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA {where} TO {who}",
+        f"ALTER DEFAULT PRIVILEGES IN SCHEMA {where} GRANT SELECT ON TABLES TO {who}",
+    )
+
+
+def sessions(conn: Conn) -> list[dict[str, str | int | None]]:
+    """The other client sessions connected to the store's database (``pg_stat_activity``;
+    another role's sessions show what the server lets this role see)."""
+    rows = conn.execute(
+        "SELECT pid, usename, application_name, client_addr::text, state,"
+        " to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        " FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND backend_type = 'client backend' ORDER BY backend_start"
+    ).fetchall()
+    keys = ("pid", "user", "application", "client", "state", "since")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def _identifier(name: str) -> str:
+    """``name`` quoted as a Postgres identifier (any name, exactly as given)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _statements(pending: list[str]) -> tuple[str, ...]:
@@ -322,7 +377,15 @@ def _statements(pending: list[str]) -> tuple[str, ...]:
     return tuple(s for name, statements in MIGRATIONS if name in pending for s in statements)
 
 
-def _pending(conn: PgConnection, where: str) -> list[str]:
+def applied(conn: Conn) -> list[str]:
+    """The migrations this database has applied, in the order applied (none without a store)."""
+    if not conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]:
+        return []
+    rows = conn.execute("SELECT name FROM agentrunner_migrations ORDER BY applied_at, name")
+    return [r[0] for r in rows]
+
+
+def pending(conn: Conn, where: str) -> list[str]:
     """The migrations this database has not applied (a newer one it has is refused)."""
     applied = [r[0] for r in conn.execute("SELECT name FROM agentrunner_migrations")]
     unknown = [name for name in applied if name not in KNOWN]
