@@ -14,121 +14,27 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.cells import cell_len
-from rich.console import COLOR_SYSTEMS, Console
-from rich.rule import Rule
-from rich.segment import Segment
-from rich.style import Style
+from rich.console import Console
 from rich.text import Text
 
 from agentrunner import events as ev
+from agentrunner.cli.batched_output import BatchedOutput
 from agentrunner.cli.common import reward_text
+from agentrunner.cli.event_fields import read_fields
 from agentrunner.decision_log import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS, count, plural, unique_prefixes
-from agentrunner.safe_text import Part, line, visible
+from agentrunner.safe_text import Part, line
 from agentrunner.types import Message
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from agentrunner.store import TraceStore
+    from agentrunner.store import EventRow, TraceStore
 
 MAX_OBS_LINES = 12
 MAX_PROMPT_LINES = 20
-BATCH_CHARS = 1 << 16
-"""Most characters a batched renderer holds before writing them."""
-
-
-class BatchedOutput:
-    """Text printed to one console as Rich prints it, in as few writes as possible.
-
-    Each ``print`` costs Rich a look at the environment and the terminal and a pass over a
-    ``Text``, so a held line (``hold=True``: ``show``) that Rich would print as it is (no tab
-    to expand, no line to wrap, no style across a newline) is rendered here from its parts,
-    made visible by :func:`~agentrunner.safe_text.visible`, with the console's own styles and
-    colour system; rules are rendered by Rich with options read once. Both are written in
-    batches of about :data:`BATCH_CHARS` (:meth:`flush` writes what is held). Any other
-    piece, and every piece of a live view (``hold=False``: it prints each event as it
-    arrives), goes through ``console.print``.
-    """
-
-    def __init__(self, console: Console, *, hold: bool) -> None:
-        self.console = console
-        self.hold = hold
-        self._held: list[str] = []
-        self._size = 0
-        self._styles: dict[str, Style] = {}
-        self._colours = COLOR_SYSTEMS.get(console.color_system or "")
-        self._options = console.options
-        self._width = console.width  # read once: Rich looks at the environment each time
-
-    def add(self, text: Text, *, soft_wrap: bool = False, end: str = "\n") -> None:
-        """Print ``text`` followed by ``end`` through the console (after what is held)."""
-        self.flush()
-        self.console.print(text, soft_wrap=soft_wrap, end=end)
-
-    def line(self, *parts: Part, soft_wrap: bool = False, end: str = "\n") -> None:
-        """Print :func:`~agentrunner.safe_text.line` of ``parts`` followed by ``end``."""
-        rendered = self._render_parts(parts, soft_wrap) if self.hold else None
-        if rendered is None:
-            self.add(line(*parts), soft_wrap=soft_wrap, end=end)
-            return
-        self._held += (rendered, end)
-        self._size += len(rendered) + 1
-        if self._size >= BATCH_CHARS:
-            self.flush()
-
-    def _render_parts(self, parts: Sequence[Part], soft_wrap: bool) -> str | None:
-        """The parts of a line as Rich would write them, or None when Rich must lay it out."""
-        shown = [(visible(p), "") if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts]
-        plain = "".join(text for text, _ in shown)
-        if "\t" in plain or (not soft_wrap and cell_len(plain) > self._width):
-            return None
-        if self._colours is None:
-            return plain
-        out = []
-        for text, style in shown:
-            if style and text:
-                if "\n" in text:
-                    return None  # a style across lines
-                text = self._style(style).render(text, color_system=self._colours)
-            out.append(text)
-        return "".join(out)
-
-    def rule(self, title: str | Text) -> None:
-        """A dim rule across the console with ``title`` (markup of our own) in its middle."""
-        if not self.hold:
-            self.console.rule(title, style="dim")
-            return
-        segments = self.console.render(Rule(title, style="dim"), self._options)
-        if self.console.no_color and self._colours:
-            segments = Segment.remove_color(segments)
-        self._held += (
-            style.render(text, color_system=self._colours) if style else text
-            for text, style, _ in segments
-        )
-        self._size += self._width
-
-    def newline(self) -> None:
-        """End the line."""
-        self.line()
-
-    def flush(self) -> None:
-        """Write what is held."""
-        if self._held:
-            held, self._held, self._size = self._held, [], 0
-            self.console.file.write("".join(held))
-            self.console.file.flush()
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self.console.get_style(name)
-            if self.console.no_color:
-                style = style.without_color
-            self._styles[name] = style
-        return style
+CHANNEL_STYLE = {"reasoning": "dim italic", "refusal": "bold red"}
 
 
 def _short_args(arguments: str, parsed: dict[str, Any] | None, limit: int = 160) -> str:
@@ -217,6 +123,38 @@ class EventRenderer:
             self.out.newline()
             self._open_channel = None
 
+    def row(self, row: EventRow) -> None:
+        """Render a stored event: one of the kinds a transcript is mostly made of from its
+        payload's JSON fields (:mod:`~agentrunner.cli.event_fields`), any other typed."""
+        p = read_fields(row.kind, row.payload_json)
+        if p is None:
+            self(row.seq, row.turn, row.typed())
+            return
+        if self._kept_raw:
+            self._flush_kept_raw()
+        kind = row.kind
+        if kind == "model.chunk":
+            self._model_chunk(p["channel"], p["text"])
+        elif kind == "model.request":
+            self._model_request(row.turn, p["provider"], p["model"], p.get("purpose", "turn"))
+        elif kind == "model.response":
+            self._model_response(p.get("refusal"), p.get("stop_reason"))
+        elif kind == "usage":
+            self._usage(
+                p.get("input_tokens", 0),
+                p.get("output_tokens", 0),
+                p.get("reasoning_tokens", 0),
+                p.get("cost_usd"),
+            )
+        elif kind == "tool.call":
+            self._tool_call(p["name"], p["arguments"], p.get("parsed"))
+        else:
+            self._tool_result(
+                p["observation"], p.get("error"), p.get("reward"), p.get("done", False)
+            )
+        if row.seq in self._unfinished:  # a decision point the main line has not finished
+            self._decision(self._unfinished.pop(row.seq))
+
     def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
         if isinstance(payload, ev.Error) and (payload.where, payload.type) == KEPT_RAW:
             self._close_stream()
@@ -232,17 +170,19 @@ class EventRenderer:
             case ev.MessageEvent():
                 self._message(turn, payload)
             case ev.ModelRequest():
-                self._model_request(turn, payload)
+                self._model_request(turn, payload.provider, payload.model, payload.purpose)
             case ev.ModelChunk():
-                self._model_chunk(turn, payload)
+                self._model_chunk(payload.channel, payload.text)
             case ev.ModelResponse():
-                self._model_response(turn, payload)
+                self._model_response(payload.refusal, payload.stop_reason)
             case ev.Usage():
-                self._usage(turn, payload)
+                p = payload
+                self._usage(p.input_tokens, p.output_tokens, p.reasoning_tokens, p.cost_usd)
             case ev.ToolCall():
-                self._tool_call(turn, payload)
+                self._tool_call(payload.name, payload.arguments, payload.parsed)
             case ev.ToolResult():
-                self._tool_result(turn, payload)
+                p = payload
+                self._tool_result(p.observation, p.error, p.reward, p.done)
             case ev.Cancel():
                 self._cancel(turn, payload)
             case ev.Error():
@@ -377,49 +317,56 @@ class EventRenderer:
         except StoreError:
             return None
 
-    def _model_request(self, turn: int, p: ev.ModelRequest) -> None:
+    def _model_request(self, turn: int, provider: str, model: str, purpose: str) -> None:
         self._close_stream()
-        self._rule(line((f"turn {turn}", "bold"), f" · {p.provider}:{p.model}"))
+        self._rule(line((f"turn {turn}", "bold"), f" · {provider}:{model}"))
 
-    def _model_chunk(self, turn: int, p: ev.ModelChunk) -> None:
-        if p.channel == "tool_args":
+    def _model_chunk(self, channel: str, text: str) -> None:
+        if channel == "tool_args":
             return
-        if self._open_channel != p.channel:
+        if self._open_channel != channel:
             self._close_stream()
-            self._open_channel = p.channel
-            if p.channel == "reasoning":
+            self._open_channel = channel
+            if channel == "reasoning":
                 self.out.line(("thinking:", "dim italic"), " ", soft_wrap=True, end="")
-        style = {"reasoning": "dim italic", "refusal": "bold red"}.get(p.channel, "")
-        self.out.line((p.text, style), soft_wrap=True, end="")
+        self.out.line((text, CHANNEL_STYLE.get(channel, "")), soft_wrap=True, end="")
 
-    def _model_response(self, turn: int, p: ev.ModelResponse) -> None:
+    def _model_response(self, refusal: str | None, stop_reason: str | None) -> None:
         self._close_stream()
-        if p.refusal:
-            self.out.line(("refusal:", "bold red"), " ", p.refusal)
-        if p.stop_reason in (None, ev.StopReason.INCOMPLETE):
+        if refusal:
+            self.out.line(("refusal:", "bold red"), " ", refusal)
+        if stop_reason in (None, ev.StopReason.INCOMPLETE):
             self.out.line(("stream ended without a finish reason", "yellow"))
 
-    def _usage(self, turn: int, p: ev.Usage) -> None:
-        cost = "?" if p.cost_usd is None else f"${p.cost_usd:.4f}"
+    def _usage(
+        self,
+        input_tokens: int | None,
+        output: int | None,
+        reasoning: int | None,
+        cost: float | None,
+    ) -> None:
+        spent = "?" if cost is None else f"${cost:.4f}"
         self.out.line(
             (
-                f"  usage: {count(p.input_tokens)} in · {count(p.output_tokens)} out"
-                f" · {count(p.reasoning_tokens)} reasoning · {cost}",
+                f"  usage: {count(input_tokens)} in · {count(output)} out"
+                f" · {count(reasoning)} reasoning · {spent}",
                 "dim",
             )
         )
 
-    def _tool_call(self, turn: int, p: ev.ToolCall) -> None:
+    def _tool_call(self, name: str, arguments: str, parsed: dict[str, Any] | None) -> None:
         self._close_stream()
-        args = _short_args(p.arguments, p.parsed)
-        self.out.line((f"▶ {p.name}", "bold cyan"), "(", (args, "cyan"), ")")
+        args = _short_args(arguments, parsed)
+        self.out.line((f"▶ {name}", "bold cyan"), "(", (args, "cyan"), ")")
 
-    def _tool_result(self, turn: int, p: ev.ToolResult) -> None:
-        self._lines(p.observation, "red" if p.error else "green", MAX_OBS_LINES)
+    def _tool_result(
+        self, observation: str, error: str | None, reward: float | None, done: bool
+    ) -> None:
+        self._lines(observation, "red" if error else "green", MAX_OBS_LINES)
         extra = []
-        if p.reward is not None:
-            extra.append(f"reward {p.reward:g}")
-        if p.done:
+        if reward is not None:
+            extra.append(f"reward {reward:g}")
+        if done:
             extra.append("done")
         if extra:
             self.out.line("  ", (" · ".join(extra), "bold green"))

@@ -209,7 +209,7 @@ def show(args: argparse.Namespace) -> int:
         out, verbose=args.verbose, store=store, episode_id=episode_id, decisions=made, batched=True
     )
     for row in store.iter_events(episode_id):
-        renderer(row.seq, row.turn, row.typed())
+        renderer.row(row)
     renderer.flush()
     return 0
 
@@ -256,7 +256,7 @@ def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int
     while True:
         batch = store.events(episode_id, after_seq=after, limit=500, segments=segments)
         for row in batch:
-            renderer(row.seq, row.turn, row.typed())
+            renderer.row(row)
             after = row.seq
         if len(batch) == 500:
             continue

@@ -1,0 +1,102 @@
+"""The payload of a stored event of a kind a transcript is mostly made of, read as the JSON
+object it is stored as, without building its typed model (``show`` reads a row of a long
+episode in a fraction of the time :meth:`~agentrunner.store.EventRow.typed` takes).
+
+A payload is read this way only when every field its model declares has a value of the type
+the model would keep as it is (a required field present, an optional one absent or of its
+type); anything else (an older or a damaged row, a value the model would convert or refuse)
+is None, and the caller reads the row typed, which converts it or says what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_NONE = type(None)
+_STR = (str,)
+_INT = (int,)
+_NUMBER = (int, float)
+_CHANNELS = frozenset({"reasoning", "text", "tool_args", "refusal"})
+_PURPOSES = frozenset({"turn", "compaction"})
+
+_REQUIRED: dict[str, dict[str, tuple[type, ...]]] = {
+    "model.request": {
+        "call_id": _STR,
+        "tip_hash": _STR,
+        "tools_hash": _STR,
+        "provider": _STR,
+        "model": _STR,
+    },
+    "model.chunk": {"call_id": _STR, "channel": _STR, "index": _INT, "text": _STR},
+    "model.response": {"call_id": _STR, "message_hash": _STR, "latency_s": _NUMBER},
+    "usage": {"call_id": _STR},
+    "tool.call": {"call_id": _STR, "name": _STR, "arguments": _STR},
+    "tool.result": {"call_id": _STR, "name": _STR, "observation": _STR, "message_hash": _STR},
+}
+"""Kind -> its model's required fields and the types their JSON values take."""
+
+_COUNT = (int, _NONE)
+_OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
+    "model.request": {
+        "params": (dict,),
+        "input_tokens_estimate": _COUNT,
+        "context_window": _COUNT,
+        "masked": _INT,
+        "purpose": _STR,
+        "covers": _COUNT,
+    },
+    "model.chunk": {"tool_call_id": (str, _NONE)},
+    "model.response": {
+        "stop_reason": (str, _NONE),
+        "provider_request_id": (str, _NONE),
+        "model": (str, _NONE),
+        "refusal": (str, _NONE),
+    },
+    "usage": {
+        "input_tokens": _COUNT,
+        "output_tokens": _COUNT,
+        "cache_read_tokens": _COUNT,
+        "cache_write_tokens": _COUNT,
+        "reasoning_tokens": _COUNT,
+        "cost_usd": (int, float, _NONE),
+    },
+    "tool.call": {"parsed": (dict, _NONE), "parse_error": (str, _NONE)},
+    "tool.result": {
+        "reward": (int, float, _NONE),
+        "done": (bool,),
+        "error": (str, _NONE),
+        "duration_s": _NUMBER,
+        "snapshot": (str, _NONE),
+        "step": _COUNT,
+        "truncated": (bool,),
+    },
+}
+"""Kind -> its model's optional fields and the types their JSON values take."""
+
+
+def read_fields(kind: str, payload_json: str) -> dict[str, Any] | None:
+    """The payload of an event of ``kind`` as its JSON object, when it is one of the kinds
+    above and every field is of its type; otherwise None (read it typed)."""
+    required = _REQUIRED.get(kind)
+    if required is None:
+        return None
+    try:
+        payload = json.loads(payload_json)
+    except ValueError:
+        return None
+    if type(payload) is not dict:
+        return None
+    for name, types in required.items():
+        if type(payload.get(name)) not in types:
+            return None
+    for name, types in _OPTIONAL[kind].items():
+        if name in payload and type(payload[name]) not in types:
+            return None
+    if kind == "model.chunk" and payload["channel"] not in _CHANNELS:
+        return None
+    if kind == "model.request" and payload.get("purpose", "turn") not in _PURPOSES:
+        return None
+    if kind == "model.response" and payload.get("opaque", []) != []:
+        return None  # its parts are typed values: read it typed
+    return payload
