@@ -28,8 +28,8 @@ __all__ = ["EpisodeWriter", "TraceStore", "register_backend", "utc_now"]
 
 _BACKENDS: list[tuple[Callable[[Any], bool], Callable[..., StoreCore]]] = []
 BACKEND_MODULES = ("agentrunner.store.postgres",)
-"""The modules whose import registers another backend: imported when the first store is
-opened, not when this module is."""
+"""The modules whose import registers another backend (each takes URLs, ``scheme://``):
+imported when the first store at a URL is opened, not when this module is."""
 
 
 def register_backend(matches: Callable[[Any], bool], backend: Callable[..., StoreCore]) -> None:
@@ -54,9 +54,10 @@ class TraceStore(StoreCore):
     def __new__(cls, path: str | Path | None = None, **kwargs: Any) -> Any:
         if cls is TraceStore:
             location = path if path is not None else os.environ.get("AGENTRUNNER_DB")
-            for matches, backend in _backends():
-                if matches(location):
-                    return backend(path, **kwargs)  # not a TraceStore: __init__ is not rerun
+            if isinstance(location, str) and "://" in location:  # a file loads no backend
+                for matches, backend in _backends():
+                    if matches(location):
+                        return backend(path, **kwargs)  # not a TraceStore: no __init__ again
         return super().__new__(cls)
 
     sql: Dialect = SQLITE
