@@ -209,3 +209,16 @@ def test_db_migrate_grant_read_on_a_sqlite_store_is_a_usage_error(
     )
     assert code == 2
     assert "Postgres" in error["error"]
+
+
+def test_a_reader_missing_a_table_of_a_later_schema_is_pointed_to_db_migrate(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    TraceStore(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as if a later migration made it
+        conn.execute("DROP TABLE verifications")
+    code, error, _ = _cli_json(capsys, "ls", "--db", pg_url, "--json")
+    assert code == 1
+    assert "`agentrunner db migrate`" in error["error"]

@@ -191,9 +191,19 @@ def as_flags(message: str) -> str:
     return re.sub(r"`([a-z][a-z_]*)`", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
+_MISSING_IN_SCHEMA = frozenset({"UndefinedTable", "UndefinedColumn"})
+"""psycopg's errors for what a store of an earlier schema lacks (readers never migrate one)."""
+
+
 def store_problem(exc: StoreDriverError) -> str:
     """What the database's own error on the trace store means for the user."""
     text = str(exc)
+    if exc.server == "postgres" and exc.driver in _MISSING_IN_SCHEMA:
+        return (
+            f"the Postgres trace store lacks a table or column this agentrunner reads ({text});"
+            " if `agentrunner db status` shows pending migrations, `agentrunner db migrate`"
+            " adds it"
+        )
     if exc.server == "postgres":
         return f"the Postgres trace store failed ({text}); check the server and the --db URL"
     if "readonly" in text:
