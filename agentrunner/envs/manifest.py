@@ -104,11 +104,6 @@ def changes_from_json(value: Mapping[str, Any]) -> Changes:
     return {p: (entry_from_json(e) if e is not None else None) for p, e in value.items()}
 
 
-def file_bytes(manifest: Mapping[str, Entry]) -> int:
-    """The total size of the regular files in ``manifest``."""
-    return sum(e.size for e in manifest.values() if isinstance(e, FileEntry))
-
-
 def changes_since(old: Manifest, new: Manifest) -> Changes:
     """``changes_between`` for the usual case where most entries are the very same objects."""
     out: Changes = {}
@@ -119,6 +114,41 @@ def changes_since(old: Manifest, new: Manifest) -> Changes:
             out[path] = entry
     out.update((path, None) for path in old.keys() - new.keys())
     return out
+
+
+def changes_among(old: Manifest, new: Manifest, fresh: list[str]) -> Changes:
+    """What turns ``old`` into ``new`` when only the ``fresh`` paths of ``new`` can differ
+    from ``old`` (every other path of ``new`` holds its entry in ``old``)."""
+    out: Changes = {}
+    get = old.get
+    present = len(new)
+    for path in fresh:
+        before = get(path)
+        if before is None:
+            present -= 1
+        if before != new[path]:
+            out[path] = new[path]
+    if present != len(old):  # some paths of ``old`` are gone
+        out.update((path, None) for path in old.keys() - new.keys())
+    return out
+
+
+def file_totals(manifest: Manifest) -> tuple[int, int]:
+    """How many files ``manifest`` holds, and their bytes."""
+    files = [e.size for e in manifest.values() if type(e) is FileEntry]
+    return len(files), sum(files)
+
+
+def moved_totals(totals: tuple[int, int], old: Manifest, changes: Changes) -> tuple[int, int]:
+    """``totals`` of ``old`` moved by ``changes``."""
+    files, size = totals
+    for path, entry in changes.items():
+        before = old.get(path)
+        if type(before) is FileEntry:
+            files, size = files - 1, size - before.size
+        if type(entry) is FileEntry:
+            files, size = files + 1, size + entry.size
+    return files, size
 
 
 def load_manifest(backend: SnapshotBackend, snapshot_id: str) -> tuple[Manifest, int]:

@@ -33,7 +33,7 @@ def refusal(
     size, bytes on disk)) and the ``too_long`` paths cannot be snapshotted; None when it can."""
     problems = []
     if too_long:
-        shown = ", ".join(f"{p[:60]}..." for p in too_long[:3])
+        shown = ", ".join(f"{p[:60]}..." for p in sorted(too_long)[:3])
         problems.append(f"{len(too_long)} path(s) longer than {MAX_PATH_BYTES} bytes ({shown})")
     if limit is not None and total > limit:
         largest = sorted(large, key=lambda f: (-f[1], f[0]))[:3]

@@ -37,10 +37,12 @@ from agentrunner.envs.manifest import (
     FileEntry,
     LinkEntry,
     Manifest,
+    changes_among,
     changes_since,
     changes_to_json,
-    file_bytes,
+    file_totals,
     load_manifest,
+    moved_totals,
 )
 from agentrunner.envs.memory_snapshots import MemorySnapshots as MemorySnapshots
 from agentrunner.envs.snapshot_limits import (
@@ -90,8 +92,8 @@ entry, so the restore removes it."""
 class _Scan:
     """What one scan gathers: the manifest, and what it needs to hash or refuse."""
 
-    __slots__ = ("kept", "known", "large", "manifest", "started", "target", "todo", "too_long",
-                 "total")  # fmt: skip
+    __slots__ = ("fresh", "kept", "known", "large", "manifest", "started", "target", "todo",
+                 "too_long", "total")  # fmt: skip
 
     def __init__(self, started: int, target: Manifest | None) -> None:
         self.started = started
@@ -103,6 +105,8 @@ class _Scan:
         self.total = 0
         self.large: list[tuple[str, int, int]] = []
         self.too_long: list[str] = []
+        self.fresh: list[str] = []
+        """The paths whose entry was not taken from the previous scan's stat cache."""
 
 
 class Snapshotter:
@@ -126,6 +130,11 @@ class Snapshotter:
         self._depth = 0
         self._known: dict[str, _Known] = {}
         self._cache: dict[str, tuple[Manifest, int]] = {}
+        self._synced = False
+        """Whether every path in the stat cache has its entry in :attr:`manifest` (true after
+        a save or a restore): a save then compares only the paths the scan read afresh."""
+        self._totals: tuple[int, int] | None = None
+        """The files and bytes of files in :attr:`manifest` (None: not counted yet)."""
         self.redactor = Redactor()
         """Known secrets (of this process's environment) are redacted in what is stored."""
 
@@ -143,10 +152,17 @@ class Snapshotter:
         )
 
     def _save(self) -> str:
-        manifest, kept = self.scan()
-        parent = self.current
-        delta = changes_since(self.manifest, manifest) if parent is not None else {}
+        synced = self._synced
+        found = self._scan(None)
+        manifest, parent = found.manifest, self.current
+        if parent is None:
+            delta: Changes = {}
+        elif synced:
+            delta = changes_among(self.manifest, manifest, found.fresh)
+        else:
+            delta = changes_since(self.manifest, manifest)
         if parent is not None and not delta:
+            self._synced = True
             return parent
         full = parent is None or self._depth + 1 >= CHECKPOINT_DEPTH
         changes: Changes = dict(manifest) if full else delta
@@ -154,10 +170,15 @@ class Snapshotter:
         parent_id = None if full else parent
         depth = 0 if full else self._depth + 1
         snapshot_id = hashlib.sha256(f"{parent_id or ''}\n{text}".encode()).hexdigest()
-        self._store_blobs(changes, kept)
-        files = sum(isinstance(e, FileEntry) for e in manifest.values())
-        self.backend.put_snapshot(snapshot_id, parent_id, depth, text, files, file_bytes(manifest))
+        self._store_blobs(changes, found.kept)
+        totals = (
+            file_totals(manifest)
+            if full or self._totals is None
+            else moved_totals(self._totals, self.manifest, delta)
+        )
+        self.backend.put_snapshot(snapshot_id, parent_id, depth, text, *totals)
         self.current, self.manifest, self._depth = snapshot_id, manifest, depth
+        self._totals, self._synced = totals, True
         self._cache[snapshot_id] = (manifest, depth)
         return snapshot_id
 
@@ -188,6 +209,11 @@ class Snapshotter:
     # -- scanning ------------------------------------------------------------------------------
 
     def scan(self, target: Manifest | None = None) -> tuple[Manifest, dict[str, bytes]]:
+        """The workspace's manifest now, hashing only what changed; small files' bytes too."""
+        found = self._scan(target)
+        return found.manifest, found.kept
+
+    def _scan(self, target: Manifest | None) -> _Scan:
         """The workspace's manifest now, hashing only what changed; small files' bytes too.
 
         The walk is iterative (a folder chain of any depth is fine) and hashes nothing until
@@ -218,11 +244,12 @@ class Snapshotter:
             for folder, mode in reversed(undo):  # folders the agent locked: locked again
                 with contextlib.suppress(OSError):
                     os.chmod(folder, mode)
-        self._known = found.known
-        return found.manifest, found.kept
+        self._known, self._synced = found.known, False
+        return found
 
     def _walk(self, found: _Scan, undo: list[tuple[str, int]]) -> None:
-        """Every path under the root into ``found``, folder by folder (no recursion)."""
+        """Every path under the root into ``found``, folder by folder (no recursion), each
+        folder in the order the file system lists it (a manifest is a mapping: no sorting)."""
         root = str(self.root)
         pending = [""]
         while pending:
@@ -230,56 +257,64 @@ class Snapshotter:
             folder = f"{root}/{rel}" if rel else root
             unlock(folder, stat.S_IRUSR | stat.S_IXUSR, undo)
             with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
-            self._entries(entries, f"{rel}/" if rel else "", found, pending)
+                self._entries(it, f"{rel}/" if rel else "", found, pending)
 
     def _entries(
-        self, entries: list[os.DirEntry[str]], prefix: str, found: _Scan, pending: list[str]
+        self, entries: Iterator[os.DirEntry[str]], prefix: str, found: _Scan, pending: list[str]
     ) -> None:
-        # The hot loop of every snapshot (one pass over every path): kept lean on purpose.
+        # The hot loop of every snapshot (one pass over every path): kept lean on purpose. A
+        # path whose lstat equals the one its entry was read under, and that was not too
+        # recent to trust then (git's racy rule), keeps its entry unread.
         previous = self._known
         recent = found.started - _RACY_NS
         manifest, known, todo, target = found.manifest, found.known, found.todo, found.target
+        fresh = found.fresh
         room = MAX_PATH_BYTES - len(os.fsencode(prefix))
+        tight = room < NAME_MAX
         total = 0
         for item in entries:
             st = item.stat(follow_symlinks=False)
-            path = prefix + item.name
+            name = item.name
+            path = prefix + name
             mode = st.st_mode
-            if room < NAME_MAX and len(os.fsencode(item.name)) > room:
+            if tight and len(os.fsencode(name)) > room:
                 found.too_long.append(path)
                 manifest[path] = _UNKNOWN
+                fresh.append(path)
                 continue
-            if S_ISDIR(mode):
-                if item.name not in self.skip:
-                    manifest[path] = DirEntry(mode & 0o777)
-                    pending.append(path)
-                continue
-            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
-            racy = st.st_mtime_ns >= recent or st.st_ctime_ns >= recent
             if S_ISREG(mode):
-                total += st.st_size
-                if st.st_size >= LARGE:
-                    found.large.append((path, st.st_size, st.st_blocks * 512))
+                size = st.st_size
+                total += size
+                if size >= LARGE:
+                    found.large.append((path, size, st.st_blocks * 512))
                 if target is not None and (mode & _SPECIAL or st.st_uid != _UID):
-                    manifest[path] = FileEntry(mode & 0o777, "", st.st_size)
+                    manifest[path] = FileEntry(mode & 0o777, "", size)
+                    fresh.append(path)
                     continue
-            old = previous.get(path)
-            if old is not None and old[1] == key and not old[2]:
-                entry = old[0]
-            elif S_ISREG(mode):
+                old = previous.get(path)
+                if old is not None and not old[2]:
+                    k = old[1]
+                    if (k[1] == st.st_mtime_ns and k[2] == st.st_ctime_ns and k[0] == size
+                            and k[3] == st.st_ino and k[4] == mode):  # fmt: skip
+                        manifest[path] = old[0]
+                        known[path] = old
+                        continue
+                fresh.append(path)
+                racy = st.st_mtime_ns >= recent or st.st_ctime_ns >= recent
                 want = target.get(path) if target is not None else None
-                if target is None or (isinstance(want, FileEntry) and want.size == st.st_size):
+                if target is None or (isinstance(want, FileEntry) and want.size == size):
                     todo.append((path, st, racy))
                 else:
-                    manifest[path] = FileEntry(mode & 0o777, "", st.st_size)
-                continue
-            elif S_ISLNK(mode):
+                    manifest[path] = FileEntry(mode & 0o777, "", size)
+            elif S_ISDIR(mode):
+                if name not in self.skip:
+                    manifest[path] = DirEntry(mode & 0o777)
+                    fresh.append(path)
+                    pending.append(path)
+            elif S_ISLNK(mode):  # sockets, fifos and devices are not workspace content
                 entry = LinkEntry(os.readlink(item.path))
-            else:
-                continue  # sockets, fifos and devices are not workspace content
-            manifest[path] = entry
-            known[path] = (entry, key, racy)
+                manifest[path] = entry
+                fresh.append(path)
         found.total += total
 
     def _check(self, found: _Scan) -> None:
@@ -369,6 +404,7 @@ class Snapshotter:
         except (OSError, AgentRunnerError) as exc:
             raise EnvironmentFailure(f"cannot restore snapshot {snapshot_id[:12]}: {exc}") from exc
         self.current, self.manifest, self._depth = snapshot_id, target, depth
+        self._totals, self._synced = None, True
 
     def _apply(self, current: Manifest, target: Manifest) -> None:
         """Write what differs between the scanned workspace and the target, and nothing else
