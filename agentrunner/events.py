@@ -1,76 +1,27 @@
 """The event log's twelve kinds, as small tagged payload models in one discriminated union.
 
 The ``events`` table stores ``kind`` in its own column and the rest of the payload as JSON
-text; :func:`parse_payload` turns a row back into its typed model.
+text; :func:`parse_payload` turns a row back into its typed model. The kind names, statuses and
+stop reasons live in :mod:`agentrunner.statuses` (no pydantic) and are re-exported here.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentrunner.specs import EnvSpec, ModelSpec, env_spec, model_spec
+from agentrunner.statuses import EVENT_KINDS as EVENT_KINDS
+from agentrunner.statuses import STOP_REASON_STATUS as STOP_REASON_STATUS
+from agentrunner.statuses import Status as Status
+from agentrunner.statuses import StopReason as StopReason
+from agentrunner.statuses import status_for as status_for
 from agentrunner.types import AgentUsage, Channel, OpaquePart
-
-EVENT_KINDS = (
-    "episode.start",
-    "model.request",
-    "model.chunk",
-    "model.response",
-    "usage",
-    "tool.call",
-    "tool.result",
-    "message",
-    "cancel",
-    "error",
-    "resume",
-    "episode.end",
-)
-
-
-class Status(StrEnum):
-    """An episode's status, derived from its log and its writer's lease (never stored)."""
-
-    PENDING = "pending"  # created, never started: a fork made without --run, a batch member
-    RUNNING = "running"
-    COMPLETED = "completed"
-    CANCELLED = "cancelled"
-    INTERRUPTED = "interrupted"
-    FAILED = "failed"
-
-
-class StopReason(StrEnum):
-    """Why an attempt of an episode stopped (``episode.end.stop_reason``)."""
-
-    DONE = "done"  # the environment said so (submit)
-    MAX_TURNS = "max_turns"  # the runner's only limit
-    MAX_STEPS = "max_steps"  # the environment's horizon
-    CANCELLED = "cancelled"
-    ERROR = "error"
-    INCOMPLETE = "incomplete"  # the stream ended without a finish reason
-    CONTEXT_OVERFLOW = "context_overflow"  # the provider refused the request as too long
-    CONTEXT_EXHAUSTED = "context_exhausted"  # the next request would pass the window: not sent
-    INTERRUPTED = "interrupted"  # the environment broke: no end recorded, resumable
-    IMPORTED = "imported"  # a summary's: an imported session that recorded no end (completed)
-
 
 StopReasonText = Annotated[StopReason | str, Field(union_mode="left_to_right")]
 """A recorded stop reason: a :class:`StopReason`, or the text an imported trace gave for one
 of its own (an ``episode.end`` with any other reason means ``failed``)."""
-
-STOP_REASON_STATUS: dict[str, Status] = {
-    StopReason.DONE: Status.COMPLETED,
-    StopReason.MAX_TURNS: Status.COMPLETED,
-    StopReason.MAX_STEPS: Status.COMPLETED,
-    StopReason.CANCELLED: Status.CANCELLED,
-    StopReason.ERROR: Status.FAILED,
-    StopReason.INCOMPLETE: Status.FAILED,
-    StopReason.CONTEXT_OVERFLOW: Status.FAILED,
-    StopReason.CONTEXT_EXHAUSTED: Status.FAILED,
-    StopReason.INTERRUPTED: Status.INTERRUPTED,
-}
 
 
 class _Payload(BaseModel):
@@ -230,8 +181,3 @@ _ADAPTER: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
 def parse_payload(kind: str, payload: dict[str, Any]) -> EventPayload:
     """Validate a stored payload (without its ``kind``) into its typed model."""
     return _ADAPTER.validate_python({**payload, "kind": kind})
-
-
-def status_for(stop_reason: str) -> Status:
-    """The episode status an ``episode.end`` with this stop reason means."""
-    return STOP_REASON_STATUS.get(stop_reason, Status.FAILED)

@@ -14,10 +14,9 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter, ValidationError
 
-T = TypeVar("T")
+from agentrunner.spec_text import UNKNOWN as UNKNOWN
 
-UNKNOWN = "?"
-"""The spec of a model an episode did not name (every episode this project writes names one)."""
+T = TypeVar("T")
 
 
 class _Spec(BaseModel):

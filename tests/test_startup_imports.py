@@ -1,5 +1,6 @@
 """Start-up loads only what the command needs: ``agentrunner --help`` no command module,
-``ls`` and ``show`` no migration library, no provider SDK, no TUI, no other command.
+``ls`` and ``show`` no migration library, no provider SDK, no TUI, no other command, and
+``ls`` no pydantic (it reads what it lists as JSON, not through the event models).
 
 Each command runs as a user runs it, in a subprocess, which writes the names of the modules
 it loaded (``sys.modules`` at exit) to a file; nothing here is timed (the start-up time is
@@ -107,6 +108,12 @@ def test_ls_imports_no_migration_library_sdk_tui_or_other_command(
     modules = loaded(tmp_path, "ls", "--db", str(db))
     assert under(modules, NEVER_AT_START) == []
     assert command_modules(modules) == {"agentrunner.cli.ls_cmd"}
+
+
+def test_ls_and_ls_batches_import_no_pydantic(tmp_path: Path, demo_store: tuple[Path, str]) -> None:
+    db, _ = demo_store
+    for argv in (("ls",), ("ls", "--json"), ("ls", "--batches")):
+        assert under(loaded(tmp_path, *argv, "--db", str(db)), ("pydantic",)) == [], argv
 
 
 def test_show_imports_no_migration_library_sdk_tui_or_other_command(

@@ -17,8 +17,8 @@ from agentrunner.cli.common import (
     stdout_console,
 )
 from agentrunner.errors import StoreCorruptError, UsageError
-from agentrunner.events import Status
 from agentrunner.safe_text import literal, one_line_visible
+from agentrunner.statuses import Status
 from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.verifications import (
     DISPUTED_MARK,
@@ -171,7 +171,7 @@ def ls(args: argparse.Namespace) -> int:
             prefixes.get(e.episode_id, e.episode_id),
             _parent_cell(e, prefixes),
             _cell(e.task_id),
-            _cell(e.model_spec.spec),
+            _cell(e.model_text),
             f"[{STATUS_STYLE.get(e.status, '')}]{e.status}[/]",
             str(e.turns),
             fmt.reward(e.total_reward) + (f" {DISPUTED_MARK}" if flag else ""),

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentrunner.events import EVENT_KINDS
+from agentrunner.statuses import EVENT_KINDS
 from agentrunner.store.records import EventRow
 
 SEQ_BITS = 32

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from agentrunner.critical import critical
 from agentrunner.errors import UsageError
-from agentrunner.events import Status
+from agentrunner.statuses import Status
 from agentrunner.store import eventlog, lookups
 from agentrunner.store.base import utc_now
 from agentrunner.store.episodes import EpisodeStore

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import StoreCorruptError
-from agentrunner.events import EventPayload, Status, StopReason, parse_payload
-from agentrunner.specs import EnvSpec, ModelSpec, env_spec, model_spec
-from agentrunner.types import Message, ToolSpec
+from agentrunner.spec_text import env_kind, model_text
+
+if TYPE_CHECKING:  # the event and spec models load pydantic: imported where they are read
+    from agentrunner.events import EventPayload
+    from agentrunner.specs import EnvSpec, ModelSpec
+    from agentrunner.statuses import Status, StopReason
+    from agentrunner.types import Message, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,8 @@ class EventRow:
         return value
 
     def typed(self) -> EventPayload:
+        from agentrunner.events import parse_payload
+
         return parse_payload(self.kind, self.payload)
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,12 +132,21 @@ class EpisodeSummary:
     @property
     def model_spec(self) -> ModelSpec:
         """The recorded ``model``, typed."""
+        from agentrunner.specs import model_spec
+
         return model_spec(self.model)
 
     @property
     def env_spec(self) -> EnvSpec:
         """The recorded ``env``, typed by its kind."""
+        from agentrunner.specs import env_spec
+
         return env_spec(self.env)
+
+    @property
+    def model_text(self) -> str:
+        """The recorded model's spec (``model_spec.spec``, read without validating)."""
+        return model_text(self.model)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,8 +155,8 @@ class EpisodeSummary:
             "fork_seq": self.fork_seq,
             "task_id": self.task_id,
             "seed": self.seed,
-            "model": self.model_spec.spec,
-            "env": self.env_spec.kind,
+            "model": self.model_text,
+            "env": env_kind(self.env),
             "status": self.status,
             "stop_reason": self.stop_reason,
             "turns": self.turns,

@@ -2,7 +2,7 @@
 exports) and spelled as SQL for the ``episode_summary`` view, from the same data.
 
 In order: an episode whose own last event is an ``episode.end`` has the status its stop reason
-means (:data:`agentrunner.events.STOP_REASON_STATUS`, any other reason ``failed``); one whose
+means (:data:`agentrunner.statuses.STOP_REASON_STATUS`, any other reason ``failed``); one whose
 writer holds a live lease is ``running``; an imported session is ``completed`` (nothing of it
 is left to run); one that never started (no own event but the edit or message that made it a
 fork: nothing of a run of it was ever recorded) is ``pending``; any other is ``interrupted``,
@@ -18,7 +18,7 @@ stale, ``ls`` at once.
 
 from __future__ import annotations
 
-from agentrunner.events import STOP_REASON_STATUS, Status, status_for
+from agentrunner.statuses import STOP_REASON_STATUS, Status, status_for
 from agentrunner.store import eventlog
 from agentrunner.store.control import HEARTBEAT_STALE_S
 from agentrunner.store.dialect import Dialect

@@ -8,10 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from agentrunner.errors import StoreCorruptError, StoreFailedError, UsageError
-from agentrunner.events import EpisodeEnd, Status
+from agentrunner.statuses import Status, StopReason, stop_reason
 from agentrunner.store import control
 from agentrunner.store.eventlog import (
     KIND_CODE,
@@ -71,7 +69,7 @@ def summaries(
 def _checked_summary(store: StoreBase, row: tuple[Any, ...]) -> EpisodeSummary:
     try:
         return _summary(store, row)
-    except (StoreFailedError, ValidationError, ValueError) as exc:
+    except (StoreFailedError, ValueError) as exc:
         if store.sql.postgres:  # the database checks every payload is JSON
             raise
         bad = store._conn.execute(
@@ -97,16 +95,15 @@ def _summary(store: StoreBase, row: tuple[Any, ...]) -> EpisodeSummary:
         last_kind = KIND_NAME[int(kind_s)]
     else:  # no own events yet: a fresh episode or a fork before its first append
         last_seq, attempt, turn, last_kind = fork_seq or 0, 0, 0, ""
-    end: EpisodeEnd | None = None
+    end: _End | None = None
     env_spec = json.loads(env)
     imported = parent is None and env_spec.get("kind") == IMPORT_KIND
     if last_kind == "episode.end":
-        end = EpisodeEnd.model_validate_json(
-            store._conn.execute(
-                "SELECT payload FROM event_log WHERE id = ?",
-                (row_id(store.episode_key(episode_id), last_seq),),
-            ).fetchone()[0]
-        )
+        payload = store._conn.execute(
+            "SELECT payload FROM event_log WHERE id = ?",
+            (row_id(store.episode_key(episode_id), last_seq),),
+        ).fetchone()[0]
+        end = _read_end(payload, f"{store.where}: the episode.end of episode {episode_id}")
     status = derive(
         stop_reason=end.stop_reason if end is not None else None,
         writer_live=end is None and lease.alive(),
@@ -152,6 +149,34 @@ def _summary(store: StoreBase, row: tuple[Any, ...]) -> EpisodeSummary:
         inherited_tokens=inherited.tokens,
         inherited_cost_usd=inherited.cost_usd,
         fork_group=group,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    """What a summary reads of an ``episode.end``: its stop reason, reward and totals."""
+
+    stop_reason: StopReason | str
+    total_reward: float | None
+    totals: dict[str, Any]
+
+
+def _read_end(payload: str, where: str) -> _End:
+    """An ``episode.end``'s payload read as JSON (a summary needs three of its fields, not
+    the event model), the reward as a float as the model reads it; ``where`` names the
+    event in the error when a field is not of its type."""
+    end = json.loads(payload)
+    if isinstance(end, dict) and isinstance(end.get("stop_reason"), str):
+        reward, totals = end.get("total_reward"), end.get("totals", {})
+        try:
+            total_reward = None if reward is None else float(reward)
+        except (TypeError, ValueError):
+            pass
+        else:
+            if isinstance(totals, dict):
+                return _End(stop_reason(end["stop_reason"]), total_reward, totals)
+    raise StoreCorruptError(
+        f"{where} is corrupt: it needs a stop_reason, a numeric total_reward and totals"
     )
 
 
