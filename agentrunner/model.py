@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from agentrunner.errors import Cancelled, ModelError
 from agentrunner.types import AgentTurn, Channel, Chunk, Message, ToolSpec
@@ -32,6 +32,9 @@ class AgentContext:
     sample: int | None = None
     """Set when this call is one of several samples at the same input (a decision point's
     candidate ``sample``): a deterministic model uses it to vary; others sample anyway."""
+    purpose: Literal["turn", "compaction"] = "turn"
+    """What the call is for: ``"turn"`` (the episode's next turn) or ``"compaction"`` (a
+    summary of the older history, :mod:`agentrunner.context`; ``turn`` is the request's)."""
 
     @property
     def history(self) -> list[Message]:

@@ -2,15 +2,19 @@
 
 A script is JSON: ``{"name": ..., "episodes": [{"match": "text in the task prompt",
 "turns": [{"reasoning": ..., "text": ..., "tool_calls": [{"name": ..., "arguments":
-{...} | "raw string"}]}, ...]}]}``. The next turn is a pure function of the conversation:
-the episode whose ``match`` occurs in the first user message, and the turn numbered by how
-many assistant messages the conversation already has. Tool-call ids are derived from that
-number, so equal conversations give equal turns. Past the end of its script the model calls
-``submit()``; a prompt that no episode's ``match`` occurs in gets a one-line warning on
-stderr, then that ``submit()`` at once. A turn may instead list ``"alternatives"`` (turns): a
-decision point's sample ``i`` plays alternative ``i`` (modulo their number), any other call
-the first. A turn's ``"usage"`` (``{"input_tokens": N, ...}``) replaces the counts the model
-reports for it; by default it counts about four characters a token of what it was sent.
+{...} | "raw string"}]}, ...]}]}``. The next turn is a pure function of the request:
+the episode whose ``match`` occurs in the first user message, and the script turn numbered
+by the request's turn (``context.turn``: a compacted history, which holds fewer assistant
+messages, goes on where it was). Tool-call ids are derived from that number, so equal
+requests give equal turns. Past the end of its script the model calls ``submit()``; a
+prompt that no episode's ``match`` occurs in gets a one-line warning on stderr, then that
+``submit()`` at once. A turn may instead list ``"alternatives"`` (turns): a decision
+point's sample ``i`` plays alternative ``i`` (modulo their number), any other call the
+first. A turn's ``"usage"`` (``{"input_tokens": N, ...}``) replaces the counts the model
+reports for it; by default it counts about four characters a token of what it was sent. A
+compaction call (``context.purpose``) is answered with the episode's ``"summary"`` text
+when it has one, else a summary of what it was sent: how many messages of each role, the
+tools called, the last message.
 
 A bundled script is named (``scripted:demo``); any other is a ``.json`` path, and its content
 is recorded with the episode (``spec()["options"]["script"]``), so ``resume`` and ``fork``
@@ -28,12 +32,14 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from agentrunner.errors import UsageError
+from agentrunner.events import COMPACTION
 from agentrunner.model import AgentContext
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
+from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel, Message
 
 SCRIPTS = Path(__file__).parent / "scripts"
 DEFAULT_PACE_S = 0.03
@@ -111,12 +117,12 @@ class ScriptedModel:
             spec["options"] = {"script": self.script}
         return spec
 
-    def _turns_for(self, context: AgentContext) -> list[dict[str, Any]]:
+    def _episode_for(self, context: AgentContext) -> dict[str, Any]:
+        """The script's episode for this conversation (empty when none matches its task)."""
         prompt = next((m.content for m in context.messages if m.role == "user"), "")
         for episode in self.script["episodes"]:
             if episode.get("match", "") in prompt:
-                turns: list[dict[str, Any]] = episode["turns"]
-                return turns
+                return dict(episode)
         if prompt not in self._warned:
             self._warned.add(prompt)
             sys.stderr.write(
@@ -124,7 +130,7 @@ class ScriptedModel:
                 " (its episodes: " + ", ".join(self._matches()) + "); the scripted model "
                 "submits at once\n"
             )
-        return []
+        return {}
 
     def _matches(self) -> list[str]:
         """The first few episodes' ``match`` texts, quoted (what the warning names)."""
@@ -147,8 +153,10 @@ class ScriptedModel:
             context.emit(channel, piece, call_id)
 
     def __call__(self, context: AgentContext) -> AgentTurn:
-        index = sum(1 for m in context.messages if m.role == "assistant")
-        turns = self._turns_for(context)
+        if context.purpose == COMPACTION:
+            return self._summarize(context)
+        index = max(context.turn - 1, 0)
+        turns: list[dict[str, Any]] = self._episode_for(context).get("turns", [])
         step = turns[index] if index < len(turns) else _FINAL_TURN
         options = step.get("alternatives")
         if isinstance(options, list) and options:  # sample i of a decision point plays i
@@ -168,15 +176,8 @@ class ScriptedModel:
             call_id = f"call_{index + 1:03d}_{i}"
             self._stream(context, "tool_args", raw, call_id)
             calls.append(AgentToolCall(call_id=call_id, name=call["name"], arguments=raw))
-        seen = sum(len(m.content) + len(m.reasoning or "") for m in context.messages)
         out_chars = len(text) + len(reasoning or "") + sum(len(c.arguments) for c in calls)
-        usage = AgentUsage(
-            input_tokens=seen // 4 + 40,
-            output_tokens=out_chars // 4 + 1,
-            reasoning_tokens=len(reasoning or "") // 4,
-            cost_usd=0.0,
-            price_source="scripted (free)",
-        )
+        usage = _usage(context, out_chars, len(reasoning or ""))
         declared = step.get("usage")
         if isinstance(declared, dict):
             usage = AgentUsage.model_validate({**usage.model_dump(), **declared})
@@ -190,6 +191,50 @@ class ScriptedModel:
             provider_request_id=f"scripted-{index + 1}",
             stop_reason="tool_use" if calls else "end_turn",
         )
+
+    def _summarize(self, context: AgentContext) -> AgentTurn:
+        """A compaction call's answer: a summary made from the messages it was sent."""
+        if self.pace:
+            self._sleep(context, self.pace * FIRST_TOKEN_DELAY)
+        text = str(self._episode_for(context).get("summary") or summary_of(context.messages))
+        self._stream(context, "text", text)
+        return AgentTurn(
+            message=text,
+            usage=_usage(context, len(text), 0),
+            provider="scripted",
+            model=self.model,
+            provider_request_id=f"scripted-compaction-{context.turn}",
+            stop_reason="end_turn",
+        )
+
+
+def _usage(context: AgentContext, out_chars: int, reasoning_chars: int) -> AgentUsage:
+    """What the model reports as counted: about four characters a token of what it was sent
+    (its messages' text and reasoning) and of what it answered."""
+    seen = sum(len(m.content) + len(m.reasoning or "") for m in context.messages)
+    return AgentUsage(
+        input_tokens=seen // 4 + 40,
+        output_tokens=out_chars // 4 + 1,
+        reasoning_tokens=reasoning_chars // 4,
+        cost_usd=0.0,
+        price_source="scripted (free)",
+    )
+
+
+def summary_of(messages: list[Message]) -> str:
+    """A deterministic summary of ``messages`` (the last one, the request to summarize, not
+    counted): how many of each role, the tools called, and the last message before it."""
+    summarized = messages[:-1]
+    roles = Counter(m.role for m in summarized)
+    tools = Counter(c.name for m in summarized for c in m.tool_calls)
+    last = next((m.content for m in reversed(summarized) if m.content), "")
+    return (
+        f"Summary of {len(summarized)} messages ("
+        + ", ".join(f"{n} {role}" for role, n in sorted(roles.items()))
+        + "); tools called: "
+        + (", ".join(f"{name} x{n}" for name, n in sorted(tools.items())) or "none")
+        + f". Last: {last[:200]}"
+    )
 
 
 def create(name: str, **options: Any) -> ScriptedModel:

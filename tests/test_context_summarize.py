@@ -213,7 +213,7 @@ def test_summarize_with_a_model_asks_that_model_for_the_summary(
     store: TraceStore, env: WorkspaceEnv, tmp_path: Path
 ) -> None:
     summarizer = tmp_path / "summarizer.json"
-    summarizer.write_text(json.dumps({"episodes": [{"turns": [{"text": "THE SUMMARY"}] * 20}]}))
+    summarizer.write_text(json.dumps({"episodes": [{"summary": "THE SUMMARY"}]}))
     model = Received(_script(tmp_path, _printing_turns(18)))
     policy = f"summarize:scripted:{summarizer}"
     episode_id, _ = _run(store, env, model, 18, context=policy, context_window=4000)

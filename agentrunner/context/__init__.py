@@ -22,6 +22,7 @@ from agentrunner.context.policies import (
     Compaction,
     ContextPolicy,
     HistoryView,
+    MaskCache,
     MaskPolicy,
     NoPolicy,
     PolicySetting,
@@ -83,6 +84,7 @@ class EpisodeContext:
         self._read_seq = 0  # the log's tool results are read up to this seq
         self._scanned = 0  # the history's messages are matched up to this index
         self._chain: tuple[list[Message], str] | None = None
+        self.mask_cache = MaskCache()
 
     @classmethod
     def configured(cls, policy: ContextPolicy, window: int | None, model: Model) -> EpisodeContext:
@@ -146,6 +148,7 @@ class EpisodeContext:
             compaction=self.compactions.read(rec.store, rec.episode_id),
             compact=partial(self._compact, run, turn),
             find_origins=partial(self._find_origins, rec),
+            mask_cache=self.mask_cache,
         )
         sent = self.policy.select(view)
         return Prepared(sent.messages, self.budget.estimate(sent.messages), sent.masked)

@@ -2,13 +2,16 @@
 
 The estimate is the previous response's reported input tokens plus the characters added
 since, divided by a characters-per-token ratio calibrated on this episode's reported usage
-(no tokenizer download)."""
+(no tokenizer download): the ratio between two reports' differences, so what every request
+counts besides its messages (tool definitions, framing) stays out of it."""
 
 from __future__ import annotations
 
 from agentrunner.types import AgentUsage, Message
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
+CHARS_PER_TOKEN_RANGE = (0.5, 16.0)
+"""The ratios a calibration may take (a tiny difference between two reports says little)."""
 
 
 def context_window(provider: str, model: str) -> int | None:
@@ -34,7 +37,8 @@ def message_chars(message: Message) -> int:
 
 class Budget:
     """Estimates a request's input tokens from the last reported usage and the characters
-    added since, at a characters-per-token ratio calibrated on this episode's reports."""
+    added since, at a characters-per-token ratio calibrated on this episode's reports (the
+    characters added between two reports over the tokens added)."""
 
     def __init__(self, window: int | None) -> None:
         self.window = window
@@ -57,5 +61,8 @@ class Budget:
         if not tokens:
             return
         chars = sum(message_chars(m) for m in messages)
+        added_chars, added_tokens = chars - self.reported_chars, tokens - self.reported_tokens
+        if self.reported_tokens and added_chars and added_chars * added_tokens > 0:
+            low, high = CHARS_PER_TOKEN_RANGE
+            self.chars_per_token = min(max(added_chars / added_tokens, low), high)
         self.reported_tokens, self.reported_chars = tokens, chars
-        self.chars_per_token = max(chars / tokens, 0.5)

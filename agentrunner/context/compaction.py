@@ -79,6 +79,7 @@ def compact(
                 "generate", exc, retryable=exc.retryable, attempt=attempt
             ),
             cancel_reason=run.cancel_reason,
+            purpose=COMPACTION,
         )
         started = time.monotonic()
         answer = model(context)

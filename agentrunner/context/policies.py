@@ -19,7 +19,7 @@ messages the next request sends. The built-in ones (``--context``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Annotated, Any, Protocol, runtime_checkable
 
@@ -86,6 +86,8 @@ class HistoryView:
     compaction: Compaction | None
     compact: Callable[[list[Message], int], Compaction | None]
     find_origins: Callable[[], dict[int, ToolOrigin]]
+    mask_cache: MaskCache = field(default_factory=lambda: MaskCache())
+    """The episode's masked view so far (``mask:K`` extends it until its cut moves)."""
 
     @cached_property
     def origins(self) -> dict[int, ToolOrigin]:
@@ -127,14 +129,19 @@ def placeholder(message: Message, origin: ToolOrigin) -> str:
 
 
 def masked(
-    messages: list[Message], origins: dict[int, ToolOrigin], turn: int, keep: int
+    messages: list[Message],
+    origins: dict[int, ToolOrigin],
+    turn: int,
+    keep: int,
+    offset: int = 0,
 ) -> tuple[list[Message], int]:
-    """``messages`` as ``mask:keep`` sends them at request ``turn``, and how many tool outputs
-    it masked (outputs shorter than their placeholder are kept)."""
+    """``messages`` (the history's from index ``offset`` on) as ``mask:keep`` sends them at
+    request ``turn``, and how many tool outputs it masked (outputs shorter than their
+    placeholder are kept)."""
     cutoff = mask_cutoff(turn, keep)
     out: list[Message] = []
     count = 0
-    for index, message in enumerate(messages):
+    for index, message in enumerate(messages, start=offset):
         origin = origins.get(index)
         if message.role == "tool" and origin is not None and origin.turn <= cutoff:
             text = placeholder(message, origin)
@@ -143,6 +150,32 @@ def masked(
                 count += 1
         out.append(message)
     return out, count
+
+
+class MaskCache:
+    """The history as ``mask:K`` last sent it, kept between requests: the cut moves only
+    every K turns and a history only grows, so until the cut moves each request masks just
+    the messages added since (not the whole history again)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] | None = None  # (keep, cutoff) of the kept view
+        self._sent: list[Message] = []
+        self._last: Message | None = None  # the history's message the kept view ends with
+        self._count = 0
+
+    def masked(
+        self, messages: list[Message], origins: dict[int, ToolOrigin], turn: int, keep: int
+    ) -> tuple[list[Message], int]:
+        """What :func:`masked` returns, from the kept view and the messages added since."""
+        key, done = (keep, mask_cutoff(turn, keep)), len(self._sent)
+        extends = done <= len(messages) and (done == 0 or messages[done - 1] is self._last)
+        if key != self._key or not extends:
+            self._key, self._sent, self._count, done = key, [], 0, 0
+        added, count = masked(messages[done:], origins, turn, keep, offset=done)
+        self._sent.extend(added)
+        self._count += count
+        self._last = messages[-1] if messages else None
+        return list(self._sent), self._count
 
 
 @dataclass(frozen=True)
@@ -172,7 +205,7 @@ class MaskPolicy:
         return {"keep": self.keep}
 
     def select(self, view: HistoryView) -> Sent:
-        sent, count = masked(view.messages, view.origins, view.turn, self.keep)
+        sent, count = view.mask_cache.masked(view.messages, view.origins, view.turn, self.keep)
         return Sent(sent, count)
 
     def __str__(self) -> str:
