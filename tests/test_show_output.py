@@ -2,9 +2,11 @@
 
 ``show --follow`` (the live tail) prints each event as it arrives, one at a time; ``show``
 gathers the same pieces and prints them in batches. For the demo episode, a fork of it and
-an imported Claude Code session and an episode of hostile text (markup, escapes, tabs, long
-lines), with colour off and forced, the transcript ``show`` prints
-is the one ``--follow`` prints, character for character (escape sequences included).
+an imported Claude Code session, an episode of hostile text (markup, escapes, tabs, long
+lines) and one of odd rows (values its typed models convert, wide and overlong rule titles),
+with colour off and forced, the transcript ``show`` prints is the one ``--follow`` prints,
+character for character (escape sequences included). ``show`` reads the common kinds from
+their JSON fields, ``--follow`` reads every row typed.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def episodes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
         _ok("import", "--db", str(db), str(CLAUDE_SESSION))
         [ids["claude-code"]] = {*store.episode_ids()} - before
     ids["hostile text"] = _record_hostile(store)
+    ids["odd rows"] = _record_odd_rows(store)
     store.close()
     return db, ids
 
@@ -85,8 +88,74 @@ def _record_hostile(store: TraceStore) -> str:
     return episode_id
 
 
+ODD_ROWS = [
+    (
+        "model.request",
+        {
+            "call_id": "c1",
+            "tip_hash": "t",
+            "tools_hash": "h",
+            "provider": "p",
+            "model": "模型 wide",
+        },
+    ),
+    ("model.chunk", {"call_id": "c1", "channel": "text", "index": "0", "text": "index as text"}),
+    ("model.chunk", {"call_id": "c1", "channel": "text", "index": 1, "text": " and 模型"}),
+    ("model.response", {"call_id": "c1", "message_hash": "m", "latency_s": 1}),
+    ("usage", {"call_id": "c1", "input_tokens": 12.0, "output_tokens": 3, "cost_usd": 1}),
+    ("tool.call", {"call_id": "k1", "name": "bash", "arguments": "{", "parsed": None}),
+    (
+        "tool.result",
+        {
+            "call_id": "k1",
+            "name": "bash",
+            "observation": "ok",
+            "message_hash": "m",
+            "reward": 1,
+            "done": 1,
+        },
+    ),
+    (
+        "model.request",
+        {
+            "call_id": "c2",
+            "tip_hash": "t",
+            "tools_hash": "h",
+            "provider": "p",
+            "model": "m" * 300,
+            "purpose": "turn",
+            "masked": 2,
+        },
+    ),
+    (
+        "model.response",
+        {
+            "call_id": "c2",
+            "message_hash": "m",
+            "latency_s": 0.5,
+            "stop_reason": "incomplete",
+            "refusal": "no [b]thanks[/b]",
+        },
+    ),
+]
+"""Rows as an older writer or another tool might have stored them: numbers a model converts
+(``"0"``, ``12.0``, ``1`` for True), a rule title of wide characters, one wider than the
+console."""
+
+
+def _record_odd_rows(store: TraceStore) -> str:
+    episode_id = store.create_episode(task_id="odd", seed=0, env={"kind": "t"}, model={})
+    writer = store.writer(episode_id)
+    rec = Recorder(store, writer, secrets={})
+    rec.start(task_id="odd", seed=0, env={"kind": "t"}, model={}, config={}, version=__version__)
+    for kind, payload in ODD_ROWS:
+        writer.append_json(1, kind, json.dumps(payload, ensure_ascii=False))
+    rec.end("done", 1)
+    return episode_id
+
+
 @pytest.mark.parametrize("colour", COLOURS)
-@pytest.mark.parametrize("kind", ["demo", "fork", "claude-code", "hostile text"])
+@pytest.mark.parametrize("kind", ["demo", "fork", "claude-code", "hostile text", "odd rows"])
 def test_show_prints_the_transcript_the_live_tail_prints(
     episodes: tuple[Path, dict[str, str]], kind: str, colour: str
 ) -> None:

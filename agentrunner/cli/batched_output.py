@@ -57,8 +57,10 @@ class BatchedOutput:
 
     def line(self, *parts: Part, soft_wrap: bool = False, end: str = "\n") -> None:
         """Print :func:`~agentrunner.safe_text.line` of ``parts`` followed by ``end``."""
-        if self._plain:
-            rendered = self._plain_text(parts, soft_wrap)
+        if self._plain:  # its visible text, unless Rich must lay it out
+            text = visible("".join([p if type(p) is str else p[0] for p in parts]))
+            fits = "\t" not in text and (soft_wrap or cell_len(text) <= self._width)
+            rendered = text if fits else None
         else:
             rendered = self._render_parts(parts, soft_wrap) if self.hold else None
         if rendered is None:
@@ -68,14 +70,6 @@ class BatchedOutput:
         self._size += len(rendered) + 1
         if self._size >= BATCH_CHARS:
             self.flush()
-
-    def _plain_text(self, parts: Sequence[Part], soft_wrap: bool) -> str | None:
-        """The parts of a line as Rich writes them without colours (their visible text), or
-        None when Rich must lay it out."""
-        text = visible("".join([p if isinstance(p, str) else p[0] for p in parts]))
-        if "\t" in text or (not soft_wrap and cell_len(text) > self._width):
-            return None
-        return text
 
     def _render_parts(self, parts: Sequence[Part], soft_wrap: bool) -> str | None:
         """The parts of a line as Rich would write them, or None when Rich must lay it out."""

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+_decode = json.JSONDecoder().raw_decode  # json.loads without its two whitespace scans
 _NONE = type(None)
 _STR = (str,)
 _INT = (int,)
 _NUMBER = (int, float)
 _CHANNELS = frozenset({"reasoning", "text", "tool_args", "refusal"})
 _PURPOSES = frozenset({"turn", "compaction"})
+_OPTIONAL_ID = (str, _NONE)
 
 _REQUIRED: dict[str, dict[str, tuple[type, ...]]] = {
     "model.request": {
@@ -46,7 +48,7 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
         "purpose": _STR,
         "covers": _COUNT,
     },
-    "model.chunk": {"tool_call_id": (str, _NONE)},
+    "model.chunk": {"tool_call_id": _OPTIONAL_ID},
     "model.response": {
         "stop_reason": (str, _NONE),
         "provider_request_id": (str, _NONE),
@@ -82,19 +84,26 @@ def read_fields(kind: str, payload_json: str) -> dict[str, Any] | None:
     if required is None:
         return None
     try:
-        payload = json.loads(payload_json)
+        payload, end = _decode(payload_json)
     except ValueError:
         return None
-    if type(payload) is not dict:
+    if type(payload) is not dict or end != len(payload_json):
         return None
+    if kind == "model.chunk":  # most rows: checked without a loop
+        fits = (
+            type(payload.get("text")) is str
+            and payload.get("channel") in _CHANNELS
+            and type(payload.get("index")) is int
+            and type(payload.get("call_id")) is str
+            and type(payload.get("tool_call_id")) in _OPTIONAL_ID
+        )
+        return payload if fits else None
     for name, types in required.items():
         if type(payload.get(name)) not in types:
             return None
     for name, types in _OPTIONAL[kind].items():
         if name in payload and type(payload[name]) not in types:
             return None
-    if kind == "model.chunk" and payload["channel"] not in _CHANNELS:
-        return None
     if kind == "model.request" and payload.get("purpose", "turn") not in _PURPOSES:
         return None
     if kind == "model.response" and payload.get("opaque", []) != []:

@@ -256,7 +256,7 @@ def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int
     while True:
         batch = store.events(episode_id, after_seq=after, limit=500, segments=segments)
         for row in batch:
-            renderer.row(row)
+            renderer(row.seq, row.turn, row.typed())
             after = row.seq
         if len(batch) == 500:
             continue
