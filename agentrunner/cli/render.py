@@ -136,7 +136,9 @@ class EventRenderer:
         if kind == "model.chunk":
             self._model_chunk(p["channel"], p["text"])
         elif kind == "model.request":
-            self._model_request(row.turn, p["provider"], p["model"], p.get("purpose", "turn"))
+            self._model_request(
+                row.turn, p["provider"], p["model"], p.get("purpose", "turn"), p.get("covers")
+            )
         elif kind == "model.response":
             self._model_response(p.get("refusal"), p.get("stop_reason"))
         elif kind == "usage":
@@ -170,19 +172,23 @@ class EventRenderer:
             case ev.MessageEvent():
                 self._message(turn, payload)
             case ev.ModelRequest():
-                self._model_request(turn, payload.provider, payload.model, payload.purpose)
+                p = payload
+                self._model_request(turn, p.provider, p.model, p.purpose, p.covers)
             case ev.ModelChunk():
                 self._model_chunk(payload.channel, payload.text)
             case ev.ModelResponse():
                 self._model_response(payload.refusal, payload.stop_reason)
             case ev.Usage():
-                p = payload
-                self._usage(p.input_tokens, p.output_tokens, p.reasoning_tokens, p.cost_usd)
+                self._usage(
+                    payload.input_tokens,
+                    payload.output_tokens,
+                    payload.reasoning_tokens,
+                    payload.cost_usd,
+                )
             case ev.ToolCall():
                 self._tool_call(payload.name, payload.arguments, payload.parsed)
             case ev.ToolResult():
-                p = payload
-                self._tool_result(p.observation, p.error, p.reward, p.done)
+                self._tool_result(payload.observation, payload.error, payload.reward, payload.done)
             case ev.Cancel():
                 self._cancel(turn, payload)
             case ev.Error():
@@ -317,9 +323,18 @@ class EventRenderer:
         except StoreError:
             return None
 
-    def _model_request(self, turn: int, provider: str, model: str, purpose: str) -> None:
+    def _model_request(
+        self, turn: int, provider: str, model: str, purpose: str, covers: int | None
+    ) -> None:
+        """A call's rule: the turn it answers, or a compaction (a summary of the history's
+        first ``covers`` messages, recorded at ``turn``: its answer is not the turn's)."""
         self._close_stream()
-        self._rule(line((f"turn {turn}", "bold"), f" · {provider}:{model}"))
+        if purpose == ev.COMPACTION:
+            summary = "" if covers is None else f" of {plural(covers, 'message')}"
+            title = line(("compaction", "bold"), f"{summary} at turn {turn} · {provider}:{model}")
+        else:
+            title = line((f"turn {turn}", "bold"), f" · {provider}:{model}")
+        self._rule(title)
 
     def _model_chunk(self, channel: str, text: str) -> None:
         if channel == "tool_args":
