@@ -25,10 +25,12 @@ def record(
     anthropic: str | None = None,
     openai: str | None = None,
     env: dict[str, str] | None = None,
+    options: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """``agentrunner record --json -- python record_clients/CLIENT.py`` with the given
-    upstreams, in an environment without any provider's key or base URL."""
+    """``agentrunner record --json [OPTIONS] -- python record_clients/CLIENT.py`` with the
+    given upstreams, in an environment without any provider's key or base URL."""
     args = [sys.executable, "-m", "agentrunner.cli.main", "record", "--db", str(db), "--json"]
+    args += options
     if anthropic:
         args += ["--upstream-anthropic", anthropic]
     if openai:

@@ -5,6 +5,7 @@ endpoint never holds or fails the run."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ import pytest
 from cli_process import run_cli
 from otlp_support import own_tool_calls, own_usage, phoenix_server, phoenix_spans, wait_for_spans
 from pydantic import BaseModel
+from record_support import FIXTURES, fixture_request, record
+from sse_replay import Reply, SSEReplayServer, events_from_file
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
@@ -362,3 +365,30 @@ def test_run_and_batch_send_their_spans_live_from_the_command_line(
     assert len({span.trace_id for span in handler.spans}) == 3  # one trace per episode
     on_ray = run_cli("batch", "--db", db, "--seeds", "0", "--ray", "--otlp-endpoint", url)
     assert on_ray.returncode == 2 and "not on Ray workers" in on_ray.stderr.replace("\n", " ")
+
+
+def test_a_recorded_agent_sends_its_spans_live(
+    receiver: tuple[str, type[_Receiver]], tmp_path: Path
+) -> None:
+    if not FIXTURES.is_dir():
+        pytest.skip(f"provider stream fixtures not found at {FIXTURES}")
+    url, handler = receiver
+    db = tmp_path / "recorded.db"
+    name = "anthropic-messages__tool-search-tool-use__turn"
+    turns = [Reply(events=events_from_file(FIXTURES / f"{name}{i}.sse")) for i in (1, 2)]
+    env = {"TEST_KEY": "sk-ant-test-0000", "TEST_REQUEST": json.dumps(fixture_request(f"{name}1"))}
+    with SSEReplayServer(*turns) as upstream:
+        done = record(
+            "anthropic_two_calls",
+            db=db,
+            anthropic=upstream.url,
+            env=env,
+            options=("--otlp-endpoint", url),
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "OTLP: sent" in done.stderr
+    (episode,) = json.loads(done.stdout.strip().splitlines()[-1])["episodes"]
+    with TraceStore(db) as store:
+        expected = episode_spans(store, episode, content=True)
+    assert sorted(s.span_id for s in handler.spans) == sorted(s.span_id for s in expected)
+    assert sum(1 for s in handler.spans if s.name.startswith("chat")) == 2

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.cli.common import (
     listening_token,
@@ -19,6 +21,7 @@ from agentrunner.cli.common import (
     stderr_console,
     store_location,
 )
+from agentrunner.cli.otlp_opts import add_otlp_options, close_live_otlp, live_otlp
 from agentrunner.errors import UsageError
 from agentrunner.formatting import plural, unique_prefixes
 from agentrunner.record.clients import CLIENTS, client
@@ -28,6 +31,9 @@ from agentrunner.record.launch import plan, record, upstreams
 from agentrunner.record.proxy import TOKEN_HEADER, ForkPlan, Proxy, ProxySettings
 from agentrunner.record.replay import answer_file
 from agentrunner.redaction import public_url
+
+if TYPE_CHECKING:
+    from agentrunner.export.otlp_live import LiveOtlp
 
 TOKEN_VAR = "AGENTRUNNER_PROXY_TOKEN"
 
@@ -109,6 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --replay: send each answer spread over its recorded latency (default: at"
         " full speed)",
     )
+    add_otlp_options(p)
     p.add_argument(
         "agent", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the agent to run"
     )
@@ -131,6 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         " required when --host is not a loopback address",
     )
     _upstream_options(q)
+    add_otlp_options(q)
 
 
 def _upstream_options(p: argparse.ArgumentParser) -> None:
@@ -203,17 +211,19 @@ def run_record(args: argparse.Namespace) -> int:
             model=args.model,
             response=answer_file(args.response) if args.response else None,
         )
-    done = record(
-        command,
-        _location(args),
-        options,
-        timeout_s=args.upstream_timeout,
-        replay_of=args.replay,
-        pace=args.pace,
-        on_miss_live=args.on_miss == "live",
-        fork=plan,
-        snapshots=args.snapshots,
-    )
+    with _live_otlp(args) as live:
+        done = record(
+            command,
+            _location(args),
+            options,
+            timeout_s=args.upstream_timeout,
+            replay_of=args.replay,
+            pace=args.pace,
+            on_miss_live=args.on_miss == "live",
+            fork=plan,
+            snapshots=args.snapshots,
+            observer_factory=live.observer if live is not None else None,
+        )
     err = stderr_console()
     short: dict[str, str] = {}
     if done.episodes:
@@ -251,8 +261,6 @@ def run_proxy(args: argparse.Namespace) -> int:
     found = client("sdk").redirect([], os.environ, "", Path.cwd()).upstreams
     chosen = upstreams(found, _upstream_choices(args))
     origin = Origin(upstreams={family: public_url(url) for family, url in chosen.items()})
-    journal = Journal(_location(args), origin)
-    journal.start()
     settings = ProxySettings(
         upstreams=chosen,
         host=args.host,
@@ -260,17 +268,36 @@ def run_proxy(args: argparse.Namespace) -> int:
         token=token,
         upstream_timeout_s=args.upstream_timeout,
     )
-    try:
-        asyncio.run(_serve(Proxy(journal, settings), args.host))
-    finally:
-        episodes = [c.episode_id for c in journal.episodes.conversations.all]
-        journal.close("done")
+    with _live_otlp(args) as live:
+        factory = live.observer if live is not None else None
+        journal = Journal(_location(args), origin, observer_factory=factory)
+        journal.start()
+        try:
+            asyncio.run(_serve(Proxy(journal, settings), args.host))
+        finally:
+            episodes = [c.episode_id for c in journal.episodes.conversations.all]
+            journal.close("done")
     stderr_console().print(
         f"proxy stopped; recorded {plural(len(episodes), 'episode')}", markup=False
     )
     if args.json:
         print_json({"episodes": episodes})
     return 0
+
+
+@contextlib.contextmanager
+def _live_otlp(args: argparse.Namespace) -> Iterator[LiveOtlp | None]:
+    """The live exporter ``--otlp-endpoint`` asks for, reading its own store connection;
+    closed (its one line printed) after the recording."""
+    if not args.otlp_endpoint:
+        yield None
+        return
+    with open_store(args) as store:
+        live = live_otlp(args, store)
+        try:
+            yield live
+        finally:
+            close_live_otlp(live)
 
 
 async def _serve(proxy: Proxy, host: str) -> None:

@@ -16,11 +16,11 @@ from agentrunner.errors import StoreError, UsageError
 from agentrunner.record.conversations import Conversation, Conversations, keys
 from agentrunner.record.dialects.base import Dialect
 from agentrunner.record.snapshots import base as folder_base
-from agentrunner.recorder import Recorder
+from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.specs import RecordedSpec
 from agentrunner.state import rebuild
-from agentrunner.store import TraceStore
+from agentrunner.store import EpisodeWriter, TraceStore
 from agentrunner.store.hashing import canonical_json, message_hash, message_json
 from agentrunner.store.leases import Leases
 from agentrunner.types import Message
@@ -49,8 +49,16 @@ SCRUB_CACHE = 20_000
 class Episodes:
     """The recorded episodes of one proxy (used from the journal's thread only)."""
 
-    def __init__(self, store: TraceStore, origin: Origin, problem: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        store: TraceStore,
+        origin: Origin,
+        problem: Callable[[str], None],
+        *,
+        observer_factory: Callable[[], Observer] | None = None,
+    ) -> None:
         self.store = store
+        self.observer_factory = observer_factory
         self.origin = origin
         self.problem = problem
         self.secrets = known_secrets()
@@ -62,6 +70,10 @@ class Episodes:
         """The writer leases of the episodes this proxy writes, released when it stops."""
         self._dormant: dict[tuple[str | None, str], str] = {}
         """Recorded episodes a killed proxy left, by (session, place of their last request)."""
+
+    def _recorder(self, writer: EpisodeWriter, tip: str | None = None) -> Recorder:
+        observer = self.observer_factory() if self.observer_factory is not None else None
+        return Recorder(self.store, writer, secrets=self.secrets, tip=tip, observer=observer)
 
     def learn_secret(self, name: str, value: str) -> None:
         """A credential seen in a request: never recorded from here on, wherever it shows."""
@@ -148,7 +160,7 @@ class Episodes:
             claim=True,
         )
         self.leases.hold(episode_id, claimed=True)
-        rec = Recorder(self.store, self.store.writer(episode_id), secrets=self.secrets)
+        rec = self._recorder(self.store.writer(episode_id))
         conversation = Conversation(episode_id=episode_id, recorder=rec, session=session)
         self.conversations.add(conversation)
         return conversation
@@ -193,7 +205,7 @@ class Episodes:
             return None
         state = rebuild(self.store, found)
         writer = self.store.writer(found, attempt=state.episode.attempt + 1)
-        rec = Recorder(self.store, writer, secrets=self.secrets, tip=state.tip)
+        rec = self._recorder(writer, tip=state.tip)
         rec.totals, rec.turn = state.totals, state.turn
         lost = state.open_request
         retried = at == len(places) - 1
@@ -237,7 +249,7 @@ class Episodes:
             claim=True,
         )
         self.leases.hold(fork_id, claimed=True)
-        rec = Recorder(self.store, self.store.writer(fork_id), secrets=self.secrets)
+        rec = self._recorder(self.store.writer(fork_id))
         conversation = Conversation(episode_id=fork_id, recorder=rec, session=session)
         conversation.calls = rec.turn = turn - 1
         if turn > 1:

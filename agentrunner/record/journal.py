@@ -40,6 +40,7 @@ from providers.turn_builder import TurnBuilder
 from providers.usage import priced
 
 if TYPE_CHECKING:
+    from agentrunner.recorder import Observer
     from agentrunner.store.protocol import StoreBackend
 
 _Job = tuple[Callable[[], Any], "Future[Any]", bool]
@@ -77,10 +78,19 @@ class Call:
 class Journal:
     """The writer thread and what it knows: the store, the conversations, the secrets."""
 
-    def __init__(self, location: str, origin: Origin, *, folder: Path | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        origin: Origin,
+        *,
+        folder: Path | None = None,
+        observer_factory: Callable[[], Observer] | None = None,
+    ) -> None:
         self.location = location
         self.origin = origin
         self.folder = folder  # the agent's working folder, snapshotted at each request
+        self.observer_factory = observer_factory
+        """Gives each recorded episode an observer of its events (live OTLP export)."""
         self._snapshots: FolderSnapshots | None = None
         self.problems: list[str] = []
         self._episodes: Episodes | None = None
@@ -117,7 +127,9 @@ class Journal:
         except BaseException as exc:
             self._opened.set_exception(exc)
             return
-        self._episodes = Episodes(self._store, self.origin, self._problem)
+        self._episodes = Episodes(
+            self._store, self.origin, self._problem, observer_factory=self.observer_factory
+        )
         if self.folder is not None:
             self._snapshots = FolderSnapshots(self.folder, self._store, self._problem)
         try:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from agentrunner.record.episodes import Origin
 from agentrunner.record.journal import Journal
 from agentrunner.record.proxy import ForkPlan, Proxy, ProxySettings, ProxyThread
 from agentrunner.record.replay import Replay
+from agentrunner.recorder import Observer
 from agentrunner.redaction import Redactor, known_secrets, public_url
 from agentrunner.store import TraceStore
 
@@ -85,13 +86,15 @@ def record(
     on_miss_live: bool = False,
     fork: ForkPlan | None = None,
     snapshots: bool = False,
+    observer_factory: Callable[[], Observer] | None = None,
 ) -> Recording:
     """Run ``command`` through a recording proxy into the store at ``location``; with
     ``replay_of``, its model calls are answered from that recorded episode instead (until a
     request it lacks, which goes live as a fork with ``on_miss_live``); with ``fork``, the
     calls before the fork's call are served from its episode and the rest go live, recorded
     as a fork of it at that call. With ``snapshots``, the agent's working folder is
-    snapshotted as each request arrives (see :mod:`agentrunner.record.snapshots`)."""
+    snapshotted as each request arrives (see :mod:`agentrunner.record.snapshots`).
+    ``observer_factory`` gives each recorded episode an observer (live OTLP export)."""
     chosen = plan(command, options)[1]
     redactor = Redactor(known_secrets())
     shown = [redactor.text(part) for part in command]
@@ -117,7 +120,8 @@ def record(
         links={"replay_of": replay.root} if replay is not None and replaying else {},
         run=uuid.uuid4().hex,
     )
-    journal = Journal(location, origin, folder=Path(origin.cwd or ".") if snapshots else None)
+    folder = Path(origin.cwd or ".") if snapshots else None
+    journal = Journal(location, origin, folder=folder, observer_factory=observer_factory)
     journal.start()
     refused = journal.submit(journal.prime).result()  # the folder's first snapshot
     if refused is not None:
