@@ -110,7 +110,7 @@ def open_store(args: argparse.Namespace) -> TraceStore:
     if store.sql.postgres:
         from agentrunner.store import postgres_schema
 
-        behind = postgres_schema.pending(store.raw_connection(), store.where)
+        behind = postgres_schema.lagging(store)
         if behind and command in WRITING_COMMANDS:
             store.close()
             raise StoreSchemaError(postgres_schema.behind_message(store.where, behind))

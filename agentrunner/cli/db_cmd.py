@@ -17,7 +17,7 @@ from agentrunner.cli.common import (
     store_location,
 )
 from agentrunner.errors import UsageError
-from agentrunner.store.dialect import POSTGRES, SQLITE, Conn
+from agentrunner.store.dialect import POSTGRES, SQLITE, Conn, table_sizes
 
 if TYPE_CHECKING:
     from agentrunner.store.driver import SqliteConnection
@@ -146,7 +146,7 @@ def run_status(args: argparse.Namespace) -> int:
             status: dict[str, Any] = {"store": where, "backend": "postgres"}
             status |= _schema(applied, postgres_schema.KNOWN)
             status["connected"] = postgres_schema.sessions(conn)
-            status["tables"] = _sizes(conn, POSTGRES.table_sizes)
+            status["tables"] = table_sizes(conn, POSTGRES)
     else:
         from agentrunner.store import schema
 
@@ -157,7 +157,7 @@ def run_status(args: argparse.Namespace) -> int:
             status["connected"] = None  # SQLite keeps no list of who has a file open
             wal = Path(f"{path}-wal")
             status["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
-            status["tables"] = _sizes(conn, SQLITE.table_sizes)
+            status["tables"] = table_sizes(conn, SQLITE)
     if args.json:
         print_json(status)
     else:
@@ -172,10 +172,6 @@ def _schema(applied: list[str], known: list[str]) -> dict[str, Any]:
         "pending": [name for name in known if name not in applied],
         "newer": [name for name in applied if name not in known],
     }
-
-
-def _sizes(conn: Conn, query: str) -> dict[str, int]:
-    return {str(name): int(size) for name, size in conn.execute(query).fetchall()}
 
 
 def _print_status(status: dict[str, Any]) -> None:

@@ -141,23 +141,6 @@ class Dialect:
             return f"{insert} ON CONFLICT DO NOTHING"
         return insert.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 
-    @property
-    def table_sizes(self) -> str:
-        """A query of (table, bytes) for every table of the store, its indexes included
-        (SQLite: the ``dbstat`` pages each table and its indexes use; Postgres: the
-        current schema's tables, TOAST and indexes), largest first."""
-        if self.postgres:
-            return (
-                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
-                " WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'"
-                " ORDER BY 2 DESC, 1"
-            )
-        return (
-            "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d"
-            " LEFT JOIN sqlite_master m ON m.name = d.name"
-            " GROUP BY coalesce(m.tbl_name, d.name) ORDER BY 2 DESC, 1"
-        )
-
     def least(self, a: str, b: str) -> str:
         return f"LEAST({a}, {b})" if self.postgres else f"min({a}, {b})"
 
@@ -194,6 +177,25 @@ def pg_json(column: str) -> str:
     extract any field of such a document, so it reads as U+FFFD here (the stored text keeps
     it; the replacement leaves valid JSON even after an escaped backslash)."""
     return f"replace({column}, '\\u0000', '\\ufffd')::json"
+
+
+def table_sizes(conn: Conn, dialect: Dialect) -> dict[str, int]:
+    """Every table of the store and the bytes it takes, its indexes included (SQLite: the
+    ``dbstat`` pages of each table and its indexes; Postgres: the current schema's tables,
+    with their TOAST and indexes), largest first."""
+    if dialect.postgres:
+        query = (
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
+            " WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'"
+            " ORDER BY 2 DESC, 1"
+        )
+    else:
+        query = (
+            "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d"
+            " LEFT JOIN sqlite_master m ON m.name = d.name"
+            " GROUP BY coalesce(m.tbl_name, d.name) ORDER BY 2 DESC, 1"
+        )
+    return {str(name): int(size) for name, size in conn.execute(query).fetchall()}
 
 
 SQLITE = Dialect("sqlite")

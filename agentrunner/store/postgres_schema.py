@@ -13,11 +13,16 @@ refused, as is one holding an ``episodes`` table agentrunner did not make.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import eventlog
 from agentrunner.store.ddl import create_tables
 from agentrunner.store.dialect import POSTGRES, Conn, pg_json
 from agentrunner.store.status import status_sql
+
+if TYPE_CHECKING:
+    from agentrunner.store.base import StoreBase
 
 LOCK_KEY = 0x61_67_65_6E_74  # "agent": the store's write lock (pg_advisory_xact_lock)
 
@@ -289,6 +294,14 @@ def migrate(conn: Conn, where: str, *, create: bool = True) -> None:
             " (or `agentrunner copy --to URL`, or `agentrunner db migrate --db URL`)"
         )
     upgrade(conn, where)
+
+
+def lagging(store: StoreBase) -> list[str]:
+    """The migrations an open store has not applied: a Postgres store's pending ones (a
+    client never applies them); none for a SQLite file (migrated as it is opened)."""
+    if not store.sql.postgres:
+        return []
+    return pending(store.raw_connection(), store.where)
 
 
 def behind_message(where: str, behind: list[str]) -> str:
