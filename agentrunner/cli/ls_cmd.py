@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from rich.table import Table
-
 from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
@@ -28,6 +26,8 @@ from agentrunner.store.verifications import (
 )
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from agentrunner.store import EpisodeSummary, TraceStore
     from agentrunner.store.records import BatchSummary
 
@@ -191,6 +191,8 @@ _RIGHT = {"turns", "reward", "tokens", "cost", "verified", "pairs", "episodes", 
 
 
 def _table(*columns: str) -> Table:
+    from rich.table import Table  # a table only: --json loads no Rich
+
     table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     for col in columns:
         table.add_column(
