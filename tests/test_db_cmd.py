@@ -222,3 +222,14 @@ def test_a_reader_missing_a_table_of_a_later_schema_is_pointed_to_db_migrate(
     code, error, _ = _cli_json(capsys, "ls", "--db", pg_url, "--json")
     assert code == 1
     assert "`agentrunner db migrate`" in error["error"]
+
+
+def test_db_migrate_grant_read_to_a_missing_role_changes_nothing(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _postgres_store_behind(pg_url)
+    argv = ("db", "migrate", "--db", pg_url, "--grant-read", "no_such_role", "--json")
+    code, error, _ = _cli_json(capsys, *argv)
+    assert code == 1
+    assert "create it first" in error["error"]
+    assert _applied(pg_url) == sorted(postgres_schema.KNOWN[:-1])

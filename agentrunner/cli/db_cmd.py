@@ -128,7 +128,10 @@ def run_migrate(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    done = f"applied {', '.join(applied)}" if applied else "already up to date"
+    if applied == known:
+        done = "made a new store"
+    else:
+        done = f"applied {', '.join(applied)}" if applied else "already up to date"
     granted = f"; {args.grant_read} may read it" if args.grant_read else ""
     stdout_console().print(f"{where}: {done} (schema {known[-1]}){granted}", soft_wrap=True)
     return 0

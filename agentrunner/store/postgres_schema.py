@@ -341,6 +341,13 @@ def upgrade(conn: Conn, where: str, *, grant_read: str | None = None) -> list[st
         for name in todo:
             conn.execute("INSERT INTO agentrunner_migrations (name) VALUES (?)", (name,))
         if grant_read is not None:
+            if not conn.execute(
+                "SELECT 1 FROM pg_roles WHERE rolname = ?", (grant_read,)
+            ).fetchone():
+                raise StoreError(
+                    f"no role {grant_read!r} on the server of {where}; create it first"
+                    f" (CREATE ROLE {_identifier(grant_read)} LOGIN), nothing was changed"
+                )
             schema = conn.execute("SELECT current_schema()").fetchone()[0]
             for statement in read_grants(schema, grant_read):
                 conn.execute(statement)
