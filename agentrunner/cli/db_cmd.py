@@ -16,7 +16,7 @@ from agentrunner.cli.common import (
     stdout_console,
     store_location,
 )
-from agentrunner.errors import UsageError
+from agentrunner.errors import StoreError, UsageError
 from agentrunner.store.dialect import POSTGRES, SQLITE, Conn, table_sizes
 
 if TYPE_CHECKING:
@@ -145,7 +145,9 @@ def run_status(args: argparse.Namespace) -> int:
         with _postgres(str(location)) as (conn, where):
             applied = postgres_schema.applied(conn)
             if not applied:
-                raise UsageError(f"no trace store in {where}")
+                raise StoreError(
+                    f"no trace store in {where}; `agentrunner db migrate --db URL` makes one"
+                )
             status: dict[str, Any] = {"store": where, "backend": "postgres"}
             status |= _schema(applied, postgres_schema.KNOWN)
             status["connected"] = postgres_schema.sessions(conn)
