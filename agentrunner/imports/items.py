@@ -162,10 +162,10 @@ class Unmapped:
 @dataclass(frozen=True)
 class Ended:
     """The session ended as its source says (an agentrunner export's stop reason and total
-    reward): an ``episode.end``."""
+    reward, an Inspect sample's score): an ``episode.end`` (reward None: nothing judged it)."""
 
     stop_reason: str
-    total_reward: float
+    total_reward: float | None
     ts: str | None = None
 
 

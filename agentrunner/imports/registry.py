@@ -21,6 +21,7 @@ from agentrunner.imports import (
     claude_code,
     codex,
     gemini_cli,
+    inspect_eval,
     mini_swe_agent,
     opencode,
     swe_agent,
@@ -40,8 +41,9 @@ FORMATS: dict[str, ModuleType] = {
     aider.NAME: aider,
     aider_chat.NAME: aider_chat,
     opencode.NAME: opencode,
+    inspect_eval.NAME: inspect_eval,
 }
-SUFFIXES = (".jsonl", ".json", ".traj", ".aider.chat.history.md", "opencode.db")
+SUFFIXES = (".jsonl", ".json", ".traj", ".aider.chat.history.md", "opencode.db", ".eval")
 """What a file found in a folder is named like to be looked at (a file named is always)."""
 HEAD_BYTES = 64 * 1024
 
