@@ -11,6 +11,7 @@ import json
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,15 @@ LOCAL_HEADER = struct.Struct("<4s22xHH")
 field's lengths; the entry's data follows them."""
 
 
-def entries(path: Path) -> dict[str, Any]:
-    """Every ``.json`` entry of the archive, parsed, by name (in the archive's order)."""
+def entries(path: Path, wanted: Callable[[str], bool]) -> dict[str, Any]:
+    """The ``.json`` entries of the archive whose names are ``wanted``, parsed, by name (in
+    the archive's order)."""
     try:
         with zipfile.ZipFile(path) as archive, path.open("rb") as raw:
             return {
                 info.filename: _parsed(info, _bytes(archive, raw, info))
                 for info in archive.infolist()
-                if info.filename.endswith(".json")
+                if info.filename.endswith(".json") and wanted(info.filename)
             }
     except zipfile.BadZipFile as exc:
         raise ValueError(

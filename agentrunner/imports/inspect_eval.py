@@ -56,6 +56,7 @@ NAME = "inspect-eval"
 APPENDS = False
 AGENT = "inspect-ai"
 SPEC_ENTRIES = ("header.json", "_journal/start.json")
+SAMPLES = "samples/"
 LETTER_SCORES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 MAPPED_EVENTS = ("model", "tool")
 """Event kinds the messages already carry (a tool event's result is its tool message)."""
@@ -67,11 +68,11 @@ def sniff(path: Path, head: str) -> bool:
 
 
 def records(path: Path, *, live: bool) -> list[Any]:
-    found = entries(path)
+    found = entries(path, lambda name: name in SPEC_ENTRIES or name.startswith(SAMPLES))
     spec = next((name for name in SPEC_ENTRIES if name in found), None)
     if spec is None:
         raise ValueError("no header.json or _journal/start.json in it: not an Inspect log")
-    samples = [name for name in found if name.startswith("samples/")]
+    samples = [name for name in found if name.startswith(SAMPLES)]
     return [{"entry": name, "value": found[name]} for name in [spec, *samples]]
 
 
@@ -123,7 +124,7 @@ class InspectEvalParser:
 
     def feed(self, index: int, record: Any) -> list[Emit]:
         entry, value = str(as_dict(record).get("entry")), as_dict(as_dict(record).get("value"))
-        if not entry.startswith("samples/"):
+        if not entry.startswith(SAMPLES):
             self.spec = as_dict(value.get("eval"))
             return []
         return [(entry, item) for item in SampleReader(self.path, self.spec, entry, value).items()]
