@@ -8,8 +8,6 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from rich.table import Table
-
 from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
@@ -187,6 +185,8 @@ def show(args: argparse.Namespace) -> int:
     _print_verifications(results)
     out = stdout_console()
     if args.events:
+        from rich.table import Table  # only here: a transcript need not import it
+
         table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
         for col in ("seq", "att", "turn", "kind", "ts", "payload"):
             table.add_column(col, overflow="fold" if col == "payload" else "ellipsis")
