@@ -7,6 +7,8 @@ counts besides its messages (tool definitions, framing) stays out of it."""
 
 from __future__ import annotations
 
+import operator
+
 from agentrunner.types import AgentUsage, Message
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
@@ -35,6 +37,27 @@ def message_chars(message: Message) -> int:
     return len(message.content) + len(message.reasoning or "") + calls
 
 
+class CharCount:
+    """Counts a request's characters, keeping the last request's count by message: a
+    request that begins with the last one's messages (the same objects) counts only the
+    rest, so an episode's growing requests cost what they add, not their length."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._sums = [0]  # _sums[i]: the characters of _messages[:i]
+
+    def __call__(self, messages: list[Message]) -> int:
+        try:  # the first message that differs from the last request's
+            shared = operator.indexOf(map(operator.is_, self._messages, messages), False)
+        except ValueError:
+            shared = min(len(self._messages), len(messages))
+        del self._sums[shared + 1 :]
+        for message in messages[shared:]:
+            self._sums.append(self._sums[-1] + message_chars(message))
+        self._messages = list(messages)
+        return self._sums[-1]
+
+
 class Budget:
     """Estimates a request's input tokens from the last reported usage and the characters
     added since, at a characters-per-token ratio calibrated on this episode's reports (the
@@ -45,9 +68,10 @@ class Budget:
         self.reported_tokens = 0
         self.reported_chars = 0
         self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
+        self.chars = CharCount()
 
     def estimate(self, messages: list[Message]) -> int:
-        chars = sum(message_chars(m) for m in messages)
+        chars = self.chars(messages)
         added = (chars - self.reported_chars) / self.chars_per_token
         return max(0, round(self.reported_tokens + added))
 
@@ -60,7 +84,7 @@ class Budget:
         tokens = usage.input_tokens if usage is not None else None
         if not tokens:
             return
-        chars = sum(message_chars(m) for m in messages)
+        chars = self.chars(messages)
         added_chars, added_tokens = chars - self.reported_chars, tokens - self.reported_tokens
         if self.reported_tokens and added_chars and added_chars * added_tokens > 0:
             low, high = CHARS_PER_TOKEN_RANGE

@@ -153,29 +153,43 @@ def masked(
 
 
 class MaskCache:
-    """The history as ``mask:K`` last sent it, kept between requests: the cut moves only
-    every K turns and a history only grows, so until the cut moves each request masks just
-    the messages added since (not the whole history again)."""
+    """The history as ``mask:K`` last sent it, kept between requests. A history only grows
+    and the cut only moves forward, so each request masks again only from the first tool
+    output the last one left whole (the last K to 2K turns), not the whole history."""
 
     def __init__(self) -> None:
-        self._key: tuple[int, int] | None = None  # (keep, cutoff) of the kept view
+        self._keep, self._cutoff = 0, 0  # the kept view's settings
         self._sent: list[Message] = []
         self._last: Message | None = None  # the history's message the kept view ends with
-        self._count = 0
+        self._open = 0  # the first index a later request may still change
+        self._count = 0  # how many of the kept view's messages are masked
 
     def masked(
         self, messages: list[Message], origins: dict[int, ToolOrigin], turn: int, keep: int
     ) -> tuple[list[Message], int]:
         """What :func:`masked` returns, from the kept view and the messages added since."""
-        key, done = (keep, mask_cutoff(turn, keep)), len(self._sent)
+        cutoff, done = mask_cutoff(turn, keep), len(self._sent)
         extends = done <= len(messages) and (done == 0 or messages[done - 1] is self._last)
-        if key != self._key or not extends:
-            self._key, self._sent, self._count, done = key, [], 0, 0
-        added, count = masked(messages[done:], origins, turn, keep, offset=done)
-        self._sent.extend(added)
+        if keep != self._keep or cutoff < self._cutoff or not extends:
+            self._sent, self._open, self._count, done = [], 0, 0, 0
+        redone = zip(self._sent[self._open :], messages[self._open : done], strict=True)
+        self._count -= sum(sent is not message for sent, message in redone)
+        del self._sent[self._open :]
+        added, count = masked(messages[self._open :], origins, turn, keep, offset=self._open)
+        self._sent += added
         self._count += count
+        self._keep, self._cutoff = keep, cutoff
         self._last = messages[-1] if messages else None
+        while self._open < len(messages) and not self._open_at(messages, origins):
+            self._open += 1
         return list(self._sent), self._count
+
+    def _open_at(self, messages: list[Message], origins: dict[int, ToolOrigin]) -> bool:
+        """Whether a later cut may still change the message at ``_open`` (a tool output the
+        present cut leaves whole)."""
+        origin = origins.get(self._open)
+        tool = messages[self._open].role == "tool"
+        return tool and (origin is None or origin.turn > self._cutoff)
 
 
 @dataclass(frozen=True)
