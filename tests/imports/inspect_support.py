@@ -30,7 +30,7 @@ from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import includes
-from inspect_ai.solver import generate, system_message, use_tools
+from inspect_ai.solver import generate, solver, system_message, use_tools
 from inspect_ai.tool import tool
 
 
@@ -46,6 +46,16 @@ def add():
         return str(x + y)
 
     return execute
+
+
+@solver
+def break_three():
+    async def solve(state, generate):
+        if state.sample_id == "three":
+            raise RuntimeError("sample three breaks")
+        return state
+
+    return solve
 
 
 def used(output, input_tokens, output_tokens):
@@ -68,12 +78,15 @@ task = Task(
     dataset=[
         Sample(input="What is 1+1?", target="2", id="one"),
         Sample(input="What is 2+2?", target="4", id="two"),
+        Sample(input="What is 3+3?", target="6", id="three"),
     ],
-    solver=[system_message("You add numbers."), use_tools(add()), generate()],
+    solver=[system_message("You add numbers."), break_three(), use_tools(add()), generate()],
     scorer=includes(),
 )
 model = get_model("mockllm/model", custom_outputs=outputs)
-[log] = eval(task, model=model, log_dir=sys.argv[1], display="none", max_samples=1)
+[log] = eval(
+    task, model=model, log_dir=sys.argv[1], display="none", max_samples=1, fail_on_error=False,
+)
 assert log.status == "success", log.status
 '''
 
@@ -100,8 +113,9 @@ def prepare_inspect() -> str | None:
 
 
 def eval_log(folder: Path) -> Path:
-    """The ``.eval`` log of a real Inspect run of a two-sample task whose mock model calls a
-    tool and answers (one answer right, one wrong); skip when Inspect cannot be had."""
+    """The ``.eval`` log of a real Inspect run of a three-sample task whose mock model calls a
+    tool and answers (one answer right, one wrong; the third sample's solver fails before
+    the model is asked); skip when Inspect cannot be had."""
     problem = prepare_inspect()
     if problem is not None:
         pytest.skip(problem)
