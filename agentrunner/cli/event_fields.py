@@ -62,6 +62,7 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
         "cache_write_tokens": _COUNT,
         "reasoning_tokens": _COUNT,
         "cost_usd": (int, float, _NONE),
+        "price_source": (str, _NONE),
     },
     "tool.call": {"parsed": (dict, _NONE), "parse_error": (str, _NONE)},
     "tool.result": {
