@@ -1,4 +1,4 @@
-"""Read Inspect AI evaluation logs (``.eval`` files) into import items.
+"""Read Inspect AI evaluation logs (``.eval`` files, and ``.json`` ones) into import items.
 
 The layout, as inspect-ai 0.3.285 writes it: a zip archive (:mod:`.eval_zip`) holding
 ``header.json`` (the eval's spec: ``eval.task``, ``eval.model``, ``eval.task_id``; its plan,
@@ -7,7 +7,9 @@ one ``samples/<id>_epoch_<n>.json`` per sample and epoch (``messages``: the conv
 ended; ``events``: what happened, ``model`` events among them with each call's ``output`` and
 ``usage``; ``scores``; ``error``; ``attachments``: long texts that messages and events name as
 ``attachment://<hash>``), and ``summaries.json``, ``reductions.json`` and ``_journal/*``, which
-repeat what the samples hold (not read). A log is rewritten whole, never appended to.
+repeat what the samples hold (not read). A log is rewritten whole, never appended to. A log
+written with ``--log-format json`` is one JSON object of the same parts (``eval``, ...,
+``samples``).
 
 Mapping. Each sample epoch is one session. Its ``system`` and ``user`` messages are
 :class:`Said`; each ``assistant`` message is one model call (``Ask``, its reasoning, text and
@@ -29,13 +31,14 @@ samples in the archive's order.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from agentrunner.events import StopReason
 from agentrunner.imports.chat import as_dict, is_number
 from agentrunner.imports.eval_zip import entries
-from agentrunner.imports.files import session_id
+from agentrunner.imports.files import session_id, whole_json
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -61,19 +64,42 @@ LETTER_SCORES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 MAPPED_EVENTS = ("model", "tool")
 """Event kinds the messages already carry (a tool event's result is its tool message)."""
 ATTACHMENT = "attachment://"
+JSON_LOG = re.compile(r'\{\s*"version":\s*\d+,\s*"status":\s*"\w+",\s*"eval":\s*\{')
+"""How a log written as JSON (``--log-format json``) begins."""
 
 
 def sniff(path: Path, head: str) -> bool:
-    return path.name.endswith(".eval") and head.startswith("PK\x03\x04")
+    if path.name.endswith(".eval"):
+        return head.startswith("PK\x03\x04")
+    return path.name.endswith(".json") and bool(JSON_LOG.match(head))
 
 
 def records(path: Path, *, live: bool) -> list[Any]:
+    if not path.name.endswith(".eval"):
+        return _json_log_records(path)
     found = entries(path, lambda name: name in SPEC_ENTRIES or name.startswith(SAMPLES))
     spec = next((name for name in SPEC_ENTRIES if name in found), None)
     if spec is None:
         raise ValueError("no header.json or _journal/start.json in it: not an Inspect log")
     samples = [name for name in found if name.startswith(SAMPLES)]
     return [{"entry": name, "value": found[name]} for name in [spec, *samples]]
+
+
+def _json_log_records(path: Path) -> list[Any]:
+    """The records of a log written with ``--log-format json``: one JSON object holding the
+    spec (``eval``) and the ``samples``, named here as the ``.eval`` layout names them."""
+    log = as_dict(whole_json(path))
+    if "eval" not in log:
+        raise ValueError("no 'eval' in it: not an Inspect log")
+    samples = [as_dict(s) for s in log.get("samples") or []]
+    header = {k: v for k, v in log.items() if k != "samples"}
+    return [
+        {"entry": "header.json", "value": header},
+        *(
+            {"entry": f"{SAMPLES}{s.get('id')}_epoch_{s.get('epoch')}.json", "value": s}
+            for s in samples
+        ),
+    ]
 
 
 def parser(path: Path) -> InspectEvalParser:

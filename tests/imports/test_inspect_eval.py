@@ -138,3 +138,23 @@ def test_a_score_maps_to_a_reward_as_inspect_reads_it_else_leaves_the_episode_un
         1.0, 0.0, 0.5, 0.0, 1.0, 0.0, 0.25, 3.0,
     ]  # fmt: skip
     assert [reward_of(v) for v in ("maybe", None, {"a": 1}, [1])] == [None, None, None, None]
+
+
+def test_an_inspect_log_written_as_json_imports_as_its_eval_log_does(tmp_path: Path) -> None:
+    log = eval_log(tmp_path / "inspect")
+    converted = subprocess.run(
+        [str(INSPECT_VENV / "bin" / "inspect"), "log", "convert", "--to", "json",
+         "--output-dir", str(tmp_path / "json"), str(log)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert converted.returncode == 0, converted.stderr[-3000:]
+    (as_json,) = (tmp_path / "json").glob("*.json")
+    counts = []
+    for path in (log, as_json):
+        db = tmp_path / f"{path.suffix[1:]}.db"
+        reports = imported(db, path)
+        with TraceStore(db) as store:
+            counts.append(
+                {k.split("/")[1]: kinds(store, r["episode_id"]) for k, r in reports.items()}
+            )
+    assert counts[0] == counts[1] and len(counts[0]) == 3
