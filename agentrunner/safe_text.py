@@ -23,10 +23,11 @@ multi-character replacements is ten times slower on anything but clean ASCII).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from rich.markup import escape
-from rich.style import Style
-from rich.text import Text
+if TYPE_CHECKING:  # Rich: imported by what builds markup or Text (``ls --json`` does not)
+    from rich.style import Style
+    from rich.text import Text
 
 __all__ = ["Part", "json_safe", "line", "literal", "one_line_visible", "plain", "visible"]
 
@@ -63,17 +64,23 @@ def one_line_visible(text: str) -> str:
 
 def literal(value: object) -> str:
     """``value`` as text for a Rich markup string: shown as written, never as markup."""
+    from rich.markup import escape
+
     return escape(visible(str(value)))
 
 
 def plain(value: object, style: str | Style = "") -> Text:
     """``value`` as a Rich ``Text`` (never parsed as markup), control characters visible."""
+    from rich.text import Text
+
     return Text(visible(str(value)), style=style)
 
 
 def line(*parts: Part) -> Text:
     """Words and recorded values, each ``text`` or ``(text, style)``, as one ``Text``: never
     read as markup, control characters visible."""
+    from rich.text import Text
+
     return Text.assemble(
         *(visible(p) if isinstance(p, str) else (visible(p[0]), p[1]) for p in parts)
     )

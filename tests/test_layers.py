@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("values", {"agentrunner", *_ours(
         "types events errors model environment safe_text formatting redaction"
         " redaction_compressed redaction_encodings system_prompt branching hashing critical specs"
+        " statuses spec_text"
     )}),
     ("providers", {"providers"}),
     ("environments", _ours("envs")),

@@ -9,7 +9,7 @@ import contextlib
 import json
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrunner.critical import critical
 from agentrunner.errors import (
@@ -24,7 +24,9 @@ from agentrunner.store.base import utc_now
 from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.lineage import LineageStore
 from agentrunner.store.records import EventRow, ModelInput, Segment
-from agentrunner.types import Message, ToolSpec
+
+if TYPE_CHECKING:  # pydantic: imported by the readers of messages and tools
+    from agentrunner.types import Message, ToolSpec
 
 _T = TypeVar("_T")
 
@@ -132,6 +134,8 @@ class LogStore(LineageStore):
 
     def message_chain(self, tip_hash: str | None) -> list[Message]:
         """The messages of a chain, root first, ending at ``tip_hash``."""
+        from agentrunner.types import Message
+
         if tip_hash is None:
             return []
         rows = self._conn.execute(
@@ -147,6 +151,8 @@ class LogStore(LineageStore):
         return [Message.model_validate_json(r[0]) for r in rows]
 
     def message(self, message_hash_: str) -> Message:
+        from agentrunner.types import Message
+
         row = self._conn.execute(
             "SELECT message FROM messages WHERE hash = ?", (message_hash_,)
         ).fetchone()
@@ -155,6 +161,8 @@ class LogStore(LineageStore):
         return Message.model_validate_json(row[0])
 
     def tools(self, tools_hash_: str) -> list[ToolSpec]:
+        from agentrunner.types import ToolSpec
+
         row = self._conn.execute(
             "SELECT tools FROM tools WHERE hash = ?", (tools_hash_,)
         ).fetchone()
