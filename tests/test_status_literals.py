@@ -29,6 +29,7 @@ FOREIGN = {
     "agentrunner/envs/data/": "the bundled tasks' own repositories, not agentrunner",
     "agentrunner/record/dialects/": "the providers' wire formats (their own `error` keys)",
     "agentrunner/imports/responses.py": "OpenAI's response `status` (`incomplete`)",
+    "agentrunner/imports/opencode.py": "opencode's tool-part `status` (`completed`, `error`)",
 }
 
 
