@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from agentrunner.events import EVENT_KINDS
+from agentrunner.statuses import EVENT_KINDS
 from agentrunner.store import eventlog
 from agentrunner.store.ddl import create_tables
 from agentrunner.store.dialect import SQLITE
