@@ -76,7 +76,7 @@ def _unzstd(data: bytes, name: str) -> bytes:
     except ImportError:
         raise ValueError(
             f"its entry {name} is Zstandard-compressed, as Inspect writes its logs; install the"
-            " zstandard package (pip install zstandard) to read it on this Python"
+            " [inspect] extra (pip install 'agentrunner[inspect]') to read it on this Python"
         ) from None
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
     try:
