@@ -151,12 +151,28 @@ class Resume(_Payload):
     config: dict[str, Any] | None = None  # the runner settings this attempt runs with
 
 
+class EndTotals(BaseModel):
+    """An ``episode.end``'s totals as a typed record: tokens by kind (``input``, ``output``,
+    ``cache_read``, ``cache_write``, ``reasoning``), the known cost, the summed reward (what
+    :meth:`agentrunner.history.Totals.as_dict` records); other keys an importer wrote kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    tokens: dict[str, int | None] = Field(default_factory=dict)
+    cost_usd: float | None = None
+    reward: float | None = None
+
+
 class EpisodeEnd(_Payload):
     kind: Literal["episode.end"] = "episode.end"
     stop_reason: StopReasonText
     turns: int
     total_reward: float | None  # None: nothing judged the episode (no test, no verifier)
-    totals: dict[str, Any] = Field(default_factory=dict)
+    totals: dict[str, Any] = Field(default_factory=dict)  # stored as written: read `spend`
+
+    @property
+    def spend(self) -> EndTotals:
+        """``totals`` read as a typed record."""
+        return EndTotals.model_validate(self.totals)
 
 
 EventPayload = Annotated[

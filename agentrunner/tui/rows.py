@@ -182,7 +182,7 @@ def _summary(event: EventPayload, preview: str | None) -> tuple[str, str]:
         case EpisodeEnd():
             return (
                 f"{event.stop_reason} after {plural(event.turns, 'turn')} · reward "
-                f"{reward(event.total_reward)} · {cost(event.totals.get('cost_usd'))}",
+                f"{reward(event.total_reward)} · {cost(event.spend.cost_usd)}",
                 "end",
             )
 
