@@ -120,13 +120,24 @@ def assert_options_exist(command: str) -> None:
     assert argv and argv[0] in known, (
         f"the README names `agentrunner {argv[0]}`, which is no command"
     )
-    options = set(known[argv[0]]._option_string_actions)
+    parser, name = known[argv[0]], argv[0]
     if "--" in argv:
         argv = argv[: argv.index("--")]
+    nested = _subcommands_of(parser)
+    if len(argv) > 1 and argv[1] in nested:  # `agentrunner db migrate ...`
+        parser, name, argv = nested[argv[1]], f"{name} {argv[1]}", argv[1:]
+    options = set(parser._option_string_actions)
     for word in argv[1:]:
         if word.startswith("-") and word not in ("-", "--"):
             flag = word.split("=", 1)[0].rstrip(",.")
-            assert flag in options, f"`{command}`: `agentrunner {argv[0]}` has no option {flag}"
+            assert flag in options, f"`{command}`: `agentrunner {name}` has no option {flag}"
+
+
+def _subcommands_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def test_the_python_example_runs_as_printed(tmp_path: Path) -> None:
