@@ -410,20 +410,25 @@ class Snapshotter:
         """Write what differs between the scanned workspace and the target, and nothing else
         (as ``git read-tree -m -u``: the paths that are equal are not touched, not even
         joined into a path)."""
-        root = self.root
+        root, wanted, have_now = self.root, target.get, current.get
         opened: set[str] = set()  # folders open for writing until the end: their final mode
-        for path, entry in current.items():  # folders the agent locked: open them for now
+        doomed: set[str] = set()  # what is in the way: another kind of entry, or none
+        for path, entry in current.items():  # an entry the stat cache kept is the very object
+            want = wanted(path)
+            if want is entry:
+                continue
             if type(entry) is DirEntry and entry.mode & stat.S_IRWXU != stat.S_IRWXU:
-                os.chmod(root / path, entry.mode | stat.S_IRWXU)
+                os.chmod(root / path, entry.mode | stat.S_IRWXU)  # locked by the agent: open
                 opened.add(path)
-        doomed = {p for p, e in current.items() if type(target.get(p)) is not type(e)}
+            if type(want) is not type(entry):
+                doomed.add(path)
         for path in sorted(doomed):  # a folder goes with all it holds, however deep
             if path.rpartition("/")[0] not in doomed:
                 remove_tree(root / path)
             current.pop(path)
             self._known.pop(path, None)
             opened.discard(path)
-        differs = [p for p, e in target.items() if current.get(p) != e]
+        differs = [p for p, e in target.items() if (h := have_now(p)) is not e and h != e]
         written: list[tuple[str, Entry]] = []
         for path in sorted(differs):  # folders before their children
             entry, have = target[path], current.get(path)
