@@ -120,7 +120,9 @@ def test_a_store_made_before_the_rule_reached_the_view_is_migrated_to_it(
         imported = _imported(store, {"spec": "scripted:demo"})
         _back_to_the_old_view(store, backend)
         assert _view(store) == {imported: "running or interrupted"}
-    with TraceStore(location) as store:  # opening it migrates it
+    if backend == "postgres":  # a shared store is migrated by `db migrate` alone
+        assert run_cli("db", "migrate", "--db", location).returncode == 0
+    with TraceStore(location) as store:  # a file is migrated as it is opened
         assert _view(store) == {imported: "completed"}
 
 
