@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.branching import Branching
 from agentrunner.distributed import Lost, RayExecutor, require_ray
@@ -33,10 +33,12 @@ from agentrunner.members import BatchEpisode, Member, outcome, run_member, run_m
 from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer
 from agentrunner.runner import RunConfig
-from agentrunner.store import TraceStore
 from agentrunner.store.hashing import canonical_json
 from agentrunner.system_prompt import with_system_prompt
 from agentrunner.types import AgentToolCall, AgentTurn
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 ModelFn = Callable[[AgentContext], AgentTurn]
 PolicyFn = Callable[[str | None, dict[str, Any]], Any]
@@ -123,7 +125,7 @@ def batch_id_for(config: dict[str, Any]) -> str:
 
 
 def run_batch(
-    store: TraceStore,
+    store: StoreBackend,
     *,
     task_seed_pairs: Iterable[tuple[str, int] | dict[str, Any]],
     env_factory: Callable[[], Environment],
@@ -239,7 +241,7 @@ class _ThreadBatch:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         env_factory: Callable[[], Environment],
         probe: Model,
         model_factory: Callable[[], Model] | None,

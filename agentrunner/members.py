@@ -78,7 +78,7 @@ def run_member(
 
 
 def run_member_in(
-    store: TraceStore,
+    store: StoreBackend,
     env_factory: Callable[[], Environment] | None,
     model_factory: Callable[[], Model] | None,
     member: Member,
@@ -108,7 +108,7 @@ def run_member_in(
 
 
 def _run(
-    store: TraceStore,
+    store: StoreBackend,
     env_factory: Callable[[], Environment] | None,
     model_factory: Callable[[], Model] | None,
     member: Member,

@@ -10,7 +10,7 @@ UTF-8 cannot carry says how many in ``replaced_chars``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic_core import to_json
@@ -19,8 +19,10 @@ from agentrunner import events as ev
 from agentrunner import interrupts
 from agentrunner.history import Totals
 from agentrunner.redaction import Redactor, recordable, scrub
-from agentrunner.store import EpisodeWriter, TraceStore
 from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import EventWriter, StoreBackend
 
 Observer = Callable[[int, int, BaseModel], None]
 
@@ -30,8 +32,8 @@ class Recorder:
 
     def __init__(
         self,
-        store: TraceStore,
-        writer: EpisodeWriter,
+        store: StoreBackend,
+        writer: EventWriter,
         *,
         secrets: dict[str, str],
         tip: str | None = None,

@@ -33,7 +33,7 @@ from agentrunner.runner import (
 )
 from agentrunner.specs import ImportedSpec
 from agentrunner.state import EpisodeState, describe_dangling, rebuild
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.types import AgentTurn, Message
 from providers import model_from_spec
 
@@ -105,7 +105,7 @@ def can_resume(
 
 
 def check_resumable(
-    store: TraceStore, state: EpisodeState, *, context_changed: bool = False
+    store: StoreBackend, state: EpisodeState, *, context_changed: bool = False
 ) -> None:
     """Refuse, with a clear message, an episode this run has claimed that cannot be resumed
     (:func:`can_resume` on what its log says)."""
@@ -129,7 +129,7 @@ def _model_for(
 
 
 def resume_episode(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     *,
     env: Environment | None = None,
@@ -201,7 +201,7 @@ def resume_episode(
                 env.close()
 
 
-def _decision_role(store: TraceStore, episode: EpisodeSummary) -> tuple[int | None, int | None]:
+def _decision_role(store: StoreBackend, episode: EpisodeSummary) -> tuple[int | None, int | None]:
     """A decision point's fork runs as the engine runs it, whoever resumes it: a proposal
     as sample ``candidate`` for the decision turn only, a continuation to the horizon."""
     role = episode.fork_group
@@ -218,7 +218,7 @@ def _decision_role(store: TraceStore, episode: EpisodeSummary) -> tuple[int | No
 
 
 def _run_fresh(
-    store: TraceStore,
+    store: StoreBackend,
     episode: EpisodeSummary,
     env: Environment | None,
     model_fn: Callable[[AgentContext], AgentTurn] | None,
@@ -255,7 +255,7 @@ def _run_fresh(
             env.close()
 
 
-def _planned_max_turns(store: TraceStore, episode_id: str) -> int:
+def _planned_max_turns(store: StoreBackend, episode_id: str) -> int:
     """The turn limit an episode was made with (its batch's), when it died before starting."""
     config = store.batch_config(episode_id)
     value = (config or {}).get("max_turns")
@@ -263,7 +263,7 @@ def _planned_max_turns(store: TraceStore, episode_id: str) -> int:
 
 
 def _continue(
-    store: TraceStore,
+    store: StoreBackend,
     state: EpisodeState,
     env: Environment,
     model: Model,
@@ -320,7 +320,9 @@ def _continue(
     return loop
 
 
-def _recorded_config(store: TraceStore, episode_id: str, started: dict[str, Any]) -> dict[str, Any]:
+def _recorded_config(
+    store: StoreBackend, episode_id: str, started: dict[str, Any]
+) -> dict[str, Any]:
     """The runner settings an episode last ran with: its history's last ``resume`` that
     recorded them (a fork's own, or an attempt's), else its ``episode.start``'s."""
     config, after = started, 0

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,8 +37,10 @@ from agentrunner.model import AgentContext, Model, as_model
 from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.state import PendingCall
-from agentrunner.store import TraceStore
 from agentrunner.types import AgentTurn, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 MAX_TURNS_LIMIT = 500
 OVERFLOW_HINT = (
@@ -55,7 +57,7 @@ DecideFn = Callable[["EpisodeLoop", int], Message | None]
 """(the main line's loop, the turn about to begin) -> the action a decision point adopted
 (None: the model takes this turn). It may record a note on the loop (``branching_stopped``)
 and must stop when the loop's ``cancel_reason()`` says so."""
-DecisionsFactory = Callable[[TraceStore, str, Branching, Model], DecideFn]
+DecisionsFactory = Callable[["StoreBackend", str, Branching, Model], DecideFn]
 _decisions: list[DecisionsFactory] = []
 
 
@@ -66,7 +68,7 @@ def register_decisions(factory: DecisionsFactory) -> None:
 
 
 def decisions_for(
-    store: TraceStore, episode_id: str, branching: Branching | None, model: Model
+    store: StoreBackend, episode_id: str, branching: Branching | None, model: Model
 ) -> DecideFn | None:
     """The decision hook of an episode run with ``branching`` (None without)."""
     if branching is None:
@@ -312,7 +314,7 @@ def run_agent_episode(
     env: Environment,
     task_id: str,
     model_fn: Callable[[AgentContext], AgentTurn],
-    store: TraceStore,
+    store: StoreBackend,
     seed: int = 0,
     max_turns: int = 100,
     cancel_check: Callable[[], bool] | None = None,
@@ -392,7 +394,7 @@ def outcome(exc: ModelError | EnvironmentFailure) -> tuple[StopReason | None, bo
 
 def drive(
     run: EpisodeLoop,
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     cancel_check: Callable[[], bool] | None,
     *,

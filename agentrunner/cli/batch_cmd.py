@@ -6,6 +6,7 @@ import argparse
 import functools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -39,8 +40,10 @@ from agentrunner.errors import UsageError
 from agentrunner.events import Status
 from agentrunner.runner import MAX_TURNS_LIMIT
 from agentrunner.safe_text import line, one_line_visible, plain
-from agentrunner.store import TraceStore
 from providers import get_model
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -191,7 +194,7 @@ def batch(args: argparse.Namespace) -> int:
     return 1 if any(e.action == "error" for e in result.episodes) else 0
 
 
-def _print_summary(store: TraceStore, episodes: list[BatchEpisode]) -> None:
+def _print_summary(store: StoreBackend, episodes: list[BatchEpisode]) -> None:
     short = fmt.unique_prefixes(store.episode_ids())
     table = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     for col in ("task", "seed", "episode", "action", "status", "turns", "reward", "cost"):

@@ -23,7 +23,7 @@ from agentrunner.store.location import user_db_path
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agentrunner.store import TraceStore
+    from agentrunner.store.protocol import StoreBackend
 
 
 def add_common(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
@@ -96,7 +96,7 @@ def store_location(args: argparse.Namespace) -> str | Path:
     return path
 
 
-def open_store(args: argparse.Namespace) -> TraceStore:
+def open_store(args: argparse.Namespace) -> StoreBackend:
     """The store ``--db`` (or the default) names. Commands that only read or add to a store
     never create one (nor convert an empty or foreign file): they say where they looked.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -12,7 +13,9 @@ from agentrunner.cli.common import new_command, open_store, print_json, stderr_c
 from agentrunner.formatting import plural
 from agentrunner.imports.registry import FORMATS, FileReport, Follower, import_paths
 from agentrunner.safe_text import literal
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 FOLLOW_POLL_S = 0.5
 HEARTBEAT_S = 2.0
@@ -98,7 +101,7 @@ def _print(reports: list[FileReport], *, json_out: bool) -> None:
     )
 
 
-def _follow(store: TraceStore, args: argparse.Namespace) -> int:
+def _follow(store: StoreBackend, args: argparse.Namespace) -> int:
     """Import, then look for new records every ``--poll`` seconds; the episodes being
     followed are held (their status is ``running``) until Ctrl-C or SIGTERM. On Ctrl-C, what
     the files leave open is closed as a one-shot import closes it (a last model call gets

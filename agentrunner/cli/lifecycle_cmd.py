@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from agentrunner import formatting as fmt
 from agentrunner.cli import fanout_cmd
@@ -37,8 +38,10 @@ from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
 from agentrunner.safe_text import literal
 from agentrunner.specs import ImportedSpec
 from agentrunner.state import rebuild
-from agentrunner.store import TraceStore
 from providers import get_model
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -133,7 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _resume_one(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     args: argparse.Namespace,
     *,
@@ -165,7 +168,7 @@ def _resume_one(
     )
 
 
-def _resume_targets(store: TraceStore) -> tuple[list[str], list[dict[str, str]]]:
+def _resume_targets(store: StoreBackend) -> tuple[list[str], list[dict[str, str]]]:
     """What ``resume --all`` resumes (oldest first): interrupted and cancelled episodes and
     those that failed on a retryable error; and the failed ones it cannot (with why)."""
     targets: list[str] = []
@@ -231,7 +234,7 @@ def resume(args: argparse.Namespace) -> int:
 
 
 def _print_resumed(
-    store: TraceStore, targets: list[str], rollouts: list[Rollout], skipped: list[dict[str, str]]
+    store: StoreBackend, targets: list[str], rollouts: list[Rollout], skipped: list[dict[str, str]]
 ) -> None:
     out = stdout_console()
     if not targets:
@@ -284,7 +287,7 @@ def fork(args: argparse.Namespace) -> int:
 
 
 def _print_forks(
-    store: TraceStore, args: argparse.Namespace, forks: list[str], rollouts: list[Rollout]
+    store: StoreBackend, args: argparse.Namespace, forks: list[str], rollouts: list[Rollout]
 ) -> None:
     out = stdout_console()
     parent = store.resolve(args.episode)

@@ -28,7 +28,8 @@ from agentrunner.store.verifications import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from agentrunner.store import EpisodeSummary, TraceStore
+    from agentrunner.store import EpisodeSummary
+    from agentrunner.store.protocol import StoreBackend
     from agentrunner.store.records import BatchSummary
 
 STATUS_STYLE: dict[str, str] = {
@@ -92,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _filter(store: TraceStore, args: argparse.Namespace) -> EpisodeFilter:
+def _filter(store: StoreBackend, args: argparse.Namespace) -> EpisodeFilter:
     return EpisodeFilter(
         task_id=args.task,
         model=args.model,
@@ -226,7 +227,7 @@ def _parent_cell(e: EpisodeSummary, prefixes: dict[str, str]) -> str:
     return f"{cell} cand {group.candidate}.{group.sample}"
 
 
-def _ls_batches(store: TraceStore, args: argparse.Namespace) -> int:
+def _ls_batches(store: StoreBackend, args: argparse.Namespace) -> int:
     if any((args.task, args.model, args.batch, args.parent, args.status)):
         raise UsageError("--batches lists every batch; filters apply to episodes (--batch ID)")
     corrupt: list[StoreCorruptError] = []
@@ -265,7 +266,7 @@ def _batch_cells(b: BatchSummary) -> tuple[str, ...]:
 
 
 def _latest_verifications(
-    store: TraceStore, episode_ids: set[str]
+    store: StoreBackend, episode_ids: set[str]
 ) -> dict[str, list[StoredVerification]]:
     """The latest result of each verifier of each of ``episode_ids`` (no details)."""
     out: dict[str, list[StoredVerification]] = {}

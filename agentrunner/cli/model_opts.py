@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.cli.common import stderr_console
 from agentrunner.context import POLICY_HELP, parse_policy
 from agentrunner.errors import UsageError
 from agentrunner.model import Model
-from agentrunner.store import TraceStore
 from providers import PROVIDERS, adapter_options, model_from_spec, unsupported_options
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 FLAGS = {
     "reasoning_effort": "--reasoning-effort",
@@ -200,7 +202,7 @@ def system_prompt(args: argparse.Namespace) -> str | None:
     return text
 
 
-def recorded_model(store: TraceStore, episode_id: str, args: argparse.Namespace) -> Model | None:
+def recorded_model(store: StoreBackend, episode_id: str, args: argparse.Namespace) -> Model | None:
     """The model ``episode_id`` was recorded with, built again with its recorded options
     (its spec's ``options``) and the model flags on top; ``None`` when nothing differs from
     what ``resume_episode`` builds itself (or when it was not a provider's model: resume

@@ -11,7 +11,7 @@ from agentrunner.safe_text import literal
 
 if TYPE_CHECKING:
     from agentrunner.export.otlp_live import LiveOtlp
-    from agentrunner.store import TraceStore
+    from agentrunner.store.protocol import StoreBackend
 
 
 def add_otlp_options(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def add_otlp_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def live_otlp(args: argparse.Namespace, store: TraceStore) -> LiveOtlp | None:
+def live_otlp(args: argparse.Namespace, store: StoreBackend) -> LiveOtlp | None:
     """The live exporter the flags ask for (None: no --otlp-endpoint)."""
     if not args.otlp_endpoint:
         return None

@@ -30,7 +30,8 @@ from agentrunner.types import Message
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from agentrunner.store import EventRow, TraceStore
+    from agentrunner.store import EventRow
+    from agentrunner.store.protocol import StoreBackend
 
 MAX_OBS_LINES = 12
 MAX_PROMPT_LINES = 20
@@ -71,7 +72,7 @@ class EventRenderer:
         console: Console,
         *,
         verbose: bool = False,
-        store: TraceStore | None = None,
+        store: StoreBackend | None = None,
         episode_id: str | None = None,
         decisions: Sequence[Decision] | None = None,
         batched: bool = False,

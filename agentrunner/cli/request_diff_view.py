@@ -7,13 +7,16 @@ prompt or message that holds escape sequences prints them visibly.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from agentrunner.cli.common import print_json, stdout_console
 from agentrunner.request_diff import describe, diff, pick
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
-def show_request_diff(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int:
+def show_request_diff(store: StoreBackend, episode_id: str, args: argparse.Namespace) -> int:
     before, after = pick(store, episode_id, args.request_diff)
     found = diff(before, after)
     if args.json:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -40,9 +41,11 @@ from agentrunner.recorder import Observer
 from agentrunner.resume import can_resume
 from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, RunConfig, run_agent_episode
 from agentrunner.safe_text import literal
-from agentrunner.store import TraceStore
 from agentrunner.system_prompt import with_system_prompt
 from providers import get_model
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 DEFAULT_MODEL = "scripted:demo"
 EXIT_BY_STATUS = {"completed": 0, "cancelled": 130}
@@ -143,7 +146,7 @@ def rollout_exit_code(rollout: Rollout) -> int:
     return EXIT_BY_STATUS.get(rollout.status, 1)
 
 
-def resumable(store: TraceStore, rollout: Rollout) -> bool:
+def resumable(store: StoreBackend, rollout: Rollout) -> bool:
     """Whether ``agentrunner resume`` can continue the episode (cancelled, interrupted, or
     failed on a retryable error: :func:`~agentrunner.resume.can_resume`)."""
     try:
@@ -152,7 +155,7 @@ def resumable(store: TraceStore, rollout: Rollout) -> bool:
         return False
 
 
-def report(args: argparse.Namespace, rollout: Rollout, store: TraceStore | None = None) -> int:
+def report(args: argparse.Namespace, rollout: Rollout, store: StoreBackend | None = None) -> int:
     """Print the outcome (one JSON object with ``--json``) and return the exit code. Given
     the store, an episode that can be resumed says how; one that branched, what branching
     cost apart from the main line."""
@@ -259,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
 class _WithDecisions:
     """The live view, with a line for each decision point as its adopted action lands."""
 
-    def __init__(self, renderer: EventRenderer, store: TraceStore) -> None:
+    def __init__(self, renderer: EventRenderer, store: StoreBackend) -> None:
         self._renderer = renderer
         self._store = store
         self._console = stderr_console()

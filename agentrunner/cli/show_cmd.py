@@ -31,7 +31,8 @@ from agentrunner.store.verifications import (
 )
 
 if TYPE_CHECKING:
-    from agentrunner.store import EpisodeSummary, TraceStore
+    from agentrunner.store import EpisodeSummary
+    from agentrunner.store.protocol import StoreBackend
 
 FOLLOW_POLL_S = 0.25
 
@@ -139,7 +140,7 @@ def _print_summary(e: EpisodeSummary) -> None:
         out.print(line)
 
 
-def _print_subagents(store: TraceStore, episode_id: str) -> None:
+def _print_subagents(store: StoreBackend, episode_id: str) -> None:
     out = stdout_console()
     started = spawner(store, episode_id)
     if started is not None:
@@ -237,7 +238,7 @@ def _decision_json(d: Decision) -> dict[str, object]:
     }
 
 
-def _branching(store: TraceStore, episode_id: str, made: list[Decision]) -> str:
+def _branching(store: StoreBackend, episode_id: str, made: list[Decision]) -> str:
     """The summary line of an episode's decision points and what they cost."""
     spent = spend(store, episode_id)
     forks = sum(len(c.continuations) + 1 for d in made for c in d.candidates)
@@ -248,7 +249,7 @@ def _branching(store: TraceStore, episode_id: str, made: list[Decision]) -> str:
     )
 
 
-def _follow(store: TraceStore, episode_id: str, args: argparse.Namespace) -> int:
+def _follow(store: StoreBackend, episode_id: str, args: argparse.Namespace) -> int:
     console = stderr_console() if args.json else stdout_console()
     renderer = EventRenderer(console, verbose=args.verbose, store=store, episode_id=episode_id)
     after = 0

@@ -3,17 +3,19 @@ tree for ``show`` and as nested objects for ``show --json``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from rich.tree import Tree
 
 from agentrunner.formatting import unique_prefixes
 from agentrunner.safe_text import one_line_visible, plain
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
-def children_of(store: TraceStore) -> dict[str, list[tuple[str, str | None]]]:
+def children_of(store: StoreBackend) -> dict[str, list[tuple[str, str | None]]]:
     """Parent episode -> its sub-agents ``(episode_id, the call that started it)``."""
     out: dict[str, list[tuple[str, str | None]]] = {}
     for child, parent, call in store.spawned():
@@ -21,7 +23,7 @@ def children_of(store: TraceStore) -> dict[str, list[tuple[str, str | None]]]:
     return out
 
 
-def spawner(store: TraceStore, episode_id: str) -> tuple[str, str | None] | None:
+def spawner(store: StoreBackend, episode_id: str) -> tuple[str, str | None] | None:
     """The episode (and call) that started ``episode_id``, if it is a sub-agent."""
     for child, parent, call in store.spawned():
         if child == episode_id:
@@ -29,7 +31,7 @@ def spawner(store: TraceStore, episode_id: str) -> tuple[str, str | None] | None
     return None
 
 
-def tree_json(store: TraceStore, episode_id: str) -> list[dict[str, Any]]:
+def tree_json(store: StoreBackend, episode_id: str) -> list[dict[str, Any]]:
     children = children_of(store)
 
     def node(child: str, call: str | None, seen: frozenset[str]) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def tree_json(store: TraceStore, episode_id: str) -> list[dict[str, Any]]:
     return [node(c, k, frozenset({episode_id})) for c, k in children.get(episode_id, [])]
 
 
-def tree_lines(store: TraceStore, episode_id: str) -> Tree | None:
+def tree_lines(store: StoreBackend, episode_id: str) -> Tree | None:
     """The tree of ``episode_id``'s sub-agents (None when it started none)."""
     children = children_of(store)
     if episode_id not in children:

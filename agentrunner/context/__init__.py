@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.context.budget import Budget, context_window, message_chars
 from agentrunner.context.compaction import Caller, RecordedCompactions, compact
@@ -36,8 +36,10 @@ from agentrunner.context.policies import (
 from agentrunner.events import ModelRequest
 from agentrunner.model import Model
 from agentrunner.recorder import Recorder
-from agentrunner.store import TraceStore
 from agentrunner.types import Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 __all__ = [
     "POLICY_HELP",
@@ -176,7 +178,7 @@ class EpisodeContext:
         return self.origins
 
     def sent_tip(
-        self, store: TraceStore, prepared: Prepared, history: list[Message], tip: str
+        self, store: StoreBackend, prepared: Prepared, history: list[Message], tip: str
     ) -> str:
         """The chain tip of the messages a request sends: the history's own ``tip`` when it
         sends the history unchanged, else a chain of its own (extending the last one while

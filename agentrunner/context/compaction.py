@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentrunner import interrupts
 from agentrunner.context.budget import Budget
@@ -19,8 +19,10 @@ from agentrunner.context.policies import Compaction
 from agentrunner.events import COMPACTION, ModelRequest, ModelResponse, Usage
 from agentrunner.model import AgentContext, Model
 from agentrunner.recorder import Recorder
-from agentrunner.store import TraceStore
 from agentrunner.types import AgentTurn, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 class Caller(Protocol):
@@ -130,7 +132,7 @@ class RecordedCompactions:
         self._open: dict[str, ModelRequest] = {}
         self._turns: dict[str, int] = {}
 
-    def read(self, store: TraceStore, episode_id: str) -> Compaction | None:
+    def read(self, store: StoreBackend, episode_id: str) -> Compaction | None:
         kinds = ["model.request", "model.response"]
         while page := store.events(episode_id, after_seq=self._read_seq, kinds=kinds):
             for row in page:

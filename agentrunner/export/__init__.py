@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import UsageError
 from agentrunner.export.atif import atif_trajectory
@@ -34,11 +34,13 @@ from agentrunner.export.formats import (
     get_format,
 )
 from agentrunner.export.select import Selected, Selection, percentile, select_episodes
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 def export_rows(
-    store: TraceStore,
+    store: StoreBackend,
     fmt: str,
     *,
     selection: Selection | None = None,
@@ -53,7 +55,7 @@ def export_rows(
 
 
 def export(
-    store: TraceStore,
+    store: StoreBackend,
     fmt: str,
     output: Path | None,
     *,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentrunner.errors import UsageError
 from agentrunner.export import atif, dpo, grpo, kto, otlp, prm, sft
@@ -23,13 +23,16 @@ from agentrunner.export.parquet import require_pyarrow
 from agentrunner.export.select import Selected, Selection, select_episodes
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl, write_parquet
 from agentrunner.redaction import public_url
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 Option = Literal["reasoning_key", "tool_args", "kto_threshold", "with_tool_results"]
 """A row option (a field of :class:`ExportOptions`; its flag is ``--reasoning``,
 ``--tool-args``, ``--kto-threshold``, ``--with-tool-results``)."""
 Writes = Literal["rows", "trajectories", "traces"]
-RowsFn = Callable[[TraceStore, Selected, ExportOptions], Iterator[dict[str, Any]]]
+RowsFn = Callable[["StoreBackend", Selected, ExportOptions], Iterator[dict[str, Any]]]
 CHAT_OPTIONS: frozenset[Option] = frozenset({"reasoning_key", "tool_args"})
 """What every row made of chat messages reads."""
 
@@ -40,7 +43,7 @@ class DocumentWriter(Protocol):
 
     def __call__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         episodes: Sequence[EpisodeSummary],
         output: Path | None,
         *,
@@ -103,7 +106,7 @@ class Format(Protocol):
     @property
     def writes(self) -> Writes: ...
 
-    def export(self, store: TraceStore, selection: Selection, target: Target) -> ExportResult:
+    def export(self, store: StoreBackend, selection: Selection, target: Target) -> ExportResult:
         """Check ``target`` before anything is read, select the episodes, and write."""
         ...
 
@@ -123,7 +126,7 @@ class RowFormat:
     def writes(self) -> Writes:
         return "rows"
 
-    def export(self, store: TraceStore, selection: Selection, target: Target) -> ExportResult:
+    def export(self, store: StoreBackend, selection: Selection, target: Target) -> ExportResult:
         output = target.output
         as_parquet = target.parquet
         if as_parquet is None:
@@ -167,7 +170,7 @@ class TrajectoryFormat:
     def writes(self) -> Writes:
         return "trajectories"
 
-    def export(self, store: TraceStore, selection: Selection, target: Target) -> ExportResult:
+    def export(self, store: StoreBackend, selection: Selection, target: Target) -> ExportResult:
         if target.parquet:
             raise UsageError(
                 f"{self.name} trajectories are JSON documents: --parquet does not apply"
@@ -198,7 +201,7 @@ class TraceFormat:
     def writes(self) -> Writes:
         return "traces"
 
-    def export(self, store: TraceStore, selection: Selection, target: Target) -> ExportResult:
+    def export(self, store: StoreBackend, selection: Selection, target: Target) -> ExportResult:
         if target.parquet:
             raise UsageError(
                 f"{self.name} traces are OTLP JSON or protobuf: --parquet does not apply"

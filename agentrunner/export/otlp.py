@@ -37,13 +37,14 @@ from agentrunner import __version__
 from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl
 from agentrunner.redaction import public_url
-from agentrunner.store import TraceStore
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
     from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    from agentrunner.store.protocol import StoreBackend
 
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 """Spans per request, in protobuf bytes (collectors commonly accept 4 MiB and more)."""
@@ -68,7 +69,7 @@ def require_otlp() -> None:
         ) from None
 
 
-def episode_spans(store: TraceStore, episode_id: str, *, content: bool) -> list[Span]:
+def episode_spans(store: StoreBackend, episode_id: str, *, content: bool) -> list[Span]:
     """One episode's trace as ``opentelemetry-proto`` spans (see :mod:`.otlp_spans`)."""
     require_otlp()
     from agentrunner.export import otlp_spans
@@ -87,7 +88,7 @@ class OtlpResult:
 
 
 def otlp_requests(
-    store: TraceStore,
+    store: StoreBackend,
     episode_ids: Iterable[str],
     *,
     content: bool,
@@ -195,7 +196,7 @@ def parse_request_json(document: Mapping[str, Any]) -> ExportTraceServiceRequest
 
 
 def write_otlp_file(
-    store: TraceStore,
+    store: StoreBackend,
     episode_ids: Iterable[str],
     output: Path | None,
     *,
@@ -254,7 +255,7 @@ def _refusal(response: httpx.Response) -> str | None:
 
 
 def send_otlp(
-    store: TraceStore,
+    store: StoreBackend,
     episode_ids: Iterable[str],
     endpoint: str,
     *,

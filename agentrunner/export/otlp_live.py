@@ -42,12 +42,12 @@ from agentrunner.history import NOT_CHUNKS
 from agentrunner.recorder import Observer
 from agentrunner.redaction import public_url
 from agentrunner.specs import ImportedSpec, RecordedSpec
-from agentrunner.store import TraceStore
 
 if TYPE_CHECKING:
     from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
     from agentrunner.export.otlp_spans import OpenSpan, Walk
+    from agentrunner.store.protocol import StoreBackend
 
 CLOSE_WAIT_S = 30.0
 """How long :meth:`LiveOtlp.close` waits for the spans still queued to be sent (a bound on a
@@ -116,7 +116,7 @@ class _LiveEpisode:
     that ended it leaves it unchanged (a model call's usage follows its answer; a broken
     stream's error follows both)."""
 
-    def __init__(self, store: TraceStore, episode_id: str, content: bool, first_seq: int):
+    def __init__(self, store: StoreBackend, episode_id: str, content: bool, first_seq: int):
         from agentrunner.export.otlp_spans import Walk
 
         self.store = store
@@ -183,7 +183,7 @@ class LiveOtlp:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         endpoint: str,
         *,
         content: bool = True,

@@ -33,6 +33,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from openinference.semconv.trace import OpenInferenceSpanKindValues as Kind
 from openinference.semconv.trace import SpanAttributes as OI
@@ -65,7 +66,10 @@ from agentrunner.export.otlp_content import chat_input, chat_output, tool_conten
 from agentrunner.history import NOT_CHUNKS
 from agentrunner.redaction import Redactor
 from agentrunner.specs import ImportedSpec, RecordedSpec
-from agentrunner.store import EpisodeSummary, EventRow, TraceStore
+from agentrunner.store import EpisodeSummary, EventRow
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 AGENT_NAME = "agentrunner"
 Spawners = Mapping[str, tuple[str, str | None]]
@@ -129,7 +133,7 @@ def _cancelled(cancel: Cancel) -> Status:
 class Walk:
     """One pass over an episode's events, folding them into spans."""
 
-    store: TraceStore
+    store: StoreBackend
     episode: EpisodeSummary
     content: bool
     spans: list[OpenSpan] = field(default_factory=list)
@@ -346,7 +350,7 @@ def _agent_name(episode: EpisodeSummary) -> str:
     return agent or AGENT_NAME
 
 
-def _agent_attributes(store: TraceStore, episode: EpisodeSummary, walk: Walk) -> Attributes:
+def _agent_attributes(store: StoreBackend, episode: EpisodeSummary, walk: Walk) -> Attributes:
     model = episode.model_spec
     ancestors = store.ancestors(episode.episode_id)
     group = episode.fork_group
@@ -381,7 +385,7 @@ def _agent_attributes(store: TraceStore, episode: EpisodeSummary, walk: Walk) ->
     return attributes
 
 
-def _spawning_span(store: TraceStore, spawner: str, call_id: str | None) -> tuple[str, int]:
+def _spawning_span(store: StoreBackend, spawner: str, call_id: str | None) -> tuple[str, int]:
     """The span that started a sub-agent: its spawner's tool call ``call_id`` (the first
     that carries that id), else the spawner's agent span."""
     if call_id is not None:
@@ -392,7 +396,7 @@ def _spawning_span(store: TraceStore, spawner: str, call_id: str | None) -> tupl
 
 
 def _links(
-    store: TraceStore, episode: EpisodeSummary, walk: Walk, spawners: Spawners
+    store: StoreBackend, episode: EpisodeSummary, walk: Walk, spawners: Spawners
 ) -> list[Span.Link]:
     """The agent span's links: to the span at the fork point (a fork), to the tool call that
     started it (a sub-agent)."""
@@ -431,7 +435,7 @@ def _span(episode_id: str, built: OpenSpan, parent: bytes, redactor: Redactor) -
 
 
 def episode_spans(
-    store: TraceStore, episode_id: str, *, content: bool, spawners: Spawners | None = None
+    store: StoreBackend, episode_id: str, *, content: bool, spawners: Spawners | None = None
 ) -> list[Span]:
     """An episode's trace: its agent span first, then a span per model call and tool call,
     read from one state of the store (empty when the episode has no event of its own yet).
@@ -450,7 +454,9 @@ def episode_spans(
         return [root, *(child_span(walk, built) for built in walk.spans)]
 
 
-def agent_span(store: TraceStore, episode: EpisodeSummary, walk: Walk, spawners: Spawners) -> Span:
+def agent_span(
+    store: StoreBackend, episode: EpisodeSummary, walk: Walk, spawners: Spawners
+) -> Span:
     """The episode's agent span, from the events ``walk`` has taken (at least one of its
     own); ``episode``: its summary now (its status and totals)."""
     assert walk.first is not None and walk.last is not None
@@ -475,7 +481,7 @@ def child_span(walk: Walk, built: OpenSpan) -> Span:
     return _span(episode_id, built, span_id(episode_id, 0), walk.redactor)
 
 
-def spawners_of(store: TraceStore) -> dict[str, tuple[str, str | None]]:
+def spawners_of(store: StoreBackend) -> dict[str, tuple[str, str | None]]:
     """Every sub-agent episode's spawner: the episode that started it and the tool call that
     did (None when unknown), as the ATIF export finds them."""
     return {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.formatting import plural
 from agentrunner.imports.items import (
@@ -41,10 +41,12 @@ from agentrunner.imports.session_writer import (
     source_key,
     stamp,
 )
-from agentrunner.store import TraceStore
 from agentrunner.store.hashing import file_sha256
 from agentrunner.store.leases import Leases
 from agentrunner.types import ToolSpec
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 __all__ = [
     "CONVERSATION",
@@ -126,7 +128,7 @@ def _first_time(emits: Sequence[tuple[int, int, Emit]], key: str) -> int | None:
 
 
 def import_file(
-    store: TraceStore,
+    store: StoreBackend,
     path: Path,
     fmt: Format,
     *,
@@ -152,7 +154,7 @@ class FileImport:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         path: Path,
         fmt: Format,
         *,

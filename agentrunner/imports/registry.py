@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from agentrunner.errors import UsageError
 from agentrunner.imports import (
@@ -28,8 +28,10 @@ from agentrunner.imports import (
 )
 from agentrunner.imports.importer import FileImport, SessionReport, import_file
 from agentrunner.imports.items import Format
-from agentrunner.store import TraceStore
 from agentrunner.store.leases import Leases
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 FORMATS: dict[str, ModuleType] = {
     claude_code.NAME: claude_code,
@@ -105,7 +107,7 @@ def in_order(
 
 
 def import_paths(
-    store: TraceStore,
+    store: StoreBackend,
     paths: Iterable[Path],
     *,
     fmt: str = "auto",
@@ -159,7 +161,7 @@ class Follower:
     (JSONL) is read from where the last look stopped, with the same parser; another is read
     again whole when it changes. The followed episodes' leases are held until :meth:`close`."""
 
-    def __init__(self, store: TraceStore, *, fmt: str = "auto") -> None:
+    def __init__(self, store: StoreBackend, *, fmt: str = "auto") -> None:
         self.store = store
         self.fmt = fmt
         self.held = Leases(store)

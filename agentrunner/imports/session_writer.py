@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
 from agentrunner import events as ev
@@ -34,11 +34,13 @@ from agentrunner.imports.pricing import with_cost
 from agentrunner.recorder import Recorder
 from agentrunner.redaction import Redactor, known_secrets, mask_secret_fields, scrub
 from agentrunner.specs import ImportedSpec
-from agentrunner.store import TraceStore
 from agentrunner.store.eventlog import stored_time
 from agentrunner.store.leases import Leases
 from agentrunner.store.records import EventRow
 from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message, ToolSpec
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 FINISH_PART = 1_000_000
 """Parts an import adds when it closes a finished file are numbered from here on its last
@@ -89,7 +91,7 @@ def being_written(episode_id: str, source: str | None = None) -> UsageError:
     )
 
 
-def episode_of(store: TraceStore, source: Source) -> str | None:
+def episode_of(store: StoreBackend, source: Source) -> str | None:
     return store.imported_episode(source_key(source))
 
 
@@ -104,7 +106,7 @@ class SessionWriter:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         source: Source,
         *,
         tools: list[ToolSpec],
@@ -378,7 +380,7 @@ class SessionWriter:
         return turn.model_copy(update={"usage": usage})
 
 
-def _check_continues(store: TraceStore, episode_id: str, source: Source) -> None:
+def _check_continues(store: StoreBackend, episode_id: str, source: Source) -> None:
     """A session already imported from another file continues only from a file that one
     is a byte prefix of, or that is a prefix of it (snapshots of one growing session): the
     positions an import continues from are that file's."""
@@ -394,7 +396,7 @@ def _check_continues(store: TraceStore, episode_id: str, source: Source) -> None
     )
 
 
-def _fork_point(store: TraceStore, source: Source) -> tuple[str, int, int, int] | None:
+def _fork_point(store: StoreBackend, source: Source) -> tuple[str, int, int, int] | None:
     """Where a session that forks another imported one branches off it: the parent's
     episode, the seq of the last event its shared records gave, that event's turn, and how
     many records they share; None when the parent session is not imported (then the session

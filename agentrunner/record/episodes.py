@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
 from agentrunner import events as ev
@@ -20,10 +20,12 @@ from agentrunner.recorder import Observer, Recorder
 from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.specs import RecordedSpec
 from agentrunner.state import rebuild
-from agentrunner.store import EpisodeWriter, TraceStore
 from agentrunner.store.hashing import canonical_json, message_hash, message_json
 from agentrunner.store.leases import Leases
 from agentrunner.types import Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import EventWriter, StoreBackend
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Episodes:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         origin: Origin,
         problem: Callable[[str], None],
         *,
@@ -71,7 +73,7 @@ class Episodes:
         self._dormant: dict[tuple[str | None, str], str] = {}
         """Recorded episodes a killed proxy left, by (session, place of their last request)."""
 
-    def _recorder(self, writer: EpisodeWriter, tip: str | None = None) -> Recorder:
+    def _recorder(self, writer: EventWriter, tip: str | None = None) -> Recorder:
         observer = self.observer_factory() if self.observer_factory is not None else None
         return Recorder(self.store, writer, secrets=self.secrets, tip=tip, observer=observer)
 

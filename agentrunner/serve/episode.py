@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
 from agentrunner.environment import ResetResult, StepResult, ToolAction
@@ -31,9 +31,11 @@ from agentrunner.redaction import Redactor, known_secrets, scrub
 from agentrunner.restore import restore_env
 from agentrunner.resume import can_resume
 from agentrunner.state import rebuild
-from agentrunner.store import TraceStore
 from agentrunner.store.leases import Lease
 from agentrunner.types import AgentToolCall, Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class ServedEpisode:
     """An episode being served: its environment, recorder, lease and heartbeat."""
 
     def __init__(
-        self, store: TraceStore, env: WorkspaceEnv, peer: Peer, recording: threading.Lock
+        self, store: StoreBackend, env: WorkspaceEnv, peer: Peer, recording: threading.Lock
     ) -> None:
         self.store = store
         self.recording = recording

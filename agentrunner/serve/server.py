@@ -7,13 +7,16 @@ import asyncio
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from agentrunner.serve.app import OpenEnvServer
 from agentrunner.serve.catalog import Catalog
 from agentrunner.serve.sessions import SessionTable
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class ServeSettings:
 
 async def serve(
     settings: ServeSettings,
-    store: TraceStore,
+    store: StoreBackend,
     stop: asyncio.Event,
     on_ready: Callable[[str], None] = lambda url: None,
 ) -> None:
@@ -56,7 +59,9 @@ async def serve(
         await runner.cleanup()
 
 
-def run_server(settings: ServeSettings, store: TraceStore, on_ready: Callable[[str], None]) -> None:
+def run_server(
+    settings: ServeSettings, store: StoreBackend, on_ready: Callable[[str], None]
+) -> None:
     """Serve until SIGINT or SIGTERM."""
 
     async def main() -> None:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrunner.errors import EnvironmentFailure
 from agentrunner.events import StopReason
@@ -26,8 +26,10 @@ from agentrunner.serve.schema import (
     WorkspaceAction,
     wire,
 )
-from agentrunner.store import TraceStore
 from agentrunner.store.records import EpisodeFilter
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 T = TypeVar("T")
 
@@ -56,7 +58,7 @@ class Session:
     """One client's session: at most one open episode at a time."""
 
     def __init__(
-        self, store: TraceStore, catalog: Catalog, peer: Peer, recording: threading.Lock
+        self, store: StoreBackend, catalog: Catalog, peer: Peer, recording: threading.Lock
     ) -> None:
         self.store = store
         self.recording = recording

@@ -11,12 +11,14 @@ import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.serve.catalog import Catalog
 from agentrunner.serve.episode import Peer
 from agentrunner.serve.session import Session, SessionProblem
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 SESSION_ID = re.compile(r"[0-9a-f]{16}")
 """A session id as this server makes them (16 hex digits)."""
@@ -38,7 +40,7 @@ class SessionTable:
     """Open sessions by id, bounded; an idle reaper ends the forgotten ones."""
 
     def __init__(
-        self, store: TraceStore, catalog: Catalog, max_sessions: int, idle_timeout: float
+        self, store: StoreBackend, catalog: Catalog, max_sessions: int, idle_timeout: float
     ) -> None:
         self.store = store
         self.catalog = catalog

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from agentrunner.errors import AgentRunnerError, StoreDriverError, UsageError
 from agentrunner.store import control
@@ -56,11 +56,19 @@ class Lease:
         self.release()
 
 
+class Leasing(Protocol):
+    """What :class:`Leases` needs of a store (any backend's)."""
+
+    def lease(
+        self, episode_id: str, *, claimed: bool = False, refused: AgentRunnerError | None = None
+    ) -> Lease: ...
+
+
 class Leases:
     """The writer leases of several episodes one store holds together (an import of a file,
     an ``import --follow``): each claimed once, all released together."""
 
-    def __init__(self, store: LeaseStore) -> None:
+    def __init__(self, store: Leasing) -> None:
         self._store = store
         self._held: dict[str, Lease] = {}
 

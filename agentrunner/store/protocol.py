@@ -14,7 +14,7 @@ import contextlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pydantic import BaseModel
 
@@ -48,6 +48,10 @@ class EventWriter(Protocol):
     clock: Callable[[], int]
 
     def append(self, turn: int, payload: BaseModel) -> int: ...
+
+    def append_deferred(self, turn: int, payload: BaseModel) -> int: ...
+
+    def append_json(self, turn: int, kind: str, body: str) -> int: ...
 
     def append_together(self, turn: int, payloads: Sequence[BaseModel]) -> list[int]: ...
 
@@ -216,6 +220,10 @@ class StoreBackend(SnapshotBackend, Protocol):
 
     def identity_problem(self) -> str | None: ...
 
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
     @property
     def shared(self) -> bool: ...
 
@@ -275,8 +283,13 @@ class StoreBackend(SnapshotBackend, Protocol):
 
 
 if TYPE_CHECKING:
+    from agentrunner.store.postgres import PostgresStore
     from agentrunner.store.store import TraceStore
 
     def _sqlite_is_a_backend(store: TraceStore) -> StoreBackend:
         """mypy checks here that the SQLite store implements the whole protocol."""
+        return store
+
+    def _postgres_is_a_backend(store: PostgresStore) -> StoreBackend:
+        """And the Postgres store, its sibling."""
         return store

@@ -13,21 +13,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentrunner.events import Status
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 
 if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
     from agentrunner.tui.work import ReaderScreen
 
 CANCEL_REASON = "cancelled from the TUI"
 
 
-def _why_not_resume(store: TraceStore, episode: EpisodeSummary) -> str | None:
+def _why_not_resume(store: StoreBackend, episode: EpisodeSummary) -> str | None:
     from agentrunner.resume import can_resume  # the runner and the environments: ~0.2 s
 
     return can_resume(store, episode)
 
 
-def _request_cancel(store: TraceStore, episode_id: str) -> str:
+def _request_cancel(store: StoreBackend, episode_id: str) -> str:
     store.request_cancel(episode_id, CANCEL_REASON)
     return episode_id
 

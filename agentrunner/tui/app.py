@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, AwaitComplete
 from textual.binding import Binding, BindingType
@@ -27,6 +27,9 @@ from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import check_keymap, screen_section
 from agentrunner.tui.runs import BackgroundRuns, RunFinished
 from agentrunner.tui.screens.trace import TraceScreen
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
 
@@ -61,13 +64,13 @@ class AgentRunnerApp(App[None]):
         self.runs = BackgroundRuns(self, self.db_path)
         self.ids = IdPrefixes()  # how every screen shows episode ids
         self.last_opened: str | None = episode
-        self._store: TraceStore | None = None
+        self._store: StoreBackend | None = None
         self._store_lock = threading.Lock()
         self._reading = 0  # workers inside the store right now
         self._closing = False
 
     @contextmanager
-    def reading(self) -> Iterator[TraceStore]:
+    def reading(self) -> Iterator[StoreBackend]:
         """The app's store for one worker's reads (opened on first use, in a worker).
 
         Connections are closed only once no worker is inside the store: closing a

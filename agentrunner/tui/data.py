@@ -10,12 +10,16 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agentrunner.events import MessageEvent
 from agentrunner.formatting import unique_prefixes
-from agentrunner.store import EpisodeSummary, EventRow, Segment, TraceStore
+from agentrunner.store import EpisodeSummary, EventRow, Segment
 from agentrunner.tui.format import action_line, one_line
 from agentrunner.tui.rows import RowInfo, summarize, typed
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 PAGE = 256  # events per cached page of the trace list
 POLL_BATCH = 2000  # live events read per poll
@@ -23,7 +27,7 @@ ENDING_KINDS = frozenset({"cancel", "error", "episode.end"})  # a poll reads the
 _STEP = 64  # events of one kind read at a time when looking for the nearest one
 
 
-def id_prefixes(store: TraceStore, wanted: Iterable[str] | None = None) -> dict[str, str]:
+def id_prefixes(store: StoreBackend, wanted: Iterable[str] | None = None) -> dict[str, str]:
     """The shortest prefix (at least 8 characters) of each ``wanted`` episode id (default:
     every one) that no other episode of the store shares. Episodes made in the same
     millisecond share their first 10 characters: those get a few more."""
@@ -49,7 +53,7 @@ class TraceData:
     prefixes: dict[str, str]  # short ids of the episode and its ancestors
 
 
-def open_trace(store: TraceStore, id_or_prefix: str) -> TraceData:
+def open_trace(store: StoreBackend, id_or_prefix: str) -> TraceData:
     """The episode's segments and row layout, from one read snapshot. (Its summary, which
     can cost a scan of a long unfinished episode, is read separately: see ``summary``.)"""
     with store.read_snapshot():
@@ -61,19 +65,19 @@ def open_trace(store: TraceStore, id_or_prefix: str) -> TraceData:
     return TraceData(episode_id, segments, seqs, last_seq, prefixes)
 
 
-def summary(store: TraceStore, episode_id: str) -> EpisodeSummary:
+def summary(store: StoreBackend, episode_id: str) -> EpisodeSummary:
     """The episode with its derived status and totals."""
     return store.episode(episode_id)
 
 
-def message_previews(store: TraceStore, hashes: Iterable[str]) -> dict[str, str]:
+def message_previews(store: StoreBackend, hashes: Iterable[str]) -> dict[str, str]:
     """First line(s) of the given messages' content, by hash."""
     return {
         digest: one_line(message.content, 200) for digest, message in store.messages(hashes).items()
     }
 
 
-def to_rows(store: TraceStore, rows: list[EventRow]) -> list[RowInfo]:
+def to_rows(store: StoreBackend, rows: list[EventRow]) -> list[RowInfo]:
     events = [typed(row) for row in rows]
     hashes = [e.message_hash for e in events if isinstance(e, MessageEvent)]
     previews = message_previews(store, hashes) if hashes else {}
@@ -93,7 +97,7 @@ def to_rows(store: TraceStore, rows: list[EventRow]) -> list[RowInfo]:
 
 
 def load_pages(
-    store: TraceStore, episode_id: str, segments: Sequence[Segment], pages: Iterable[int]
+    store: StoreBackend, episode_id: str, segments: Sequence[Segment], pages: Iterable[int]
 ) -> dict[int, list[RowInfo]]:
     """Pages of rows (page ``p`` holds seqs ``p*PAGE+1 .. (p+1)*PAGE``), read by keyset;
     consecutive pages are read with one query."""
@@ -122,7 +126,7 @@ class PollResult:
 
 
 def poll(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     segments: Sequence[Segment],
     after_seq: int,
@@ -145,7 +149,7 @@ ADOPTED_TURN = "message/adopted"
 
 
 def _nearest(
-    store: TraceStore, segments: Sequence[Segment], kind: str, seq: int, forward: bool
+    store: StoreBackend, segments: Sequence[Segment], kind: str, seq: int, forward: bool
 ) -> Iterator[EventRow]:
     """The history's events of ``kind`` after (or before) ``seq``, nearest first."""
     episode_id = segments[-1].episode_id
@@ -173,7 +177,7 @@ def _with_reason(reason: str) -> Callable[[EventRow], bool]:
 
 
 def next_of_kinds(
-    store: TraceStore, segments: Sequence[Segment], kinds: Sequence[str], seq: int, forward: bool
+    store: StoreBackend, segments: Sequence[Segment], kinds: Sequence[str], seq: int, forward: bool
 ) -> int | None:
     """The nearest seq after (or before) ``seq`` whose kind is one of ``kinds`` (or, for
     ``EDITED_TURN`` and ``ADOPTED_TURN``, a ``message`` event with that reason)."""
@@ -204,7 +208,7 @@ class Match:
 
 
 def find(
-    store: TraceStore,
+    store: StoreBackend,
     segments: Sequence[Segment],
     term: str,
     seq: int,

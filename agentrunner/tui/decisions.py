@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
 from rich.panel import Panel
@@ -20,10 +21,12 @@ from rich.text import Text
 
 from agentrunner.decision_log import Decision, read_decisions
 from agentrunner.safe_text import one_line_visible, plain
-from agentrunner.store import EpisodeSummary, Segment, TraceStore
-from agentrunner.store.groups import fork_groups
+from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.format import action_line
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 ADOPTED = "★"
 
@@ -54,7 +57,7 @@ class DecisionPoint:
         return f"{d.adopt} of {len(d.candidates)} · " + " · ".join(cells)
 
 
-def decision_points(store: TraceStore, segments: Sequence[Segment]) -> list[DecisionPoint]:
+def decision_points(store: StoreBackend, segments: Sequence[Segment]) -> list[DecisionPoint]:
     """The decision points of a history (oldest first), each with the row that marks it."""
     out = []
     for seg in segments:
@@ -72,7 +75,7 @@ def _owner(segments: Sequence[Segment], seq: int) -> str | None:
     return None
 
 
-def decision_panel(store: TraceStore, segments: Sequence[Segment], seq: int) -> RenderableType:
+def decision_panel(store: StoreBackend, segments: Sequence[Segment], seq: int) -> RenderableType:
     """The detail pane's view of the decision whose adopted message is at ``seq``."""
     owner = _owner(segments, seq)
     found = [d for d in read_decisions(store, owner) if d.adopted_seq == seq] if owner else []
@@ -116,12 +119,12 @@ class PointForks:
     forks: tuple[Fork, ...]
 
 
-def point_forks(store: TraceStore, segments: Sequence[Segment]) -> list[PointForks]:
+def point_forks(store: StoreBackend, segments: Sequence[Segment]) -> list[PointForks]:
     """The history's decision points, each with its forks' summaries (status, reward)."""
     out = []
     for point in decision_points(store, segments):
         (group,) = [
-            g for g in fork_groups(store, point.episode_id) if g.group_id == point.decision.group_id
+            g for g in store.fork_groups(point.episode_id) if g.group_id == point.decision.group_id
         ]
         members = group.members  # by candidate, its proposal (sample -1) first
         ids = id_prefixes(store, [m.episode_id for m in members])

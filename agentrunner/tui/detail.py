@@ -37,7 +37,7 @@ from agentrunner.events import (
     Usage,
 )
 from agentrunner.safe_text import one_line_visible, plain, visible
-from agentrunner.store import EventRow, Segment, TraceStore
+from agentrunner.store import EventRow, Segment
 from agentrunner.tui.decisions import decision_panel
 from agentrunner.tui.format import cost, reward
 from agentrunner.tui.rows import typed
@@ -46,6 +46,8 @@ from agentrunner.types import AgentToolCall, Message
 if TYPE_CHECKING:
     from rich.markdown import Markdown
     from rich.syntax import Syntax
+
+    from agentrunner.store.protocol import StoreBackend
 
 MAX_LINES = 200
 MAX_CHARS = 20_000
@@ -145,7 +147,7 @@ def _fields(**values: Any) -> Table:
     return table
 
 
-def _message_body(store: TraceStore, digest: str) -> list[RenderableType]:
+def _message_body(store: StoreBackend, digest: str) -> list[RenderableType]:
     try:
         message = store.message(digest)
     except StoreError as exc:
@@ -193,7 +195,7 @@ def _tool_call(call: ToolCall) -> list[RenderableType]:
 
 
 def _tool_result(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     ev: EventRow,
     result: ToolResult,
@@ -223,7 +225,7 @@ def _tool_result(
 
 
 def _files_changed(
-    store: TraceStore, episode_id: str, seq: int, full: bool
+    store: StoreBackend, episode_id: str, seq: int, full: bool
 ) -> tuple[list[RenderableType], bool]:
     """The files this step changed in the workspace, and their diff."""
     from agentrunner.changes import step_change  # the workspace's code: for a step only
@@ -244,7 +246,7 @@ def _files_changed(
 
 
 def _find_call(
-    store: TraceStore, episode_id: str, segments: Sequence[Segment], seq: int, call_id: str
+    store: StoreBackend, episode_id: str, segments: Sequence[Segment], seq: int, call_id: str
 ) -> ToolCall | None:
     """The tool call (among the last ``CALLS_BACK`` before ``seq``) that ``call_id`` names."""
     rows = store.events_before(
@@ -289,7 +291,7 @@ def _chunks(rows: list[EventRow], partial: bool) -> list[RenderableType]:
 
 
 def load_detail(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     segments: Sequence[Segment],
     lo: int,
@@ -319,7 +321,7 @@ def load_detail(
 
 
 def _single(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     ev: EventRow,
     event: EventPayload | None,
@@ -369,7 +371,7 @@ def _single(
     return [], False
 
 
-def _request(store: TraceStore, request: ModelRequest, full: bool) -> list[RenderableType]:
+def _request(store: StoreBackend, request: ModelRequest, full: bool) -> list[RenderableType]:
     try:
         chain = store.message_chain(request.tip_hash)
     except StoreError as exc:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentrunner.changes import episode_change
 from agentrunner.envs.patch import ApplyResult
-from agentrunner.store import TraceStore
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 _HEADER = "diff --git "
 
@@ -48,7 +51,7 @@ class FilesChanged:
     files: list[FileDiff]
 
 
-def files_changed(store: TraceStore, episode_id: str) -> FilesChanged:
+def files_changed(store: StoreBackend, episode_id: str) -> FilesChanged:
     """The episode's change from its base to its end, split by file."""
     change = episode_change(store, episode_id)
     repo = change.base.get("repo")
@@ -61,7 +64,9 @@ def files_changed(store: TraceStore, episode_id: str) -> FilesChanged:
     )
 
 
-def apply_change(store: TraceStore, episode_id: str, target: str, check_only: bool) -> ApplyResult:
+def apply_change(
+    store: StoreBackend, episode_id: str, target: str, check_only: bool
+) -> ApplyResult:
     """Apply the episode's change to the checkout at ``target`` (``check_only``: only check
     that it would apply); refused as ``agentrunner apply`` is (``ApplyRefused``)."""
     change = episode_change(store, episode_id)

@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.events import ModelResponse, ToolCall
 from agentrunner.fork import fork_episode
 from agentrunner.safe_text import json_safe, one_line_visible
-from agentrunner.store import EpisodeSummary, Segment, TraceStore
+from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.rows import typed
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 Mode = Literal["edit", "inject", "resample"]
 
@@ -53,7 +56,7 @@ def _tool_call_json(call: ToolCall) -> dict[str, Any]:
 
 
 def fork_prefill(
-    store: TraceStore,
+    store: StoreBackend,
     episode_id: str,
     segments: Sequence[Segment],
     turn: int,
@@ -87,7 +90,7 @@ def _editable_json(value: Any) -> str:
     return json_safe(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def _short(store: TraceStore, episode: EpisodeSummary) -> str:
+def _short(store: StoreBackend, episode: EpisodeSummary) -> str:
     return id_prefixes(store, [episode.episode_id])[episode.episode_id]
 
 
@@ -98,7 +101,7 @@ def _parsed(arguments: str) -> Any:
         return arguments
 
 
-def make_fork(store: TraceStore, request: ForkRequest) -> tuple[str, dict[str, str]]:
+def make_fork(store: StoreBackend, request: ForkRequest) -> tuple[str, dict[str, str]]:
     """Create the fork the editor asked for; return its id (not yet run) and its shortest
     unique prefix (by id)."""
     (fork_id,) = fork_episode(

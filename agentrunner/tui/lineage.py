@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agentrunner.errors import StoreError, UsageError
 from agentrunner.events import (
@@ -22,10 +23,13 @@ from agentrunner.events import (
     ToolResult,
 )
 from agentrunner.formatting import plural
-from agentrunner.store import EpisodeSummary, EventRow, TraceStore
+from agentrunner.store import EpisodeSummary, EventRow
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.format import reward
 from agentrunner.tui.rows import typed
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 TRANSCRIPT_KINDS = (
     "message",
@@ -55,13 +59,13 @@ class Branch:
     """For a sub-agent (a recorded or imported agent's): the parent's call that started it."""
 
 
-def fork_turn(store: TraceStore, parent_id: str, fork_seq: int) -> int:
+def fork_turn(store: StoreBackend, parent_id: str, fork_seq: int) -> int:
     """The model turn a fork at ``fork_seq`` re-does (just after the event at fork_seq)."""
     rows = store.events(parent_id, after_seq=fork_seq - 1, limit=1)
     return rows[0].turn + 1 if rows else 1
 
 
-def lineage(store: TraceStore, episode_id: str) -> list[Branch]:
+def lineage(store: StoreBackend, episode_id: str) -> list[Branch]:
     """The tree ``episode_id`` belongs to, root first, depth-first: its forks, and the
     sub-agents any of them spawned (each with its own forks and sub-agents) under the
     episode that spawned it."""
@@ -94,7 +98,7 @@ def lineage(store: TraceStore, episode_id: str) -> list[Branch]:
     ]
 
 
-def _content(store: TraceStore, digest: str) -> str:
+def _content(store: StoreBackend, digest: str) -> str:
     try:
         return store.message(digest).content
     except StoreError as exc:
@@ -105,7 +109,7 @@ def _indented(text: str) -> list[str]:
     return ["    " + line for line in text.splitlines()]
 
 
-def _lines(store: TraceStore, row: EventRow) -> list[str]:
+def _lines(store: StoreBackend, row: EventRow) -> list[str]:
     head = f"T{row.turn} "
     event = typed(row)
     match event:
@@ -139,7 +143,7 @@ def _lines(store: TraceStore, row: EventRow) -> list[str]:
     return []
 
 
-def transcript(store: TraceStore, episode_id: str, after_seq: int) -> tuple[list[str], bool]:
+def transcript(store: StoreBackend, episode_id: str, after_seq: int) -> tuple[list[str], bool]:
     """The episode's transcript after ``after_seq``; whether it was cut at MAX_EVENTS."""
     rows = store.events(
         episode_id, after_seq=after_seq, limit=MAX_EVENTS + 1, kinds=TRANSCRIPT_KINDS
@@ -163,7 +167,7 @@ class DiffResult:
     prefixes: dict[str, str]  # short ids of the fork and its parent
 
 
-def diff(store: TraceStore, fork_id: str) -> DiffResult:
+def diff(store: StoreBackend, fork_id: str) -> DiffResult:
     fork = store.episode(fork_id)
     if fork.parent_episode_id is None or fork.fork_seq is None:
         raise UsageError(f"episode {fork.episode_id} is not a fork")

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentrunner import formatting as fmt
 from agentrunner.errors import UsageError
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.view import assets
 from agentrunner.view.blocks import BlockWriter
 from agentrunner.view.markup import anchor, esc_line
 from agentrunner.view.sections import facts, lineage, workspace_change
 from agentrunner.view.transcript import read_transcript
 from agentrunner.view.verdicts import verifications
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 INDEX_COLUMNS = (
     "episode",
@@ -38,7 +42,7 @@ INDEX_COLUMNS = (
 class _Links:
     """Episode ids as links to their sections (those in the page) or as their short ids."""
 
-    def __init__(self, store: TraceStore, in_page: Sequence[str]) -> None:
+    def __init__(self, store: StoreBackend, in_page: Sequence[str]) -> None:
         self.in_page = set(in_page)
         self.short = fmt.unique_prefixes(store.episode_ids(), minimum=8)
 
@@ -49,7 +53,7 @@ class _Links:
         return f'<code title="not in this page">{shown}</code>'
 
 
-def render_page(store: TraceStore, episode_ids: Sequence[str], *, title: str) -> str:
+def render_page(store: StoreBackend, episode_ids: Sequence[str], *, title: str) -> str:
     """The page of ``episode_ids`` (full ids or unique prefixes, in the order given; each
     once), with an index when there are several; ``title`` heads it."""
     summaries = _summaries(store, episode_ids)
@@ -69,7 +73,7 @@ def render_page(store: TraceStore, episode_ids: Sequence[str], *, title: str) ->
     )
 
 
-def write_page(store: TraceStore, episode_ids: Sequence[str], path: Path, *, title: str) -> int:
+def write_page(store: StoreBackend, episode_ids: Sequence[str], path: Path, *, title: str) -> int:
     """Write :func:`render_page`'s page to ``path``; its size in bytes."""
     data = render_page(store, episode_ids, title=title).encode("utf-8", "replace")
     try:
@@ -79,7 +83,7 @@ def write_page(store: TraceStore, episode_ids: Sequence[str], path: Path, *, tit
     return len(data)
 
 
-def _summaries(store: TraceStore, episode_ids: Sequence[str]) -> list[EpisodeSummary]:
+def _summaries(store: StoreBackend, episode_ids: Sequence[str]) -> list[EpisodeSummary]:
     seen: dict[str, EpisodeSummary] = {}
     for ref in episode_ids:
         summary = store.episode(ref)
@@ -109,7 +113,7 @@ def _index(summaries: Sequence[EpisodeSummary], link: _Links) -> str:
     return f'<nav class="index"><h2>{len(summaries)} episodes</h2>{table}</nav>'
 
 
-def _section(store: TraceStore, e: EpisodeSummary, link: _Links) -> str:
+def _section(store: StoreBackend, e: EpisodeSummary, link: _Links) -> str:
     transcript = read_transcript(store, e.episode_id)
     writer = BlockWriter(e.episode_id, link)
     parent = e.parent_episode_id if e.parent_episode_id in link.in_page else None

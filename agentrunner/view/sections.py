@@ -3,13 +3,18 @@ forks, sub-agents, fan-out role, batches) and the files it changed with their di
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentrunner import formatting as fmt
 from agentrunner.changes import episode_change
 from agentrunner.errors import UsageError
 from agentrunner.formatting import diff_line_kind
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.view.blocks import Link
 from agentrunner.view.markup import esc, esc_line
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 MAX_PATCH_CHARS = 200_000
 """The most characters of a patch a page shows (``agentrunner diff EP`` prints it all)."""
@@ -43,7 +48,7 @@ def _spend(tokens: dict[str, int], cost: float | None) -> str:
     )
 
 
-def lineage(store: TraceStore, e: EpisodeSummary, link: Link) -> str:
+def lineage(store: StoreBackend, e: EpisodeSummary, link: Link) -> str:
     """Where the episode sits: its parent and fork point, its forks, the agent that spawned
     it, its sub-agents, its fan-out role, its batches. Empty when it has none of them."""
     items = []
@@ -76,7 +81,7 @@ def lineage(store: TraceStore, e: EpisodeSummary, link: Link) -> str:
     return f'<div class="blk lineage"><h3>Lineage</h3><ul>{listed}</ul></div>'
 
 
-def workspace_change(store: TraceStore, episode_id: str) -> str:
+def workspace_change(store: StoreBackend, episode_id: str) -> str:
     """The files the episode changed and the patch (what ``agentrunner diff`` prints), or
     why there is none."""
     try:

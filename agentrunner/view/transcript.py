@@ -11,15 +11,19 @@ messages). Reading is all it does; :mod:`agentrunner.view.blocks` writes the HTM
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agentrunner import events as ev
 from agentrunner.decision_log import Decision, read_decisions
 from agentrunner.errors import StoreError
 from agentrunner.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS
 from agentrunner.request_diff import Call, RequestDiff, diff
-from agentrunner.store import EventRow, TraceStore
+from agentrunner.store import EventRow
 from agentrunner.store.records import ModelInput
 from agentrunner.types import Message
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 
 @dataclass
@@ -105,7 +109,7 @@ class _Folder:
     """Folds one episode's events, in seq order, into blocks."""
 
     def __init__(
-        self, store: TraceStore, episode_id: str, decisions: list[tuple[str, Decision]]
+        self, store: StoreBackend, episode_id: str, decisions: list[tuple[str, Decision]]
     ) -> None:
         """``decisions``: (the episode that made it, decision) of the episode's lineage."""
         self.store, self.episode_id = store, episode_id
@@ -263,7 +267,7 @@ def _notice(payload: ev.Cancel | ev.Error | ev.Resume | ev.EpisodeEnd) -> str:
             return f"end: {payload.stop_reason} after {payload.turns} turn(s) · reward {reward}"
 
 
-def read_transcript(store: TraceStore, episode_id: str) -> Transcript:
+def read_transcript(store: StoreBackend, episode_id: str) -> Transcript:
     """The transcript of ``episode_id`` (its inherited history included, from seq 1)."""
     summary = store.episode(episode_id)
     lineage = [summary.episode_id, *store.ancestors(summary.episode_id)]

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentrunner.store import TraceStore
 from agentrunner.store.verifications import (
     DISPUTED_MARK,
     DISPUTED_NOTE,
@@ -23,13 +22,16 @@ from agentrunner.store.verifications import (
 )
 from agentrunner.view.markup import esc_line, folded, pre
 
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
+
 SHORT_VALUE = 160
 """A text value up to this long, on one line, is shown in its cell; longer ones in a block."""
 SPEC_KEY = "spec"
 """The details' copy of the verifier's configuration, folded (it says how, not what)."""
 
 
-def verifications(store: TraceStore, episode_id: str) -> str:
+def verifications(store: StoreBackend, episode_id: str) -> str:
     """The episode's verification block, or empty when nothing verified it."""
     whole = f"agentrunner show {episode_id} --json"
     results = store.verifications(episode_id)  # newest first

@@ -8,7 +8,7 @@ in place; Enter opens the selected episode's trace, ``r`` the report of what is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,12 +18,15 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
 from agentrunner.safe_text import one_line_visible, plain
-from agentrunner.store import EpisodeSummary, TraceStore
+from agentrunner.store import EpisodeSummary
 from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 # what a narrow terminal (80 columns) must show comes first: the rest scrolls into view
 COLUMNS = (
@@ -50,7 +53,7 @@ SORTS: dict[str, Callable[[EpisodeSummary], Any]] = {
 }
 
 
-def list_episodes(store: TraceStore) -> tuple[tuple[EpisodeSummary, ...], dict[str, str]]:
+def list_episodes(store: StoreBackend) -> tuple[tuple[EpisodeSummary, ...], dict[str, str]]:
     """Every episode, and the shortest unique prefix of every id (read after the list, so
     it covers every listed episode)."""
     episodes = tuple(store.list_episodes())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,10 +23,12 @@ from agentrunner.report.build import ReportFilter, collect, report
 from agentrunner.report.records import Metrics, Report
 from agentrunner.report.text import METRIC_COLUMNS, cells
 from agentrunner.safe_text import one_line_visible, visible
-from agentrunner.store import TraceStore
 from agentrunner.tui import format as fmt
 from agentrunner.tui import keys
 from agentrunner.tui.work import ReaderScreen
+
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
 BY = ("model",)
 
@@ -42,7 +44,7 @@ class ListedReport:
 
 
 def listed_report(
-    store: TraceStore, episode_ids: Sequence[str], include_forks: bool
+    store: StoreBackend, episode_ids: Sequence[str], include_forks: bool
 ) -> ListedReport:
     """``report(collect(...))`` over exactly ``episode_ids`` (roots only unless
     ``include_forks``), grouped by model."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,12 +12,14 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from agentrunner.request_diff import describe, diff, pick
-from agentrunner.store import TraceStore
 from agentrunner.tui import keys
 from agentrunner.tui.work import ReaderScreen
 
+if TYPE_CHECKING:
+    from agentrunner.store.protocol import StoreBackend
 
-def request_diff_lines(store: TraceStore, episode_id: str, turn: int) -> list[Text]:
+
+def request_diff_lines(store: StoreBackend, episode_id: str, turn: int) -> list[Text]:
     """Call ``turn`` against the call before it, as lines (read in a worker)."""
     before, after = pick(store, episode_id, str(turn))
     return describe(diff(before, after), verbose=True)
