@@ -130,6 +130,18 @@ def test_the_store_url_comes_from_agentrunner_db_and_its_password_is_never_shown
     assert "s3cret-pw" not in dump
 
 
+def test_a_password_given_in_db_is_warned_of_once_and_never_shown(pg_server: Any) -> None:
+    url = pg_server.schema_url().replace("postgres@", "postgres:s3cret-pw@", 1)
+    assert run_cli("run", env={"AGENTRUNNER_DB": url}).returncode == 0
+    given = run_cli("ls", "--db", url)
+    from_env = run_cli("ls", env={"AGENTRUNNER_DB": url})
+    assert given.returncode == 0 and from_env.returncode == 0
+    warning = "the password in --db is visible to every user of this machine"
+    assert given.stderr.count(warning) == 1 and "$AGENTRUNNER_DB" in given.stderr
+    assert warning not in from_env.stderr  # the environment is not on the command line
+    assert "s3cret-pw" not in given.stdout + given.stderr
+
+
 def test_a_dead_database_is_one_clear_line() -> None:
     proc = run_cli(
         "ls", "--db", "postgresql://nobody@/nodb?host=/nonexistent-dir&connect_timeout=2"

@@ -83,6 +83,8 @@ def store_location(args: argparse.Namespace) -> str | Path:
     """The store ``--db``, ``$AGENTRUNNER_DB`` or the per-user default names. A command that
     creates stores and is about to make the default one says so on stderr, naming it (once:
     the first time, since the store then exists)."""
+    if args.db:
+        _warn_of_a_visible_password(str(args.db))
     location = args.db or os.environ.get("AGENTRUNNER_DB")
     if location:
         return str(location)
@@ -94,6 +96,20 @@ def store_location(args: argparse.Namespace) -> str | Path:
             file=sys.stderr,
         )
     return path
+
+
+@functools.cache
+def _warn_of_a_visible_password(location: str) -> None:
+    """A password written in ``--db`` is on the command line every local user can read
+    (``ps``): say so once, and where it belongs."""
+    from urllib.parse import urlsplit
+
+    if "://" in location and urlsplit(location).password:
+        print(
+            "agentrunner: the password in --db is visible to every user of this machine (ps);"
+            " put the URL in $AGENTRUNNER_DB, or the password in ~/.pgpass or $PGPASSWORD",
+            file=sys.stderr,
+        )
 
 
 def open_store(args: argparse.Namespace) -> StoreBackend:
