@@ -67,7 +67,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "an evaluation report: pass rate with its interval, pass@k, reward, cost, ...",
     ),
     "view": ("view_cmd", "episodes as one self-contained HTML page"),
-    "import": ("import_cmd", "import Claude Code, Codex, mini-swe-agent, SWE-agent or ATIF traces"),
+    "import": (
+        "import_cmd",
+        "other agents' traces: Claude Code, Codex, Gemini CLI, aider, opencode, Inspect, ...",
+    ),
     "record": (
         "record_cmd",
         "run any agent with its model calls recorded through a loopback proxy",
