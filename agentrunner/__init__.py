@@ -12,10 +12,15 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from agentrunner.batch import run_batch
-    from agentrunner.branching import Branching
-    from agentrunner.environment import Environment, ResetResult, StepResult, ToolAction
-    from agentrunner.errors import (
+    from agentrunner.lifecycle.batch import run_batch
+    from agentrunner.lifecycle.fanout import score_actions
+    from agentrunner.lifecycle.fork import fork_episode
+    from agentrunner.lifecycle.resume import resume_episode
+    from agentrunner.runtime.runner import Rollout, RunConfig, arun_agent_episode, run_agent_episode
+    from agentrunner.store import EpisodeSummary, EventRow, ModelInput, TraceStore
+    from agentrunner.values.branching import Branching
+    from agentrunner.values.environment import Environment, ResetResult, StepResult, ToolAction
+    from agentrunner.values.errors import (
         AgentRunnerError,
         Cancelled,
         EnvironmentFailure,
@@ -23,13 +28,8 @@ if TYPE_CHECKING:
         StoreError,
         UsageError,
     )
-    from agentrunner.fanout import score_actions
-    from agentrunner.fork import fork_episode
-    from agentrunner.model import AgentContext, Model
-    from agentrunner.resume import resume_episode
-    from agentrunner.runner import Rollout, RunConfig, arun_agent_episode, run_agent_episode
-    from agentrunner.store import EpisodeSummary, EventRow, ModelInput, TraceStore
-    from agentrunner.types import (
+    from agentrunner.values.model import AgentContext, Model
+    from agentrunner.values.types import (
         AgentToolCall,
         AgentTurn,
         AgentUsage,
@@ -40,38 +40,38 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
-    "AgentContext": "agentrunner.model",
-    "AgentRunnerError": "agentrunner.errors",
-    "AgentToolCall": "agentrunner.types",
-    "AgentTurn": "agentrunner.types",
-    "AgentUsage": "agentrunner.types",
-    "Branching": "agentrunner.branching",
-    "Cancelled": "agentrunner.errors",
-    "Chunk": "agentrunner.types",
-    "Environment": "agentrunner.environment",
-    "EnvironmentFailure": "agentrunner.errors",
+    "AgentContext": "agentrunner.values.model",
+    "AgentRunnerError": "agentrunner.values.errors",
+    "AgentToolCall": "agentrunner.values.types",
+    "AgentTurn": "agentrunner.values.types",
+    "AgentUsage": "agentrunner.values.types",
+    "Branching": "agentrunner.values.branching",
+    "Cancelled": "agentrunner.values.errors",
+    "Chunk": "agentrunner.values.types",
+    "Environment": "agentrunner.values.environment",
+    "EnvironmentFailure": "agentrunner.values.errors",
     "EpisodeSummary": "agentrunner.store",
     "EventRow": "agentrunner.store",
-    "Message": "agentrunner.types",
-    "Model": "agentrunner.model",
-    "ModelError": "agentrunner.errors",
+    "Message": "agentrunner.values.types",
+    "Model": "agentrunner.values.model",
+    "ModelError": "agentrunner.values.errors",
     "ModelInput": "agentrunner.store",
-    "OpaquePart": "agentrunner.types",
-    "ResetResult": "agentrunner.environment",
-    "Rollout": "agentrunner.runner",
-    "RunConfig": "agentrunner.runner",
-    "StepResult": "agentrunner.environment",
-    "StoreError": "agentrunner.errors",
-    "ToolAction": "agentrunner.environment",
-    "ToolSpec": "agentrunner.types",
+    "OpaquePart": "agentrunner.values.types",
+    "ResetResult": "agentrunner.values.environment",
+    "Rollout": "agentrunner.runtime.runner",
+    "RunConfig": "agentrunner.runtime.runner",
+    "StepResult": "agentrunner.values.environment",
+    "StoreError": "agentrunner.values.errors",
+    "ToolAction": "agentrunner.values.environment",
+    "ToolSpec": "agentrunner.values.types",
     "TraceStore": "agentrunner.store",
-    "UsageError": "agentrunner.errors",
-    "arun_agent_episode": "agentrunner.runs",
-    "fork_episode": "agentrunner.fork",
-    "resume_episode": "agentrunner.runs",
-    "run_agent_episode": "agentrunner.runs",
-    "run_batch": "agentrunner.batch",
-    "score_actions": "agentrunner.fanout",
+    "UsageError": "agentrunner.values.errors",
+    "arun_agent_episode": "agentrunner.lifecycle.runs",
+    "fork_episode": "agentrunner.lifecycle.fork",
+    "resume_episode": "agentrunner.lifecycle.runs",
+    "run_agent_episode": "agentrunner.lifecycle.runs",
+    "run_batch": "agentrunner.lifecycle.batch",
+    "score_actions": "agentrunner.lifecycle.fanout",
 }
 
 

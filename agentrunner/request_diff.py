@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from agentrunner.errors import UsageError
-from agentrunner.events import ModelRequest
-from agentrunner.formatting import plural
 from agentrunner.record.conversations import normal
-from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store.hashing import canonical_json
 from agentrunner.store.records import ModelInput
-from agentrunner.types import Message, ToolSpec
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import ModelRequest
+from agentrunner.values.formatting import plural
+from agentrunner.values.safe_text import one_line_visible, plain
+from agentrunner.values.types import Message, ToolSpec
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -10,8 +10,8 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentrunner.errors import UsageError
-from agentrunner.model import Model
+from agentrunner.values.errors import UsageError
+from agentrunner.values.model import Model
 
 PROVIDERS: dict[str, str] = {
     "scripted": "providers.scripted",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentrunner.types import AgentToolCall, Message, OpaquePart, ToolSpec
+from agentrunner.values.types import AgentToolCall, Message, OpaquePart, ToolSpec
 from providers.turn_builder import UNKNOWN_EVENTS
 
 PROVIDER = "anthropic"

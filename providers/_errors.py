@@ -2,7 +2,7 @@
 
 The SDK adapters pull what they know out of an SDK exception (HTTP status, the provider's
 error type and code, its message, the request id) and hand it to :func:`classify`, which
-picks the :mod:`agentrunner.errors` class and writes one clear message. Nothing here
+picks the :mod:`agentrunner.values.errors` class and writes one clear message. Nothing here
 imports an SDK.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from agentrunner.errors import (
+from agentrunner.values.errors import (
     BadRequestError,
     ContextOverflowError,
     ModelError,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agentrunner.errors import ModelError
+from agentrunner.values.errors import ModelError
 from providers._errors import classify, connection_detail, missing_key
 from providers._retry import parse_retry_after, with_retry_after
 from providers.streaming import StreamingAdapter

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from agentrunner.errors import ModelError, ProviderServerError, RateLimitError
-from agentrunner.model import AgentContext
+from agentrunner.values.errors import ModelError, ProviderServerError, RateLimitError
+from agentrunner.values.model import AgentContext
 
 T = TypeVar("T")
 _RETRY_AFTER = "_agentrunner_retry_after"

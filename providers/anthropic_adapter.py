@@ -21,9 +21,9 @@ import json
 import os
 from typing import Any
 
-from agentrunner.errors import ModelError, UsageError
-from agentrunner.model import AgentContext
-from agentrunner.types import AgentTurn
+from agentrunner.values.errors import ModelError, UsageError
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentTurn
 from providers._anthropic_messages import layout_parts, request_messages, tools_param
 from providers._errors import classify, connection_detail, missing_key
 from providers._retry import parse_retry_after, with_retry_after

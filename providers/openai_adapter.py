@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentrunner.model import AgentContext
+from agentrunner.values.model import AgentContext
 from providers._openai_client import OpenAIAdapter
 from providers.openai_chat import OpenAIChatModel
 from providers.openai_chat import create as create_chat

@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentrunner.model import AgentContext
-from agentrunner.types import AgentTurn
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentTurn
 from providers._openai_client import OpenAIAdapter
 from providers.openai_messages import chat_messages, chat_tools
 from providers.streaming import Fold, SdkStream

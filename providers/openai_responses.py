@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentrunner.errors import ModelError
-from agentrunner.types import AgentTurn
+from agentrunner.values.errors import ModelError
+from agentrunner.values.types import AgentTurn
 from providers._errors import classify
 from providers.openai_messages import layout_parts
 from providers.streaming import StreamFailure

@@ -36,10 +36,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agentrunner.errors import UsageError
-from agentrunner.events import COMPACTION
-from agentrunner.model import AgentContext
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel, Message
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import COMPACTION
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, Channel, Message
 
 SCRIPTS = Path(__file__).parent / "scripts"
 DEFAULT_PACE_S = 0.03

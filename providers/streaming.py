@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from typing import Any, Protocol
 
-from agentrunner.errors import ContextOverflowError, IncompleteStreamError, ModelError
-from agentrunner.model import AgentContext
-from agentrunner.redaction import public_url
-from agentrunner.types import AgentTurn
+from agentrunner.values.errors import ContextOverflowError, IncompleteStreamError, ModelError
+from agentrunner.values.model import AgentContext
+from agentrunner.values.redaction import public_url
+from agentrunner.values.types import AgentTurn
 from providers._retry import call_with_retries
 from providers.turn_builder import TurnBuilder
 from providers.usage import priced

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner.model import AgentContext
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel, OpaquePart
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, Channel, OpaquePart
 
 UNKNOWN_EVENTS = "unknown_events"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrunner.types import AgentUsage
+from agentrunner.values.types import AgentUsage
 
 
 def _int(value: Any) -> int:

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from procs import all_gone, processes_with
 
-from agentrunner.environment import StepResult, ToolAction
 from agentrunner.envs.jail import Limits, SandboxConfig, bwrap_problem
 from agentrunner.envs.tasks import Task
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.model import AgentContext
-from agentrunner.types import AgentToolCall, AgentTurn
+from agentrunner.values.environment import StepResult, ToolAction
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentToolCall, AgentTurn
 
 DEMO = "demo-mean"
 TIMEOUT = 120.0
@@ -142,7 +142,7 @@ def triggers(db: Path) -> list[str]:
 
 _CHILD = """
 import json, sys
-from agentrunner.environment import ToolAction
+from agentrunner.values.environment import ToolAction
 from agentrunner.envs.jail import SandboxConfig
 from agentrunner.envs.workspace import WorkspaceEnv
 

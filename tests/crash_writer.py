@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.environment import ResetResult, StepResult, ToolAction
-from agentrunner.types import ToolSpec
+from agentrunner.values.environment import ResetResult, StepResult, ToolAction
+from agentrunner.values.types import ToolSpec
 from providers.scripted import ScriptedModel
 
 

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import pytest
 
 from agentrunner import EpisodeSummary, TraceStore
-from agentrunner.batch import run_batch
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.lifecycle.batch import run_batch
 from providers import get_model
 
 T = TypeVar("T")

@@ -30,7 +30,7 @@ START = """
 import argparse, sys
 from agentrunner.cli import serve_env_cmd
 from agentrunner.cli.common import add_common
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 parser = argparse.ArgumentParser(prog="agentrunner")
 add_common(parser)
 serve_env_cmd.register(parser.add_subparsers(dest="command"))

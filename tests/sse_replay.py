@@ -25,8 +25,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentrunner.environment import ResetResult, StepResult, ToolAction
-from agentrunner.types import ToolSpec
+from agentrunner.values.environment import ResetResult, StepResult, ToolAction
+from agentrunner.values.types import ToolSpec
 
 
 def sse(data: dict[str, Any] | str, event: str | None = None) -> str:

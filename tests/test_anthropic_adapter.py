@@ -22,10 +22,10 @@ from pydantic import BaseModel
 from sse_replay import Reply, SSEReplayServer, ToolTableEnv, sse
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.errors import ProviderAuthError
-from agentrunner.model import AgentContext
-from agentrunner.runner import Rollout
-from agentrunner.types import Message
+from agentrunner.runtime.runner import Rollout
+from agentrunner.values.errors import ProviderAuthError
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import Message
 from providers import get_model
 from providers._anthropic_messages import request_messages
 

@@ -25,7 +25,7 @@ def test_core_does_not_import_provider_sdks() -> None:
     import sys
 
     code = (
-        "import sys, agentrunner, agentrunner.cli.main, agentrunner.runner;"
+        "import sys, agentrunner, agentrunner.cli.main, agentrunner.runtime.runner;"
         "print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -23,12 +23,12 @@ from sse_replay import Reply, SSEReplayServer
 from test_export_atif import ATIF, Made, needs_schema, rule_violations, schema_errors
 
 from agentrunner import TraceStore
-from agentrunner.events import MessageEvent, Status
 from agentrunner.export import Selection, atif_trajectory, export_rows, select_episodes
 from agentrunner.export.atif import write_atif
 from agentrunner.imports import atif
 from agentrunner.imports.importer import import_file
 from agentrunner.imports.registry import import_paths
+from agentrunner.values.events import MessageEvent, Status
 
 FOREIGN = ATIF.parent
 made = test_export_atif.made

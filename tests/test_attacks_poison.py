@@ -19,11 +19,11 @@ import pytest
 from sse_replay import Reply, SSEReplayServer, ToolTableEnv, sse
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.events import ModelResponse
 from agentrunner.export import export
 from agentrunner.export.writer import RecordableRows, write_jsonl
-from agentrunner.resume import resume_episode
-from agentrunner.runner import Rollout
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.runtime.runner import Rollout
+from agentrunner.values.events import ModelResponse
 from providers import get_model
 from providers.scripted import ScriptedModel
 

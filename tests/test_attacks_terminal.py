@@ -35,10 +35,10 @@ from terminal_payloads import (
 )
 
 from agentrunner import TraceStore
-from agentrunner import events as ev
 from agentrunner.cli.render import EventRenderer
-from agentrunner.events import ModelChunk, ToolResult
-from agentrunner.safe_text import literal, one_line_visible, visible
+from agentrunner.values import events as ev
+from agentrunner.values.events import ModelChunk, ToolResult
+from agentrunner.values.safe_text import literal, one_line_visible, visible
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,10 @@ from cli_process import run_cli
 from thirdparty_repo import git
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.changes import episode_change
 from agentrunner.envs.jail import SandboxConfig, sandbox_python
 from agentrunner.envs.tasks import Task
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.readers.changes import episode_change
 from providers.scripted import ScriptedModel
 
 AS_ROOT = os.geteuid() == 0

@@ -28,7 +28,7 @@ from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args
 from agentrunner.envs.jail import Limits, SandboxConfig
 from agentrunner.envs.tasks import Task
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 MiB = 1 << 20
 DEEP = 900

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentContext, TraceStore
-from agentrunner.batch import PolicyModel, run_batch
 from agentrunner.cli.seeds import parse_seeds
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
-from agentrunner.resume import can_resume
+from agentrunner.lifecycle.batch import PolicyModel, run_batch
+from agentrunner.lifecycle.resume import can_resume
+from agentrunner.values.errors import UsageError
 from providers import get_model
 
 TASKS = ["demo-mean", "paginate-off-by-one", "slugify-accents"]

@@ -12,11 +12,11 @@ import pytest
 from cli_process import run_cli
 
 from agentrunner import Branching, TraceStore, run_agent_episode
-from agentrunner.decisions import PROPOSAL, decisions, read_decisions, spend
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import ModelError, UsageError
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.decisions import PROPOSAL, decisions, read_decisions, spend
+from agentrunner.lifecycle.resume import resume_episode
 from agentrunner.store.groups import ForkGroup
+from agentrunner.values.errors import ModelError, UsageError
 from providers.scripted import ScriptedModel
 
 DEMO = Path(__file__).parent.parent / "providers" / "scripts" / "demo.json"

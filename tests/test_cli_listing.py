@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.batch import run_batch
 from agentrunner.cli.main import main
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.fanout import PROPOSAL, score_actions
-from agentrunner.fork import fork_episode
-from agentrunner.formatting import unique_prefixes
-from agentrunner.model import AgentContext
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.batch import run_batch
+from agentrunner.lifecycle.fanout import PROPOSAL, score_actions
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
 from agentrunner.store.records import PROPOSAL_SAMPLE
-from agentrunner.types import AgentTurn
+from agentrunner.values.formatting import unique_prefixes
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentTurn
 from providers import get_model
 from providers.scripted import ScriptedModel
 

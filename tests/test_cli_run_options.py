@@ -24,9 +24,9 @@ from agentrunner import TraceStore, run_agent_episode
 from agentrunner.cli.main import main
 from agentrunner.cli.seeds import parse_seeds
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
-from agentrunner.formatting import unique_prefixes
-from agentrunner.state import rebuild
+from agentrunner.readers.state import rebuild
+from agentrunner.values.errors import UsageError
+from agentrunner.values.formatting import unique_prefixes
 from providers import get_model
 
 KEY = "sk-test-0123456789abcdef"

@@ -4,10 +4,10 @@ late, a history that is not the one kept), and the budget's kept character count
 
 from __future__ import annotations
 
-from agentrunner.context import message_chars
-from agentrunner.context.budget import CharCount
-from agentrunner.context.policies import MaskCache, ToolOrigin, masked
-from agentrunner.types import AgentToolCall, Message
+from agentrunner.runtime.context import message_chars
+from agentrunner.runtime.context.budget import CharCount
+from agentrunner.runtime.context.policies import MaskCache, ToolOrigin, masked
+from agentrunner.values.types import AgentToolCall, Message
 
 
 def _turn(turn: int, chars: int = 300) -> list[Message]:

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
-from agentrunner.context import mask_cutoff
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.runner import RunConfig
-from agentrunner.state import rebuild
+from agentrunner.readers.state import rebuild
+from agentrunner.runtime.context import mask_cutoff
+from agentrunner.runtime.runner import RunConfig
 from providers.scripted import ScriptedModel
 from tests.cli_process import run_cli
 

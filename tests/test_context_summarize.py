@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
-from agentrunner.context import HistoryView, Sent
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
-from agentrunner.runner import RunConfig
-from agentrunner.state import rebuild
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.readers.state import rebuild
+from agentrunner.runtime.context import HistoryView, Sent
+from agentrunner.runtime.runner import RunConfig
 from tests.test_context_policies import Received, _payloads, _printing_turns, _script
 
 

@@ -11,10 +11,10 @@ from cli_process import run_cli
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.events import MessageEvent
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
 from agentrunner.store.transfer import copy_episode, lineage_order
+from agentrunner.values.events import MessageEvent
 from providers.scripted import ScriptedModel
 
 

@@ -15,8 +15,8 @@ from sqlite_utils.migrations import Migrations
 
 from agentrunner import TraceStore
 from agentrunner.cli.main import main
-from agentrunner.errors import StoreSchemaError
 from agentrunner.store import postgres_schema, schema
+from agentrunner.values.errors import StoreSchemaError
 
 
 def _postgres_store_behind(url: str, missing: int = 1) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.events import EpisodeEnd
+from agentrunner.values.events import EpisodeEnd
 from providers.scripted import ScriptedModel
 
 

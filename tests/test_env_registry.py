@@ -11,13 +11,13 @@ import pytest
 from pydantic import BaseModel
 
 from agentrunner import AgentContext, AgentToolCall, AgentTurn, TraceStore, run_agent_episode
-from agentrunner.environment import ResetResult, StepResult, ToolAction
 from agentrunner.envs.factory import env_from_spec, make_env
 from agentrunner.envs.registry import KINDS, EnvFlag, EnvKind, flag_help
-from agentrunner.errors import UsageError
-from agentrunner.events import StopReason
-from agentrunner.resume import resume_episode
-from agentrunner.types import ToolSpec
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.values.environment import ResetResult, StepResult, ToolAction
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import StopReason
+from agentrunner.values.types import ToolSpec
 
 TICK = ToolSpec(name="tick", description="count one")
 

@@ -14,12 +14,12 @@ from cli_process import last_json, run_cli
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import BadRequestError
-from agentrunner.events import EpisodeStart
-from agentrunner.fork import fork_episode
-from agentrunner.model import AgentContext
+from agentrunner.lifecycle.fork import fork_episode
 from agentrunner.store import postgres_schema, schema
-from agentrunner.types import AgentTurn
+from agentrunner.values.errors import BadRequestError
+from agentrunner.values.events import EpisodeStart
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentTurn
 from providers.scripted import ScriptedModel
 
 BACKENDS = ["sqlite", "postgres"]

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from agentrunner import events
 from agentrunner.cli import event_fields
+from agentrunner.values import events
 
 MODELS = {
     "model.request": events.ModelRequest,

@@ -20,15 +20,15 @@ from test_fanout import BREAK_EMPTY, FIX, SUBMIT
 
 import agentrunner.export as export_module
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.batch import run_batch
 from agentrunner.cli.main import main
 from agentrunner.envs.tasks import get_task
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
 from agentrunner.export import ExportOptions, Selection, export_rows, percentile
-from agentrunner.fanout import FanoutResult, score_actions
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.batch import run_batch
+from agentrunner.lifecycle.fanout import FanoutResult, score_actions
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.values.errors import UsageError
 from agentrunner.verifiers import RuleVerifier, verify_episode
 from providers import get_model
 

@@ -26,19 +26,19 @@ from agentrunner import (
     TraceStore,
     run_agent_episode,
 )
-from agentrunner.batch import run_batch
 from agentrunner.cli.main import main
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import IncompleteStreamError
-from agentrunner.events import ToolResult, Usage
 from agentrunner.export import Selection, atif_trajectory, export_rows, select_episodes
-from agentrunner.fanout import score_actions
-from agentrunner.fork import fork_episode
 from agentrunner.imports import atif
 from agentrunner.imports.importer import import_file
 from agentrunner.imports.registry import import_paths
-from agentrunner.resume import resume_episode
-from agentrunner.types import Message
+from agentrunner.lifecycle.batch import run_batch
+from agentrunner.lifecycle.fanout import score_actions
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.values.errors import IncompleteStreamError
+from agentrunner.values.events import ToolResult, Usage
+from agentrunner.values.types import Message
 from agentrunner.verifiers import RuleVerifier, verify_episode
 from providers import get_model
 

@@ -15,8 +15,8 @@ from test_fanout import FIX, SUBMIT
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.export import ExportOptions, export_rows
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
 from providers import get_model
 
 TURN = 4

@@ -17,12 +17,12 @@ from test_fanout import SUBMIT
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.cli.main import main
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import AgentRunnerError
 from agentrunner.export import ExportOptions, export_rows
 from agentrunner.export.writer import write_parquet
-from agentrunner.fanout import FanoutResult
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.fanout import FanoutResult
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.values.errors import AgentRunnerError
 from providers import get_model
 
 pq = pytest.importorskip("pyarrow.parquet")

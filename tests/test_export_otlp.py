@@ -27,7 +27,6 @@ from otlp_support import (
     wait_for_spans,
 )
 
-from agentrunner.errors import AgentRunnerError
 from agentrunner.export.otlp import (
     OtlpEndpointError,
     parse_request_json,
@@ -36,6 +35,7 @@ from agentrunner.export.otlp import (
     write_otlp_file,
 )
 from agentrunner.store import TraceStore
+from agentrunner.values.errors import AgentRunnerError
 
 pytest.importorskip("opentelemetry.proto", reason="the [otlp] extra is not installed")
 

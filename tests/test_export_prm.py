@@ -16,12 +16,12 @@ from test_fanout import FIX
 from test_fanout import SUBMIT as SUBMIT_CALL
 
 from agentrunner import Branching, TraceStore, run_agent_episode
-from agentrunner.decisions import PROPOSAL, decisions
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.export import ExportOptions, Selection, chat, export, export_rows, tool_schemas
 from agentrunner.export.chat import chat_message
-from agentrunner.fanout import score_actions
-from agentrunner.fork import fork_episode
+from agentrunner.lifecycle.decisions import PROPOSAL, decisions
+from agentrunner.lifecycle.fanout import score_actions
+from agentrunner.lifecycle.fork import fork_episode
 from agentrunner.store.groups import GroupMember, add_group_member, create_fork_group, fork_groups
 from providers.scripted import ScriptedModel
 

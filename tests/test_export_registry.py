@@ -13,9 +13,9 @@ import pytest
 
 from agentrunner import AgentContext, AgentToolCall, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.cli.main import main
-from agentrunner.environment import ResetResult, StepResult, ToolAction
 from agentrunner.export import FORMATS, ExportOptions, RowFormat, Selected
-from agentrunner.types import ToolSpec
+from agentrunner.values.environment import ResetResult, StepResult, ToolAction
+from agentrunner.values.types import ToolSpec
 
 
 def _ids(store: TraceStore, selected: Selected, options: ExportOptions) -> Iterator[dict[str, Any]]:

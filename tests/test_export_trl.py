@@ -31,7 +31,7 @@ from test_export import make_fanout
 
 from agentrunner import TraceStore
 from agentrunner.export import ExportOptions, export, export_rows
-from agentrunner.fanout import FanoutResult
+from agentrunner.lifecycle.fanout import FanoutResult
 
 # What GRPOTrainer._calculate_rewards passes to reward functions besides the dataset columns.
 GRPO_REWARD_KEYWORDS = {

@@ -10,9 +10,9 @@ import pytest
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.tasks import get_task
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
-from agentrunner.fanout import read_group, score_actions
+from agentrunner.lifecycle.fanout import read_group, score_actions
 from agentrunner.store.groups import fork_groups
+from agentrunner.values.errors import UsageError
 from providers import get_model
 
 FIX = {

@@ -10,8 +10,8 @@ import pytest
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
 from providers.scripted import ScriptedModel
 
 

@@ -22,7 +22,7 @@ from thirdparty_repo import git
 
 from agentrunner import TraceStore
 from agentrunner.envs.manifest import FileEntry, load_manifest
-from agentrunner.events import Error
+from agentrunner.values.events import Error
 
 BIG = 3 << 20
 PROMPT = "fix a.py"

@@ -12,9 +12,9 @@ import pytest
 from agentrunner import AgentContext, AgentToolCall, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
 from agentrunner.export import ExportOptions, export_rows
-from agentrunner.history import NOT_CHUNKS, fold
-from agentrunner.resume import resume_episode
-from agentrunner.state import rebuild
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.readers.history import NOT_CHUNKS, fold
+from agentrunner.readers.state import rebuild
 from agentrunner.verifiers import RuleVerifier, load_trajectory, verify_episode
 
 COMMANDS = ("echo one", "echo two", "echo three")

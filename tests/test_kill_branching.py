@@ -15,9 +15,9 @@ import pytest
 from test_branching import SUBMIT, _adopted, _script
 
 from agentrunner import Branching, TraceStore, run_agent_episode
-from agentrunner.decisions import PROPOSAL, decisions
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.decisions import PROPOSAL, decisions
+from agentrunner.lifecycle.resume import resume_episode
 from providers.scripted import ScriptedModel
 
 pytestmark = pytest.mark.slow

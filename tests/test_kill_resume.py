@@ -28,8 +28,8 @@ from test_kill import (
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.resume import resume_episode
-from agentrunner.state import rebuild
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.readers.state import rebuild
 from providers.scripted import ScriptedModel
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,8 @@ import pytest
 
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.resume import resume_episode
-from agentrunner.runner import RunConfig
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.runtime.runner import RunConfig
 from providers.scripted import ScriptedModel
 
 TURNS = 500

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentrunner.statuses import EVENT_KINDS
+from agentrunner.values.statuses import EVENT_KINDS
 
 
 def _agentrunner(*argv: str) -> subprocess.CompletedProcess[str]:

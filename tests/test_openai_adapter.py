@@ -23,10 +23,10 @@ from pydantic import BaseModel
 from sse_replay import Reply, SSEReplayServer, ToolTableEnv, sse
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.errors import ProviderAuthError, ProviderConfigError
-from agentrunner.model import AgentContext
-from agentrunner.runner import Rollout
-from agentrunner.types import Message
+from agentrunner.runtime.runner import Rollout
+from agentrunner.values.errors import ProviderAuthError, ProviderConfigError
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import Message
 from providers import get_model
 from providers.openai_messages import responses_input
 

@@ -10,9 +10,9 @@ import pytest
 from fake_openenv import ECHO_SCHEMA, SILENCE, error_reply, fake_openenv, observation_reply
 from openenv_server import OpenEnvServer, free_port, running_openenv_server
 
-from agentrunner.environment import ToolAction
 from agentrunner.envs.openenv_client import OpenEnvEnv, render_observation
-from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.values.environment import ToolAction
+from agentrunner.values.errors import EnvironmentFailure, UsageError
 
 READY = observation_reply({"status": "ready", "board": [1, 2]}, reward=None)
 

@@ -22,11 +22,11 @@ from sse_replay import Reply, SSEReplayServer, events_from_file
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import BadRequestError
-from agentrunner.events import ModelChunk, Status
-from agentrunner.model import AgentContext
-from agentrunner.resume import resume_episode
-from agentrunner.types import AgentTurn
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.values.errors import BadRequestError
+from agentrunner.values.events import ModelChunk, Status
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import AgentTurn
 from providers.scripted import ScriptedModel
 
 pytest.importorskip("opentelemetry.proto", reason="the [otlp] extra is not installed")

@@ -20,7 +20,7 @@ import pytest
 
 from agentrunner.envs.manifest import DirEntry, FileEntry, LinkEntry, Manifest
 from agentrunner.envs.patch import ApplyResult, apply_to, render_diff
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 NON_UTF8 = os.fsdecode(b"caf\xe9.txt")
 BIG = random.Random(0).randbytes(1 << 20)

@@ -26,10 +26,10 @@ import pytest
 from cli_process import run_cli
 
 from agentrunner import TraceStore
-from agentrunner.changes import episode_change, step_change
 from agentrunner.envs.ignores import left_out
 from agentrunner.envs.jail import bwrap_problem
 from agentrunner.envs.manifest import Entry, FileEntry
+from agentrunner.readers.changes import episode_change, step_change
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

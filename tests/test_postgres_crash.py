@@ -21,7 +21,7 @@ import pytest
 from pg import PostgresServer
 
 from agentrunner import TraceStore
-from agentrunner.events import EpisodeStart
+from agentrunner.values.events import EpisodeStart
 
 HELPER = Path(__file__).with_name("crash_writer.py")
 CALLS = 6

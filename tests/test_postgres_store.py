@@ -10,8 +10,8 @@ import pytest
 from pg import PostgresServer
 
 from agentrunner import TraceStore
-from agentrunner.errors import StoreError, StoreFailedError
-from agentrunner.liveness import Heartbeat
+from agentrunner.runtime.liveness import Heartbeat
+from agentrunner.values.errors import StoreError, StoreFailedError
 
 psycopg = pytest.importorskip("psycopg")
 

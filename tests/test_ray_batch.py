@@ -21,10 +21,10 @@ from ray_episodes import (
 )
 
 from agentrunner import TraceStore, run_agent_episode
-from agentrunner.batch import run_batch
-from agentrunner.distributed import plan
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.fanout import score_actions
+from agentrunner.lifecycle.batch import run_batch
+from agentrunner.lifecycle.fanout import score_actions
+from agentrunner.runtime.distributed import plan
 from agentrunner.store.groups import fork_groups
 from providers import get_model
 

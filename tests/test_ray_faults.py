@@ -26,7 +26,7 @@ from ray_episodes import (
 )
 
 from agentrunner import EpisodeSummary, TraceStore
-from agentrunner.distributed import UNIT_LOSSES, Lost, RayExecutor
+from agentrunner.runtime.distributed import UNIT_LOSSES, Lost, RayExecutor
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'agentrunner[ray]')")
 

@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from agentrunner.redaction import Redactor, secret_forms
+from agentrunner.values.redaction import Redactor, secret_forms
 
 LONG = "sk-proj-Zq8vY2mT4nL7xK1pR6wD9sJ3hF0cB5gA"
 SHORT = "hunter"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentrunner.envs.repo import NO_PUSH_URL, RepoBase, copy_repository
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Test Author",

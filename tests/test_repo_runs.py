@@ -23,7 +23,7 @@ from thirdparty_repo import (
 
 from agentrunner import TraceStore
 from agentrunner.envs.jail import bwrap_problem
-from agentrunner.events import EpisodeStart
+from agentrunner.values.events import EpisodeStart
 
 SANDBOX = "bwrap" if bwrap_problem() is None else "process"
 

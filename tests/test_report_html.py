@@ -28,7 +28,7 @@ from cli_process import AGENTRUNNER, run_cli
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import BadRequestError
+from agentrunner.values.errors import BadRequestError
 from providers.scripted import ScriptedModel
 
 CHROMIUM = Path("/usr/bin/chromium")

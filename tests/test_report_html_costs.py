@@ -20,7 +20,7 @@ from cli_process import run_cli
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.types import AgentTurn
+from agentrunner.values.types import AgentTurn
 from providers.scripted import ScriptedModel
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "foreign-traces"

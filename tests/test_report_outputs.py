@@ -23,7 +23,7 @@ from unjudged_support import unjudged_store
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.types import AgentTurn
+from agentrunner.values.types import AgentTurn
 from providers.scripted import ScriptedModel
 
 PRICE = 0.002

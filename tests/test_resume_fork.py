@@ -14,10 +14,10 @@ import pytest
 
 from agentrunner import AgentContext, AgentToolCall, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import DivergenceError, EpisodeNotFoundError, UsageError
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
-from agentrunner.state import rebuild
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.readers.state import rebuild
+from agentrunner.values.errors import DivergenceError, EpisodeNotFoundError, UsageError
 from providers import get_model
 
 

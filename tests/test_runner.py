@@ -18,7 +18,7 @@ from agentrunner import (
     run_agent_episode,
 )
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import (
+from agentrunner.values.errors import (
     ContextOverflowError,
     IncompleteStreamError,
     ProviderAuthError,

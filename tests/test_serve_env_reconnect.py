@@ -27,8 +27,8 @@ from test_serve_env import _native_steps
 from websockets.sync.client import connect
 
 from agentrunner import TraceStore
-from agentrunner.events import ToolCall, ToolResult
-from agentrunner.types import Message
+from agentrunner.values.events import ToolCall, ToolResult
+from agentrunner.values.types import Message
 
 pytestmark = pytest.mark.openenv
 

@@ -21,9 +21,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from agentrunner import TraceStore
-from agentrunner.environment import ToolAction
 from agentrunner.envs.openenv_client import OpenEnvEnv
-from agentrunner.errors import EnvironmentFailure
+from agentrunner.values.environment import ToolAction
+from agentrunner.values.errors import EnvironmentFailure
 
 
 def _step(env: OpenEnvEnv, action: dict[str, Any]) -> Any:

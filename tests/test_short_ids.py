@@ -10,7 +10,7 @@ import pytest
 from cli_process import last_json, run_cli
 
 from agentrunner import TraceStore
-from agentrunner.formatting import unique_prefixes
+from agentrunner.values.formatting import unique_prefixes
 
 ID = re.compile(r"\b01[0-9A-HJKMNP-TV-Z]{6,24}\b")  # a ULID or a prefix of one
 

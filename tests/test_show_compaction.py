@@ -11,7 +11,7 @@ import pytest
 from cli_process import run_cli
 
 from agentrunner import TraceStore, __version__
-from agentrunner.recorder import Recorder
+from agentrunner.runtime.recorder import Recorder
 
 ROWS = [
     (

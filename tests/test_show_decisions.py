@@ -15,10 +15,10 @@ from test_branching import SUBMIT, _run, _script
 
 from agentrunner import Branching, TraceStore
 from agentrunner.cli.main import main
-from agentrunner.decisions import PROPOSAL, decisions, read_decisions, spend
-from agentrunner.fork import fork_episode
-from agentrunner.formatting import unique_prefixes
+from agentrunner.lifecycle.decisions import PROPOSAL, decisions, read_decisions, spend
+from agentrunner.lifecycle.fork import fork_episode
 from agentrunner.store.groups import GroupMember, add_group_member, create_fork_group
+from agentrunner.values.formatting import unique_prefixes
 
 BRANCHING = Branching(every=4, actions=2, samples=2)
 

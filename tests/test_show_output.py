@@ -19,8 +19,8 @@ import pytest
 from cli_process import run_cli
 
 from agentrunner import TraceStore, __version__
-from agentrunner.recorder import Recorder
-from agentrunner.types import AgentToolCall, Chunk, Message
+from agentrunner.runtime.recorder import Recorder
+from agentrunner.values.types import AgentToolCall, Chunk, Message
 from tests.imports.conftest import FIXTURES
 
 CLAUDE_SESSION = FIXTURES / "claude-code" / "tool_heavy.jsonl"

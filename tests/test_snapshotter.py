@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.environment import ToolAction
 from agentrunner.envs import snapshotter
 from agentrunner.envs.manifest import DirEntry, FileEntry, LinkEntry
 from agentrunner.envs.snapshots import SnapshotStore
 from agentrunner.envs.snapshotter import MemorySnapshots, Snapshotter, load_manifest
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import EnvironmentFailure
 from agentrunner.store import TraceStore
+from agentrunner.values.environment import ToolAction
+from agentrunner.values.errors import EnvironmentFailure
 
 MiB = 1 << 20
 _CHILD = "AGENTRUNNER_TEST_UNPRIVILEGED_CHILD"

@@ -1,5 +1,6 @@
-"""The listing's plain reads of a recorded model and environment (``agentrunner.spec_text``,
-no pydantic) give the text the typed reads (``agentrunner.specs``) give, odd records included."""
+"""The listing's plain reads of a recorded model and environment
+(``agentrunner.values.spec_text``, no pydantic) give the text the typed reads
+(``agentrunner.values.specs``) give, odd records included."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agentrunner.spec_text import env_kind, model_text
-from agentrunner.specs import env_spec, model_spec
+from agentrunner.values.spec_text import env_kind, model_text
+from agentrunner.values.specs import env_spec, model_spec
 
 MODELS: list[dict[str, Any]] = [
     {"spec": "scripted:demo", "provider": "scripted", "model": "demo"},

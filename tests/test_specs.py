@@ -6,17 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentrunner.branching import Branching, DecisionConfig
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.specs import (
-    UNKNOWN,
-    ImportedSpec,
-    OtherSpec,
-    RecordedSpec,
-    WorkspaceSpec,
-    env_spec,
-    model_spec,
-)
 from agentrunner.store import TraceStore
 from agentrunner.store.groups import (
     DecisionOutcome,
@@ -25,6 +15,16 @@ from agentrunner.store.groups import (
     fork_groups,
     outcomes,
     record_outcome,
+)
+from agentrunner.values.branching import Branching, DecisionConfig
+from agentrunner.values.specs import (
+    UNKNOWN,
+    ImportedSpec,
+    OtherSpec,
+    RecordedSpec,
+    WorkspaceSpec,
+    env_spec,
+    model_spec,
 )
 from providers import get_model
 

@@ -38,14 +38,20 @@ NEVER_AT_START = (
     "aiohttp",
     "providers",
     "agentrunner.verifiers",
-    "agentrunner.runner",
+    "agentrunner.runtime.runner",
     "agentrunner.envs",
     "agentrunner.record",
     "agentrunner.tui",
 )
 """Heavy packages none of ``--help``, ``ls`` and ``show`` uses."""
 
-NOT_FOR_HELP = ("rich", "pydantic", "sqlite3", "agentrunner.store.store", "agentrunner.events")
+NOT_FOR_HELP = (
+    "rich",
+    "pydantic",
+    "sqlite3",
+    "agentrunner.store.store",
+    "agentrunner.values.events",
+)
 """What the top-level help does not need either: it opens no store and prints no table."""
 
 

@@ -1,5 +1,5 @@
 """Statuses and stop reasons are compared as ``Status`` and ``StopReason`` members, never as
-string literals, outside ``agentrunner/events.py`` where they are defined (issue 24): a
+string literals, outside ``agentrunner/values/events.py`` where they are defined (issue 24): a
 renamed member then breaks the type checker, not a comparison that silently stops matching.
 
 A comparison is flagged when one side is a string literal spelling a member's value
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from agentrunner.events import Status, StopReason
+from agentrunner.values.events import Status, StopReason
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFINED_IN = ROOT / "agentrunner" / "events.py"
+DEFINED_IN = ROOT / "agentrunner" / "values" / "events.py"
 VALUES = {str(m) for m in Status} | {str(m) for m in StopReason}
 OTHER_MEANINGS = {"kind", "name", "action", "type", "tone"}
 FOREIGN = {

@@ -12,12 +12,17 @@ import pytest
 from rawstore import insert_event
 
 from agentrunner import TraceStore
-from agentrunner.errors import EpisodeNotFoundError, StoreCorruptError, StoreError, StoreSchemaError
-from agentrunner.events import ModelChunk
-from agentrunner.formatting import unique_prefixes
-from agentrunner.recorder import Recorder
+from agentrunner.runtime.recorder import Recorder
 from agentrunner.store.schema import KNOWN_MIGRATIONS
-from agentrunner.types import Chunk, Message
+from agentrunner.values.errors import (
+    EpisodeNotFoundError,
+    StoreCorruptError,
+    StoreError,
+    StoreSchemaError,
+)
+from agentrunner.values.events import ModelChunk
+from agentrunner.values.formatting import unique_prefixes
+from agentrunner.values.types import Chunk, Message
 
 
 def _episode(store: TraceStore) -> str:

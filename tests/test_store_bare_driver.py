@@ -8,9 +8,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from agentrunner.errors import StoreDriverError, StoreFailedError, StoreRefusedError
 from agentrunner.store import TraceStore
 from agentrunner.store.driver import Bare, HasBare, SqliteConnection
+from agentrunner.values.errors import StoreDriverError, StoreFailedError, StoreRefusedError
 
 
 def _translated(bare: Bare, sql: str, parameters: tuple[Any, ...] = ()) -> StoreDriverError:

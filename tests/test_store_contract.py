@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.errors import EpisodeNotFoundError, StoreError, UsageError
-from agentrunner.events import (
+from agentrunner.store import TraceStore
+from agentrunner.store.control import HEARTBEAT_STALE_S, LeaseLostError
+from agentrunner.store.protocol import StoreBackend
+from agentrunner.values.errors import EpisodeNotFoundError, StoreError, UsageError
+from agentrunner.values.events import (
     EpisodeEnd,
     EpisodeStart,
     Error,
@@ -26,10 +29,7 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
-from agentrunner.store import TraceStore
-from agentrunner.store.control import HEARTBEAT_STALE_S, LeaseLostError
-from agentrunner.store.protocol import StoreBackend
-from agentrunner.types import Message, ToolSpec
+from agentrunner.values.types import Message, ToolSpec
 
 MakeStore = Callable[[], StoreBackend]
 BACKENDS = ["sqlite", "postgres"]

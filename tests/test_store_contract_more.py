@@ -13,21 +13,21 @@ from pathlib import Path
 import pytest
 from test_store_contract import MakeStore, _chunk, _episode, _start, backend
 
-from agentrunner.errors import StoreError, UsageError
-from agentrunner.events import EpisodeEnd, Error
 from agentrunner.store.groups import DecisionOutcome, GroupMember
 from agentrunner.store.leases import Leases
 from agentrunner.store.postgres import PostgresStore
 from agentrunner.store.protocol import StoreBackend
 from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.store import TraceStore
-from agentrunner.types import Message
+from agentrunner.values.errors import StoreError, UsageError
+from agentrunner.values.events import EpisodeEnd, Error
+from agentrunner.values.types import Message
 
 __all__ = ["backend"]  # the fixture, shared with the first suite
 
 TESTS = Path(__file__).resolve().parent
 PROTOCOL = TESTS.parent / "agentrunner" / "store" / "protocol.py"
-SNAPSHOTS = TESTS.parent / "agentrunner" / "environment.py"
+SNAPSHOTS = TESTS.parent / "agentrunner" / "values" / "environment.py"
 
 
 def _with_events(store: StoreBackend, n: int = 5) -> str:

@@ -15,7 +15,7 @@ from rawstore import insert_event, next_seq
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import StoreCorruptError
+from agentrunner.values.errors import StoreCorruptError
 from providers.scripted import ScriptedModel
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.errors import StoreError, StoreFailedError, StoreRefusedError
-from agentrunner.events import ModelChunk
 from agentrunner.store import TraceStore
 from agentrunner.store.driver import SqliteConnection
+from agentrunner.values.errors import StoreError, StoreFailedError, StoreRefusedError
+from agentrunner.values.events import ModelChunk
 
 
 def _connection(tmp_path: Path) -> SqliteConnection:

@@ -10,9 +10,9 @@ import pytest
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.events import MessageEvent, ModelRequest, ModelResponse
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
+from agentrunner.values.events import MessageEvent, ModelRequest, ModelResponse
 from providers import get_model
 
 

@@ -15,8 +15,8 @@ from sqlite_utils import Database
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
 from agentrunner.store import schema
 from providers.scripted import ScriptedModel
 

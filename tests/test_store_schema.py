@@ -22,10 +22,10 @@ from sqlite_utils.migrations import Migrations
 
 from agentrunner import TraceStore
 from agentrunner.cli.main import main
-from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import postgres_schema, schema
 from agentrunner.store.dialect import POSTGRES, SQLITE, Dialect
 from agentrunner.store.tables import TRIGGERS, VIEWS, Table, tables
+from agentrunner.values.errors import StoreError, StoreSchemaError
 
 Shape = dict[str, Any]
 """A database's tables, views and triggers, in the terms compared."""

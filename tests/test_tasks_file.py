@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentrunner.envs.tasks import load_tasks
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 
 def _tasks_with_folder(tmp_path: Path) -> Path:

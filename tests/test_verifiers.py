@@ -12,7 +12,7 @@ import agentrunner.verifiers as verifiers_module
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.cli.main import main
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 from agentrunner.verifiers import (
     CompositeVerifier,
     JudgeVerifier,

@@ -30,10 +30,10 @@ from test_report_html import _chromium, _console, _page_requests, _Recorder
 
 from agentrunner import TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import BadRequestError
-from agentrunner.events import ModelRequest, ModelResponse, ToolCall, ToolResult
-from agentrunner.safe_text import visible
-from agentrunner.types import Message
+from agentrunner.values.errors import BadRequestError
+from agentrunner.values.events import ModelRequest, ModelResponse, ToolCall, ToolResult
+from agentrunner.values.safe_text import visible
+from agentrunner.values.types import Message
 from agentrunner.view import assets
 
 HOSTILE = (

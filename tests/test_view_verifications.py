@@ -16,7 +16,7 @@ import pytest
 from cli_process import last_json
 from test_view import HOSTILE, _dom, _run, _shown, cli, proxy, resources
 
-from agentrunner.safe_text import visible
+from agentrunner.values.safe_text import visible
 
 __all__ = ["proxy"]  # the Chromium test's fixture, from the view tests
 

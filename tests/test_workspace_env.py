@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from procs import all_gone, marker
 
-from agentrunner.environment import Environment, StepResult, ToolAction
 from agentrunner.envs.jail import SandboxConfig, bwrap_problem
 from agentrunner.envs.tasks import get_task
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import EnvironmentFailure, UsageError
 from agentrunner.store import TraceStore
+from agentrunner.values.environment import Environment, StepResult, ToolAction
+from agentrunner.values.errors import EnvironmentFailure, UsageError
 
 DEMO = "demo-mean"
 TOOL_NAMES = ["bash", "read_file", "write_file", "str_replace", "list_files", "submit"]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.errors import StoreError
-from agentrunner.events import ModelChunk
 from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_STALE_S, LeaseLostError
+from agentrunner.values.errors import StoreError
+from agentrunner.values.events import ModelChunk
 
 
 def _chunk(i: int) -> ModelChunk:

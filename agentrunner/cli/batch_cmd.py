@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentrunner import formatting as fmt
-from agentrunner.batch import BatchEpisode, run_batch, select_pairs
 from agentrunner.cli.branching_opts import add_branching_options, branching_from_args
 from agentrunner.cli.common import (
     new_command,
@@ -36,10 +34,12 @@ from agentrunner.cli.seeds import SEEDS_FORMS, parse_seeds
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.registry import flag_help
 from agentrunner.envs.tasks import load_tasks
-from agentrunner.errors import UsageError
-from agentrunner.events import Status
-from agentrunner.runner import MAX_TURNS_LIMIT
-from agentrunner.safe_text import line, one_line_visible, plain
+from agentrunner.lifecycle.batch import BatchEpisode, run_batch, select_pairs
+from agentrunner.runtime.runner import MAX_TURNS_LIMIT
+from agentrunner.values import formatting as fmt
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import Status
+from agentrunner.values.safe_text import line, one_line_visible, plain
 from providers import get_model
 
 if TYPE_CHECKING:

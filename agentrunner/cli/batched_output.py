@@ -21,7 +21,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from agentrunner.safe_text import Part, line, visible
+from agentrunner.values.safe_text import Part, line, visible
 
 BATCH_CHARS = 1 << 16
 """Most characters a batched output holds before writing them."""
@@ -56,7 +56,7 @@ class BatchedOutput:
         self.console.print(text, soft_wrap=soft_wrap, end=end)
 
     def line(self, *parts: Part, soft_wrap: bool = False, end: str = "\n") -> None:
-        """Print :func:`~agentrunner.safe_text.line` of ``parts`` followed by ``end``."""
+        """Print :func:`~agentrunner.values.safe_text.line` of ``parts`` followed by ``end``."""
         if self._plain:  # its visible text, unless Rich must lay it out
             text = visible("".join([p if type(p) is str else p[0] for p in parts]))
             fits = "\t" not in text and (soft_wrap or cell_len(text) <= self._width)

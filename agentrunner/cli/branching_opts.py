@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from agentrunner.branching import Branching
-from agentrunner.decisions import spend
-from agentrunner.errors import UsageError
-from agentrunner.formatting import plural
+from agentrunner.lifecycle.decisions import spend
+from agentrunner.values.branching import Branching
+from agentrunner.values.errors import UsageError
+from agentrunner.values.formatting import plural
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

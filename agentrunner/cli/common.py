@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.errors import StoreSchemaError, UsageError
 from agentrunner.store.location import user_db_path
+from agentrunner.values.errors import StoreSchemaError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -170,7 +170,7 @@ def reward_text(reward: float | None) -> str:
 
 def print_json(value: Any) -> None:
     """One JSON line; what a terminal would act on is written as ``\\u`` escapes (same value)."""
-    from agentrunner.safe_text import json_safe
+    from agentrunner.values.safe_text import json_safe
 
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     sys.stdout.write(json_safe(text) + "\n")

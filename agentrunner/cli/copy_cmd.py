@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 
 from agentrunner.cli.common import new_command, print_json, stderr_console, stdout_console
-from agentrunner.errors import StoreError, UsageError
-from agentrunner.formatting import plural
 from agentrunner.store import TraceStore
 from agentrunner.store.core import StoreCore
 from agentrunner.store.transfer import Copied, copy_episode, lineage_order
+from agentrunner.values.errors import StoreError, UsageError
+from agentrunner.values.formatting import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,8 +16,8 @@ from agentrunner.cli.common import (
     stdout_console,
     store_location,
 )
-from agentrunner.errors import StoreError, UsageError
 from agentrunner.store.dialect import POSTGRES, SQLITE, Conn, table_sizes
+from agentrunner.values.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
     from agentrunner.store.driver import SqliteConnection
@@ -182,7 +182,7 @@ def _schema(applied: list[str], known: list[str]) -> dict[str, Any]:
 def _print_status(status: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from agentrunner.formatting import plural
+    from agentrunner.values.formatting import plural
 
     lines = [f"store      {status['store']} ({status['backend']})"]
     known, applied = status["known"], status["applied"]

@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
-from agentrunner.errors import UsageError
-from agentrunner.events import Status
 from agentrunner.export import FORMATS, ExportOptions, Selection, export
 from agentrunner.export.formats import Option, names
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import Status
 
 INTRO = (
     "Export recorded episodes as training data in TRL's conversational shapes, one JSON "

@@ -7,7 +7,6 @@ import functools
 import json
 from typing import Any
 
-from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -23,11 +22,12 @@ from agentrunner.cli.model_opts import (
 )
 from agentrunner.cli.ray_opts import add_ray_option, ray_executor
 from agentrunner.cli.render import describe_message
-from agentrunner.errors import UsageError
-from agentrunner.fanout import score_actions
-from agentrunner.fork import parse_action
-from agentrunner.model import Model
-from agentrunner.safe_text import line
+from agentrunner.lifecycle.fanout import score_actions
+from agentrunner.lifecycle.fork import parse_action
+from agentrunner.values import formatting as fmt
+from agentrunner.values.errors import UsageError
+from agentrunner.values.model import Model
+from agentrunner.values.safe_text import line
 from providers import get_model, model_from_spec
 
 

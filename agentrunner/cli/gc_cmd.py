@@ -13,8 +13,8 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
-from agentrunner.formatting import plural
 from agentrunner.store.gc import Part, Report
+from agentrunner.values.formatting import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from agentrunner.cli.common import new_command, open_store, print_json, stderr_console
-from agentrunner.formatting import plural
 from agentrunner.imports.registry import FORMATS, FileReport, Follower, import_paths
-from agentrunner.safe_text import literal
+from agentrunner.values.formatting import plural
+from agentrunner.values.safe_text import literal
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

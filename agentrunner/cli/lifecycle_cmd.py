@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from agentrunner import formatting as fmt
 from agentrunner.cli import fanout_cmd
 from agentrunner.cli.common import (
     new_command,
@@ -28,16 +27,17 @@ from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.run_cmd import report, resumable, rollout_exit_code
 from agentrunner.envs import imported
 from agentrunner.envs.factory import env_from_spec
-from agentrunner.errors import AgentRunnerError, UsageError
-from agentrunner.events import Status
-from agentrunner.fork import fork_episode
-from agentrunner.model import Model
-from agentrunner.restore import StepCheck, replay_steps
-from agentrunner.resume import RESUMABLE, can_resume, resume_episode
-from agentrunner.runner import MAX_TURNS_LIMIT, Rollout
-from agentrunner.safe_text import literal
-from agentrunner.specs import ImportedSpec
-from agentrunner.state import rebuild
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import RESUMABLE, can_resume, resume_episode
+from agentrunner.readers.restore import StepCheck, replay_steps
+from agentrunner.readers.state import rebuild
+from agentrunner.runtime.runner import MAX_TURNS_LIMIT, Rollout
+from agentrunner.values import formatting as fmt
+from agentrunner.values.errors import AgentRunnerError, UsageError
+from agentrunner.values.events import Status
+from agentrunner.values.model import Model
+from agentrunner.values.safe_text import literal
+from agentrunner.values.specs import ImportedSpec
 from providers import get_model
 
 if TYPE_CHECKING:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -14,9 +13,6 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
-from agentrunner.errors import StoreCorruptError, UsageError
-from agentrunner.safe_text import literal, one_line_visible
-from agentrunner.statuses import Status
 from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.verifications import (
     DISPUTED_MARK,
@@ -24,6 +20,10 @@ from agentrunner.store.verifications import (
     StoredVerification,
     reward_reproduced,
 )
+from agentrunner.values import formatting as fmt
+from agentrunner.values.errors import StoreCorruptError, UsageError
+from agentrunner.values.safe_text import literal, one_line_visible
+from agentrunner.values.statuses import Status
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -22,10 +22,11 @@ import traceback
 from collections.abc import Collection, Sequence
 from types import FrameType
 
-from agentrunner import __version__, interrupts
+from agentrunner import __version__
 from agentrunner.cli.common import add_common, print_json, stderr_console
-from agentrunner.errors import AgentRunnerError, StoreDriverError
+from agentrunner.runtime import interrupts
 from agentrunner.store.location import default_db_path
+from agentrunner.values.errors import AgentRunnerError, StoreDriverError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -178,7 +179,7 @@ def _fail(
     """Say what went wrong: one line on stderr; with --json also an object on stdout."""
     if getattr(args, "verbose", False):
         traceback.print_exc()
-    from agentrunner.safe_text import line  # Rich's text, loaded only for a message
+    from agentrunner.values.safe_text import line  # Rich's text, loaded only for a message
 
     label = "error" if code != 130 else "cancelled"
     text = message if code != 130 else message.removeprefix("cancelled ")

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.cli.common import stderr_console
-from agentrunner.context import POLICY_HELP, parse_policy
-from agentrunner.errors import UsageError
-from agentrunner.model import Model
+from agentrunner.runtime.context import POLICY_HELP, parse_policy
+from agentrunner.values.errors import UsageError
+from agentrunner.values.model import Model
 from providers import PROVIDERS, adapter_options, model_from_spec, unsupported_options
 
 if TYPE_CHECKING:

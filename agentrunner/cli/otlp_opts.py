@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from agentrunner.cli.common import stderr_console
-from agentrunner.safe_text import literal
+from agentrunner.values.safe_text import literal
 
 if TYPE_CHECKING:
     from agentrunner.export.otlp_live import LiveOtlp

@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentrunner.changes import WorkspaceChange, episode_change
 from agentrunner.cli.common import new_command, open_store, print_json, stdout_console
-from agentrunner.errors import UsageError
-from agentrunner.safe_text import visible
+from agentrunner.readers.changes import WorkspaceChange, episode_change
+from agentrunner.values.errors import UsageError
+from agentrunner.values.safe_text import visible
 
 _LEFT_OUT = (
     "The change is what `git status` would show in the workspace: files the agent created "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agentrunner.distributed import require_ray
+from agentrunner.runtime.distributed import require_ray
 
 LOCAL = "local"  # ``--ray`` with no address: a local cluster started for the command
 

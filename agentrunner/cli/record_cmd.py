@@ -22,15 +22,15 @@ from agentrunner.cli.common import (
     store_location,
 )
 from agentrunner.cli.otlp_opts import add_otlp_options, close_live_otlp, live_otlp
-from agentrunner.errors import UsageError
-from agentrunner.formatting import plural, unique_prefixes
 from agentrunner.record.clients import CLIENTS, client
 from agentrunner.record.episodes import Origin
 from agentrunner.record.journal import Journal
 from agentrunner.record.launch import plan, record, upstreams
 from agentrunner.record.proxy import TOKEN_HEADER, ForkPlan, Proxy, ProxySettings
 from agentrunner.record.replay import answer_file
-from agentrunner.redaction import public_url
+from agentrunner.values.errors import UsageError
+from agentrunner.values.formatting import plural, unique_prefixes
+from agentrunner.values.redaction import public_url
 
 if TYPE_CHECKING:
     from agentrunner.export.otlp_live import LiveOtlp

@@ -4,7 +4,7 @@ Reasoning is dimmed, assistant text plain, tool calls and results highlighted, u
 errors on their own lines. Output goes to a ``rich`` console (stderr for live views). Given
 the store, messages that enter the history (the task prompt, an injected or edited message)
 are shown with their text, and the system prompt with ``verbose``. A decision point (see
-:mod:`agentrunner.decisions`) is shown at its turn: the candidates with their values and
+:mod:`agentrunner.lifecycle.decisions`) is shown at its turn: the candidates with their values and
 continuations, then the adopted action as the turn's assistant message.
 """
 
@@ -17,15 +17,22 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from agentrunner import events as ev
 from agentrunner.cli.batched_output import BatchedOutput
 from agentrunner.cli.common import reward_text
 from agentrunner.cli.event_fields import read_fields
-from agentrunner.decision_log import Decision, read_decisions
-from agentrunner.errors import StoreError
-from agentrunner.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS, count, plural, unique_prefixes
-from agentrunner.safe_text import Part, line
-from agentrunner.types import Message
+from agentrunner.lifecycle.decision_log import Decision, read_decisions
+from agentrunner.values import events as ev
+from agentrunner.values.errors import StoreError
+from agentrunner.values.formatting import (
+    GAVE_UP,
+    KEPT_RAW,
+    MESSAGE_LABELS,
+    count,
+    plural,
+    unique_prefixes,
+)
+from agentrunner.values.safe_text import Part, line
+from agentrunner.values.types import Message
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

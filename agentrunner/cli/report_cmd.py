@@ -16,7 +16,6 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
-from agentrunner.errors import UsageError
 from agentrunner.report.build import GROUP_KEYS, Facts, ReportFilter, collect, compare, report
 from agentrunner.report.html import write as write_html
 from agentrunner.report.records import Comparison, Report
@@ -31,6 +30,7 @@ from agentrunner.report.text import (
     reward,
     spend,
 )
+from agentrunner.values.errors import UsageError
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

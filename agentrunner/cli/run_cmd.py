@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from agentrunner.batch import SEED_MAX, SEED_MIN
 from agentrunner.cli.branching_opts import add_branching_options, branching_from_args, spend_line
 from agentrunner.cli.common import (
     new_command,
@@ -28,20 +27,21 @@ from agentrunner.cli.model_opts import (
 from agentrunner.cli.otlp_opts import add_otlp_options, close_live_otlp, live_otlp
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args, warn_about_sandbox
-from agentrunner.decisions import spend
-from agentrunner.environment import Environment
 from agentrunner.envs.factory import make_env
 from agentrunner.envs.registry import flag_help
 from agentrunner.envs.tasks import DEFAULT_TASK
 from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
-from agentrunner.errors import StoreError, UsageError
-from agentrunner.events import MessageEvent
-from agentrunner.formatting import plural
-from agentrunner.recorder import Observer
-from agentrunner.resume import can_resume
-from agentrunner.runner import MAX_TURNS_LIMIT, Rollout, RunConfig, run_agent_episode
-from agentrunner.safe_text import literal
-from agentrunner.system_prompt import with_system_prompt
+from agentrunner.lifecycle.batch import SEED_MAX, SEED_MIN
+from agentrunner.lifecycle.decisions import spend
+from agentrunner.lifecycle.resume import can_resume
+from agentrunner.runtime.recorder import Observer
+from agentrunner.runtime.runner import MAX_TURNS_LIMIT, Rollout, RunConfig, run_agent_episode
+from agentrunner.values.environment import Environment
+from agentrunner.values.errors import StoreError, UsageError
+from agentrunner.values.events import MessageEvent
+from agentrunner.values.formatting import plural
+from agentrunner.values.safe_text import literal
+from agentrunner.values.system_prompt import with_system_prompt
 from providers import get_model
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def rollout_exit_code(rollout: Rollout) -> int:
 
 def resumable(store: StoreBackend, rollout: Rollout) -> bool:
     """Whether ``agentrunner resume`` can continue the episode (cancelled, interrupted, or
-    failed on a retryable error: :func:`~agentrunner.resume.can_resume`)."""
+    failed on a retryable error: :func:`~agentrunner.lifecycle.resume.can_resume`)."""
     try:
         return can_resume(store, store.episode(rollout.episode_id)) is None
     except StoreError:

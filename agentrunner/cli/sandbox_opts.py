@@ -6,8 +6,8 @@ import argparse
 import os
 
 from agentrunner.cli.common import stderr_console
-from agentrunner.environment import Environment
 from agentrunner.envs.jail import Limits, SandboxConfig
+from agentrunner.values.environment import Environment
 
 _DEFAULTS = Limits()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from agentrunner.batch import SEED_MAX, SEED_MIN
-from agentrunner.errors import UsageError
+from agentrunner.lifecycle.batch import SEED_MAX, SEED_MIN
+from agentrunner.values.errors import UsageError
 
 MAX_SEEDS = 100_000
 SEEDS_FORMS = "0-7, 1,2,5 or -3..4 (write --seeds=-3..4 when the value starts with -)"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from agentrunner.cli.common import listening_token, new_command, print_json, store_location
 from agentrunner.cli.sandbox_opts import add_sandbox_options, sandbox_from_args
-from agentrunner.errors import UsageError
 from agentrunner.serve.catalog import Catalog, RepoTask, repos_catalog, tasks_catalog
 from agentrunner.serve.server import ServeSettings, run_server
 from agentrunner.store import TraceStore
+from agentrunner.values.errors import UsageError
 
 TOKEN_VAR = "AGENTRUNNER_SERVE_TOKEN"
 

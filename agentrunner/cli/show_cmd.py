@@ -8,7 +8,6 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -20,15 +19,16 @@ from agentrunner.cli.common import (
 from agentrunner.cli.ls_cmd import STATUS_STYLE
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.subagents_view import spawner, tree_json, tree_lines
-from agentrunner.decision_log import Decision, read_decisions, spend
-from agentrunner.events import Status
-from agentrunner.safe_text import literal, one_line_visible, plain
+from agentrunner.lifecycle.decision_log import Decision, read_decisions, spend
 from agentrunner.store.verifications import (
     DISPUTED_MARK,
     DISPUTED_NOTE,
     StoredVerification,
     reward_reproduced,
 )
+from agentrunner.values import formatting as fmt
+from agentrunner.values.events import Status
+from agentrunner.values.safe_text import literal, one_line_visible, plain
 
 if TYPE_CHECKING:
     from agentrunner.store import EpisodeSummary

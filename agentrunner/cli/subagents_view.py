@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from rich.tree import Tree
 
-from agentrunner.formatting import unique_prefixes
-from agentrunner.safe_text import one_line_visible, plain
+from agentrunner.values.formatting import unique_prefixes
+from agentrunner.values.safe_text import one_line_visible, plain
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from agentrunner.cli.common import new_command, print_json, stdout_console
 from agentrunner.envs.tasks import load_tasks
-from agentrunner.safe_text import one_line_visible, plain
+from agentrunner.values.safe_text import one_line_visible, plain
 
 
 def register(sub: argparse._SubParsersAction) -> None:

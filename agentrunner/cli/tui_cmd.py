@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from agentrunner.cli.common import new_command, open_store, print_json
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from agentrunner import formatting as fmt
 from agentrunner.cli.common import (
     new_command,
     open_store,
@@ -17,9 +16,10 @@ from agentrunner.cli.common import (
     stderr_console,
     stdout_console,
 )
-from agentrunner.errors import UsageError
-from agentrunner.events import Status
-from agentrunner.safe_text import literal
+from agentrunner.values import formatting as fmt
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import Status
+from agentrunner.values.safe_text import literal
 from agentrunner.verifiers import (
     CompositeVerifier,
     JudgeVerifier,

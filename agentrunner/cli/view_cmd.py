@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentrunner.cli.common import new_command, open_store, print_json
-from agentrunner.errors import UsageError
 from agentrunner.store.records import EpisodeFilter
+from agentrunner.values.errors import UsageError
 from agentrunner.view import write_page
 
 if TYPE_CHECKING:

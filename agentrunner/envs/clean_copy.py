@@ -16,12 +16,12 @@ import os
 import stat
 from pathlib import Path
 
-from agentrunner.environment import SnapshotBackend
 from agentrunner.envs import ignores
 from agentrunner.envs.manifest import DirEntry, FileEntry, LinkEntry, Manifest
 from agentrunner.envs.patch import changed_paths
 from agentrunner.envs.snapshotter import load_manifest
-from agentrunner.errors import EnvironmentFailure
+from agentrunner.values.environment import SnapshotBackend
+from agentrunner.values.errors import EnvironmentFailure
 
 
 def hides_git(path: str) -> bool:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentrunner.environment import Environment, SnapshotBackend, UsesStore
 from agentrunner.envs import registry
 from agentrunner.envs.jail import SandboxConfig
 from agentrunner.envs.registry import SANDBOX_OVERRIDE
+from agentrunner.values.environment import Environment, SnapshotBackend, UsesStore
 
 __all__ = ["SANDBOX_OVERRIDE", "env_from_spec", "make_env"]
 

@@ -27,7 +27,7 @@ from urllib.request import url2pathname
 
 from agentrunner.envs.manifest import Entry, FileEntry
 from agentrunner.envs.patch_git import checked, first_line, git, user_config_path
-from agentrunner.errors import EnvironmentFailure
+from agentrunner.values.errors import EnvironmentFailure
 
 TASK_DEFAULTS = (".pytest_cache/",)
 """What an episode on a task without a repository ignores besides its own ``.gitignore``."""

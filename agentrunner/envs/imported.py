@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrunner.environment import ResetResult, StepResult, ToolAction
-from agentrunner.types import ToolSpec
+from agentrunner.values.environment import ResetResult, StepResult, ToolAction
+from agentrunner.values.types import ToolSpec
 
 KIND = "import"
 

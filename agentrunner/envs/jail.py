@@ -46,7 +46,7 @@ from agentrunner.envs.sandbox_user import (
     setpriv_problem,
 )
 from agentrunner.envs.task_data import task_data_copies
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 Mode = Literal["bwrap", "process"]
 WORKSPACE = "/workspace"

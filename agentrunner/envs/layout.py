@@ -7,7 +7,7 @@ from typing import Any
 
 from agentrunner.envs.repo import copy_repository
 from agentrunner.envs.tasks import Task
-from agentrunner.errors import EnvironmentFailure, UsageError
+from agentrunner.values.errors import EnvironmentFailure, UsageError
 
 
 def lay_out(task: Task, files: dict[str, str], base: Path) -> None:

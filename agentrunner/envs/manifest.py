@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentrunner.environment import SnapshotBackend
-from agentrunner.errors import AgentRunnerError, EnvironmentFailure
+from agentrunner.values.environment import SnapshotBackend
+from agentrunner.values.errors import AgentRunnerError, EnvironmentFailure
 
 PERMISSIONS = 0o777
 """The mode bits an entry holds: never setuid, setgid or sticky (snapshots of earlier

@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 LAUNCHER = Path(__file__).resolve().with_name("netlaunch.py")
 _TCP_LISTEN = "0A"

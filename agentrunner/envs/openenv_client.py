@@ -1,9 +1,9 @@
 """An ``Environment`` that drives any server speaking the OpenEnv contract.
 
 Responsibility: translate between the OpenEnv wire protocol and agentrunner's
-:class:`~agentrunner.environment.Environment` protocol, and translate the foreign errors
+:class:`~agentrunner.values.environment.Environment` protocol, and translate the foreign errors
 met on the way (httpx, websockets, malformed replies) into
-:class:`~agentrunner.errors.EnvironmentFailure` once, here.
+:class:`~agentrunner.values.errors.EnvironmentFailure` once, here.
 
 The OpenEnv contract (as served by ``openenv`` 0.10's ``create_app``):
 
@@ -36,10 +36,10 @@ import httpx
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from agentrunner.environment import ResetResult, StepResult, ToolAction
-from agentrunner.errors import EnvironmentFailure, UsageError
-from agentrunner.redaction import public_url
-from agentrunner.types import ToolSpec
+from agentrunner.values.environment import ResetResult, StepResult, ToolAction
+from agentrunner.values.errors import EnvironmentFailure, UsageError
+from agentrunner.values.redaction import public_url
+from agentrunner.values.types import ToolSpec
 
 # Error codes after which the session stays open and the model can try again.
 TOOL_LEVEL_ERROR_CODES = frozenset({"VALIDATION_ERROR", "EXECUTION_ERROR"})

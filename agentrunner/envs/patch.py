@@ -34,8 +34,8 @@ from typing import IO
 
 from agentrunner.envs.manifest import Entry, FileEntry, LinkEntry
 from agentrunner.envs.patch_git import checked, first_line, git, inert_config, spawn_git
-from agentrunner.errors import ApplyRefused, EnvironmentFailure, UsageError
-from agentrunner.hashing import file_sha256
+from agentrunner.values.errors import ApplyRefused, EnvironmentFailure, UsageError
+from agentrunner.values.hashing import file_sha256
 
 BlobReader = Callable[[str], bytes]
 PathFilter = Callable[[str], bool]

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from agentrunner.errors import EnvironmentFailure
+from agentrunner.values.errors import EnvironmentFailure
 
 _ISOLATED = (
     *("-c", "core.quotePath=true"),

@@ -5,7 +5,7 @@ from that spec (resume, fork, replay, verifiers), and the ``--env`` value that a
 :mod:`agentrunner.envs.factory` builds every environment through :data:`KINDS`. A new
 environment takes two files: its module (the ``Environment``, a spec model, the builder and its
 :class:`EnvKind`) and one entry in :data:`KINDS`. The spec models are those of
-:mod:`agentrunner.specs` (the workspace's with the fields its builder reads); the builders of
+:mod:`agentrunner.values.specs` (the workspace's with the fields its builder reads); the builders of
 the kinds below live here until their own modules hold them.
 """
 
@@ -19,14 +19,14 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agentrunner import specs
-from agentrunner.environment import Environment
 from agentrunner.envs import imported
 from agentrunner.envs.jail import SandboxConfig
 from agentrunner.envs.openenv_client import OpenEnvEnv
 from agentrunner.envs.tasks import Task
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
+from agentrunner.values import specs
+from agentrunner.values.environment import Environment
+from agentrunner.values.errors import UsageError
 
 SANDBOX_OVERRIDE = "AGENTRUNNER_SANDBOX"
 """Set to ``process`` to resume, fork or replay a bwrap episode where bwrap cannot run."""
@@ -80,7 +80,7 @@ class EnvKind(Generic[SpecT]):
 
 class WorkspaceSpec(specs.WorkspaceSpec):
     """The workspace's spec with the fields its builder reads (``episode.start`` records them
-    all; :class:`agentrunner.specs.WorkspaceSpec` names those its readers use)."""
+    all; :class:`agentrunner.values.specs.WorkspaceSpec` names those its readers use)."""
 
     task: dict[str, Any] | None = None
     """The one task the workspace ran, inline (``tasks`` is then ``task``)."""

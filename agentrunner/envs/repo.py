@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from agentrunner.envs.sandbox import force_rmtree
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 GITLINK = "160000"
 NO_PUSH_URL = "/dev/null/agentrunner-push-disabled"

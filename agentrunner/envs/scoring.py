@@ -14,9 +14,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agentrunner.environment import StepResult
 from agentrunner.envs.sandbox import CommandResult
 from agentrunner.envs.tasks import Task
+from agentrunner.values.environment import StepResult
 
 MAX_REPORT_BYTES = 64 << 20
 NOT_JUDGED = "no test command: not judged (give --test CMD to score the change)"

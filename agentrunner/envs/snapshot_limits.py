@@ -8,7 +8,7 @@ stored at, not the few blocks it uses on disk) and no path longer than
 
 from __future__ import annotations
 
-from agentrunner.errors import EnvironmentFailure
+from agentrunner.values.errors import EnvironmentFailure
 
 MAX_PATH_BYTES = 3072
 """The longest path a snapshot holds (bytes, relative to the workspace root): a longer one

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from agentrunner.envs.sandbox import force_rmtree
-from agentrunner.errors import EnvironmentFailure
+from agentrunner.values.errors import EnvironmentFailure
 
 SKIP_DIRS = frozenset({"__pycache__"})
 _ID = re.compile(r"[0-9a-f]{64}")

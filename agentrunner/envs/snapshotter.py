@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from agentrunner.environment import SnapshotBackend
 from agentrunner.envs.manifest import (
     Changes,
     DirEntry,
@@ -52,8 +51,9 @@ from agentrunner.envs.snapshot_limits import (
     refusal,
 )
 from agentrunner.envs.trees import accessible, remove_tree, unlock
-from agentrunner.errors import AgentRunnerError, EnvironmentFailure
-from agentrunner.redaction import Redactor
+from agentrunner.values.environment import SnapshotBackend
+from agentrunner.values.errors import AgentRunnerError, EnvironmentFailure
+from agentrunner.values.redaction import Redactor
 
 SKIP_DIRS = frozenset({"__pycache__"})
 CHECKPOINT_DEPTH = 256

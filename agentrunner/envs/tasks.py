@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 BUNDLED_TASKS = Path(__file__).parent / "data" / "tasks.json"
 DEFAULT_TASK = "demo-mean"

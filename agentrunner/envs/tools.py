@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentrunner.environment import StepResult
 from agentrunner.envs import paths, sandbox
 from agentrunner.envs.sandbox import ToolError, cap_text, numbered, shown_path, split_lines
-from agentrunner.types import ToolSpec
+from agentrunner.values.environment import StepResult
+from agentrunner.values.types import ToolSpec
 
 MAX_BASH_TIMEOUT = 3600.0
 MAX_COMMAND_BYTES = 128 * 1024 - 1

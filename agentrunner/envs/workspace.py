@@ -1,7 +1,7 @@
 """The coding-workspace environment: a task's files or a private copy of a git repository,
 six tools run in a sandbox, incremental snapshots, and a verifier or test command.
 
-``WorkspaceEnv`` implements :class:`agentrunner.environment.Environment`. ``reset`` prepares
+``WorkspaceEnv`` implements :class:`agentrunner.values.environment.Environment`. ``reset`` prepares
 a fresh private workspace: a bundled or tasks.json task's files, or a copy of a repository
 at a revision (``WorkspaceEnv.for_repo`` or a task with ``repo``), then the task's
 ``setup`` command; that state is the episode's *base* snapshot. The model works through
@@ -17,7 +17,7 @@ store, costing what the step changed; ``restore`` returns to any recorded snapsh
 Observations are deterministic: the workspace shows as ``/workspace``, listings are sorted,
 and no temp path or timestamp appears. Tool misuse is a ``StepResult`` with ``error`` set,
 never an exception; a broken environment raises
-:class:`agentrunner.errors.EnvironmentFailure`.
+:class:`agentrunner.values.errors.EnvironmentFailure`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentrunner.environment import ResetResult, SnapshotBackend, StepResult, ToolAction
 from agentrunner.envs import sandbox
 from agentrunner.envs.cgroups import StepCgroup
 from agentrunner.envs.jail import Jail, SandboxConfig, resolve_mode
@@ -48,7 +47,8 @@ from agentrunner.envs.tools import SYSTEM_PROMPT, TOOL_SPECS, validate
 from agentrunner.envs.trees import remove_tree
 from agentrunner.envs.workspace_verify import VERIFY_SCRIPT as VERIFY_SCRIPT
 from agentrunner.envs.workspace_verify import WORKSPACE_PREFIX, WorkspaceVerification
-from agentrunner.errors import EnvironmentFailure, StoreCorruptError, StoreError, UsageError
+from agentrunner.values.environment import ResetResult, SnapshotBackend, StepResult, ToolAction
+from agentrunner.values.errors import EnvironmentFailure, StoreCorruptError, StoreError, UsageError
 
 REPO_MAX_STEPS = 100
 SETUP_TIMEOUT = 1800.0

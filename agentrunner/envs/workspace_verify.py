@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agentrunner.environment import StepResult
 from agentrunner.envs import paths, sandbox
 from agentrunner.envs.clean_copy import materialize
 from agentrunner.envs.jail import HIDDEN, VERIFIER, Jail
@@ -34,6 +33,7 @@ from agentrunner.envs.scoring import (
 from agentrunner.envs.snapshotter import Snapshotter
 from agentrunner.envs.tasks import Task
 from agentrunner.envs.tools import WorkspaceTools
+from agentrunner.values.environment import StepResult
 
 VERIFY_SCRIPT = Path(__file__).resolve().parent / "verify.py"
 """The default verifier, run as a plain script: it needs only the standard library."""

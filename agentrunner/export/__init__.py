@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.errors import UsageError
 from agentrunner.export.atif import atif_trajectory
 from agentrunner.export.chat import ExportOptions, chat, chat_message, tool_schemas
 from agentrunner.export.formats import (
@@ -34,6 +33,7 @@ from agentrunner.export.formats import (
     get_format,
 )
 from agentrunner.export.select import Selected, Selection, percentile, select_episodes
+from agentrunner.values.errors import UsageError
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -3,7 +3,7 @@
 ATIF (Harbor framework, RFC 0001) is the trajectory format other agent tools read. This
 writes schema version ``ATIF-v1.7`` (what Harbor's own converters write), one JSON document
 per episode, read in one pass over the episode's events through the one fold of the log
-(:class:`agentrunner.history.History`; chunks are left out, responses hold what streamed).
+(:class:`agentrunner.readers.history.History`; chunks are left out, responses hold what streamed).
 
 Steps, in history order; a fork's history includes what it inherits, those steps marked
 ``is_copied_context: true``:
@@ -74,8 +74,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
-from agentrunner.errors import EpisodeNotFoundError, UsageError
-from agentrunner.events import EpisodeStart
 from agentrunner.export.atif_steps import (
     NS,
     Read,
@@ -86,9 +84,11 @@ from agentrunner.export.atif_steps import (
 )
 from agentrunner.export.chat import tool_schemas
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl
-from agentrunner.specs import ImportedSpec, RecordedSpec
 from agentrunner.store import EpisodeSummary
-from agentrunner.types import Message, ToolSpec
+from agentrunner.values.errors import EpisodeNotFoundError, UsageError
+from agentrunner.values.events import EpisodeStart
+from agentrunner.values.specs import ImportedSpec, RecordedSpec
+from agentrunner.values.types import Message, ToolSpec
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.events import (
+from agentrunner.readers.history import NOT_CHUNKS, History, ToolUse
+from agentrunner.store import EventRow
+from agentrunner.values.events import (
     Cancel,
     EpisodeEnd,
     Error,
@@ -20,9 +22,7 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
-from agentrunner.history import NOT_CHUNKS, History, ToolUse
-from agentrunner.store import EventRow
-from agentrunner.types import AgentToolCall, Message
+from agentrunner.values.types import AgentToolCall, Message
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

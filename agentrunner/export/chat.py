@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentrunner.errors import UsageError
-from agentrunner.types import AgentToolCall, Message, ToolSpec
+from agentrunner.values.errors import UsageError
+from agentrunner.values.types import AgentToolCall, Message, ToolSpec
 
 ToolArgs = Literal["string", "object"]
 MESSAGE_KEYS = ("role", "content", "refusal", "tool_calls", "tool_call_id", "name")

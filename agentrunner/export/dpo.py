@@ -32,11 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.events import ToolResult
 from agentrunner.export.chat import ExportOptions, chat, tool_schemas
 from agentrunner.export.select import Selected
 from agentrunner.export.sources import Branch, fork_points, tools_at
-from agentrunner.types import AgentToolCall, Message
+from agentrunner.values.events import ToolResult
+from agentrunner.values.types import AgentToolCall, Message
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

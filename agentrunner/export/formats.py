@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentrunner.errors import UsageError
 from agentrunner.export import atif, dpo, grpo, kto, otlp, prm, sft
 from agentrunner.export.chat import ExportOptions
 from agentrunner.export.lengths import LengthWatch
 from agentrunner.export.parquet import require_pyarrow
 from agentrunner.export.select import Selected, Selection, select_episodes
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl, write_parquet
-from agentrunner.redaction import public_url
 from agentrunner.store import EpisodeSummary
+from agentrunner.values.errors import UsageError
+from agentrunner.values.redaction import public_url
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -43,7 +43,7 @@ from agentrunner.export.sources import (
     tools_at,
 )
 from agentrunner.store import EpisodeSummary
-from agentrunner.types import Message
+from agentrunner.values.types import Message
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

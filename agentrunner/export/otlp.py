@@ -34,9 +34,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from agentrunner import __version__
-from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.export.writer import RecordableRows, check_output, write_jsonl
-from agentrunner.redaction import public_url
+from agentrunner.values.errors import AgentRunnerError, UsageError
+from agentrunner.values.redaction import public_url
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -9,8 +9,8 @@ from typing import Any
 from openinference.semconv.trace import SpanAttributes as OI
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 
-from agentrunner.events import Usage
-from agentrunner.redaction import Redactor, scrub
+from agentrunner.values.events import Usage
+from agentrunner.values.redaction import Redactor, scrub
 
 Attributes = dict[str, Any]
 """Span attributes before they become OTLP ``KeyValue`` s: str, bool, int, float, or a list

@@ -23,7 +23,7 @@ from openinference.semconv.trace import (
 )
 
 from agentrunner.export.otlp_attrs import Attributes
-from agentrunner.types import Message
+from agentrunner.values.types import Message
 
 JSON_MIME = "application/json"
 

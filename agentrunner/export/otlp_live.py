@@ -8,7 +8,7 @@ call's when its result is, the episode's agent span when the episode ends (or, e
 when the exporter is closed).
 
 :class:`LiveOtlp` is one exporter for a run or a batch: :meth:`LiveOtlp.observer` gives the
-runner an observer (:data:`agentrunner.recorder.Observer`) for one episode, which only
+runner an observer (:data:`agentrunner.runtime.recorder.Observer`) for one episode, which only
 queues the seq of each committed event it is told about (chunks are left out) and returns.
 One background thread reads the new events from the store (its own connection), folds them
 into spans and posts them. So a slow or dead endpoint never slows or fails a run: what could
@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import BaseModel
 
-from agentrunner.events import ModelChunk
 from agentrunner.export.otlp import (
     PROTOBUF,
     in_requests,
@@ -38,10 +37,11 @@ from agentrunner.export.otlp import (
     require_otlp,
     traces_url,
 )
-from agentrunner.history import NOT_CHUNKS
-from agentrunner.recorder import Observer
-from agentrunner.redaction import public_url
-from agentrunner.specs import ImportedSpec, RecordedSpec
+from agentrunner.readers.history import NOT_CHUNKS
+from agentrunner.runtime.recorder import Observer
+from agentrunner.values.events import ModelChunk
+from agentrunner.values.redaction import public_url
+from agentrunner.values.specs import ImportedSpec, RecordedSpec
 
 if TYPE_CHECKING:
     from opentelemetry.proto.trace.v1.trace_pb2 import Span

@@ -39,8 +39,19 @@ from openinference.semconv.trace import OpenInferenceSpanKindValues as Kind
 from openinference.semconv.trace import SpanAttributes as OI
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from agentrunner.errors import EpisodeNotFoundError
-from agentrunner.events import (
+from agentrunner.export.atif import sub_agents
+from agentrunner.export.otlp_attrs import (
+    Attributes,
+    key_values,
+    provider_name,
+    request_parameters,
+    usage_attributes,
+)
+from agentrunner.export.otlp_content import chat_input, chat_output, tool_content
+from agentrunner.readers.history import NOT_CHUNKS
+from agentrunner.store import EpisodeSummary, EventRow
+from agentrunner.values.errors import EpisodeNotFoundError
+from agentrunner.values.events import (
     Cancel,
     Error,
     MessageEvent,
@@ -51,22 +62,11 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
-from agentrunner.events import (
+from agentrunner.values.events import (
     Status as EpisodeStatus,
 )
-from agentrunner.export.atif import sub_agents
-from agentrunner.export.otlp_attrs import (
-    Attributes,
-    key_values,
-    provider_name,
-    request_parameters,
-    usage_attributes,
-)
-from agentrunner.export.otlp_content import chat_input, chat_output, tool_content
-from agentrunner.history import NOT_CHUNKS
-from agentrunner.redaction import Redactor
-from agentrunner.specs import ImportedSpec, RecordedSpec
-from agentrunner.store import EpisodeSummary, EventRow
+from agentrunner.values.redaction import Redactor
+from agentrunner.values.specs import ImportedSpec, RecordedSpec
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
-from agentrunner.errors import AgentRunnerError, UsageError
+from agentrunner.values.errors import AgentRunnerError, UsageError
 
 if TYPE_CHECKING:
     import pyarrow as pa

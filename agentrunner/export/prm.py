@@ -1,7 +1,7 @@
 """PRM rows: one per (decision point, candidate action), valued by its recorded continuations.
 
 A decision point is a fork group on a selected episode: one made while the episode ran
-(``config.kind == "decision"``, :mod:`agentrunner.decisions`) or one ``fanout`` made on a
+(``config.kind == "decision"``, :mod:`agentrunner.lifecycle.decisions`) or one ``fanout`` made on a
 finished episode. Each candidate action gives one (state, action, value) row, process-reward
 / Q(s, a) training data::
 
@@ -41,12 +41,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.decisions import PROPOSAL, Candidate, action_key, decided
-from agentrunner.events import ModelResponse, Status
 from agentrunner.export.chat import ExportOptions, chat, chat_message, tool_schemas
 from agentrunner.export.select import Selected, known_reward
 from agentrunner.export.sources import first_decision_after
+from agentrunner.lifecycle.decisions import PROPOSAL, Candidate, action_key, decided
 from agentrunner.store.groups import ForkGroup
+from agentrunner.values.events import ModelResponse, Status
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

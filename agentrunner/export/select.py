@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentrunner.envs.tasks import load_tasks
-from agentrunner.errors import UsageError
-from agentrunner.events import Status
-from agentrunner.specs import WorkspaceSpec
 from agentrunner.store import EpisodeSummary
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import Status
+from agentrunner.values.specs import WorkspaceSpec
 from agentrunner.verifiers import latest_verifications
 
 if TYPE_CHECKING:

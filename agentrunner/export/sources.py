@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentrunner.events import ModelRequest
-from agentrunner.history import History
+from agentrunner.readers.history import History
 from agentrunner.store import EpisodeSummary, EventRow
-from agentrunner.types import Message, ToolSpec
+from agentrunner.values.events import ModelRequest
+from agentrunner.values.types import Message, ToolSpec
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

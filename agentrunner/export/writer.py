@@ -8,7 +8,7 @@ or a valid Parquet file with the format's columns and no rows.
 
 Rows pass :class:`RecordableRows` first: a lone surrogate (which UTF-8, JSON Lines and Parquet
 cannot carry) becomes U+FFFD and a note counts the rows it touched, so one bad string never
-costs the rest of an export; a known secret (in any form :mod:`agentrunner.redaction` knows)
+costs the rest of an export; a known secret (in any form :mod:`agentrunner.values.redaction` knows)
 becomes a marker, with a note too.
 
 Errors on the way become the project's own: an output that is a directory or not a regular
@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.export import parquet
-from agentrunner.redaction import Redactor, scrub
+from agentrunner.values.errors import AgentRunnerError, UsageError
+from agentrunner.values.redaction import Redactor, scrub
 
 
 class RecordableRows:

@@ -42,7 +42,7 @@ from agentrunner.imports.items import (
     Source,
     Unmapped,
 )
-from agentrunner.types import AgentTurn, AgentUsage, Message
+from agentrunner.values.types import AgentTurn, AgentUsage, Message
 
 NAME = "aider"
 APPENDS = False

@@ -41,7 +41,7 @@ from agentrunner.imports.items import (
     Source,
     Unmapped,
 )
-from agentrunner.types import AgentTurn, AgentUsage
+from agentrunner.values.types import AgentTurn, AgentUsage
 
 NAME = "aider-chat"
 APPENDS = False

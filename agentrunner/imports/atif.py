@@ -86,7 +86,7 @@ from agentrunner.imports.items import (
     Source,
     Unmapped,
 )
-from agentrunner.types import AgentTurn, AgentUsage
+from agentrunner.values.types import AgentTurn, AgentUsage
 
 NAME = "atif"
 APPENDS = False

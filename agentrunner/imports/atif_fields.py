@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from agentrunner.imports.items import Episode, text_of
-from agentrunner.types import AgentToolCall, AgentUsage, Message, ToolSpec
+from agentrunner.values.types import AgentToolCall, AgentUsage, Message, ToolSpec
 
 NS = "agentrunner"
 """The key of agentrunner's own data in every ``extra`` its ATIF export writes."""

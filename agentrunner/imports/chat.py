@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from agentrunner.types import AgentToolCall, AgentUsage
+from agentrunner.values.types import AgentToolCall, AgentUsage
 from providers.usage import from_openai_chat
 
 

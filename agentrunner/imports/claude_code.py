@@ -53,7 +53,7 @@ from agentrunner.imports.items import (
     jsonl_records,
     text_of,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, OpaquePart
+from agentrunner.values.types import AgentToolCall, AgentTurn, OpaquePart
 from providers.usage import from_anthropic
 
 NAME = "claude-code"

@@ -87,7 +87,7 @@ from agentrunner.imports.items import (
     jsonl_records,
     text_of,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, Channel
 from providers.openai_messages import layout_parts
 
 NAME = "codex"

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from agentrunner.imports.items import text_of
-from agentrunner.types import AgentToolCall, AgentUsage
+from agentrunner.values.types import AgentToolCall, AgentUsage
 
 LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
 TEXT_PARTS = frozenset({"input_text", "output_text"})

@@ -47,7 +47,7 @@ from agentrunner.imports.items import (
     jsonl_records,
     text_of,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage
 
 NAME = "gemini-cli"
 APPENDS = True

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.formatting import plural
 from agentrunner.imports.items import (
     Answer,
     Ask,
@@ -43,7 +42,8 @@ from agentrunner.imports.session_writer import (
 )
 from agentrunner.store.hashing import file_sha256
 from agentrunner.store.leases import Leases
-from agentrunner.types import ToolSpec
+from agentrunner.values.formatting import plural
+from agentrunner.values.types import ToolSpec
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -35,7 +35,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agentrunner.events import StopReason
 from agentrunner.imports.chat import as_dict, is_number
 from agentrunner.imports.eval_zip import entries
 from agentrunner.imports.files import session_id, whole_json
@@ -53,7 +52,8 @@ from agentrunner.imports.items import (
     Source,
     Unmapped,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage
+from agentrunner.values.events import StopReason
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage
 
 NAME = "inspect-eval"
 APPENDS = False

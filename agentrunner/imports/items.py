@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from agentrunner.types import AgentTurn, Channel, Message, ToolSpec
+from agentrunner.values.types import AgentTurn, Channel, Message, ToolSpec
 
 
 @dataclass(frozen=True)

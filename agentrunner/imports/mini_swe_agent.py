@@ -68,7 +68,7 @@ from agentrunner.imports.items import (
     text_of,
 )
 from agentrunner.imports.responses import is_response, read_response
-from agentrunner.types import AgentToolCall, AgentTurn, OpaquePart
+from agentrunner.values.types import AgentToolCall, AgentTurn, OpaquePart
 
 NAME = "mini-swe-agent"
 APPENDS = False

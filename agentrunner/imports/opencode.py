@@ -45,7 +45,7 @@ from agentrunner.imports.items import (
     Unmapped,
 )
 from agentrunner.imports.opencode_db import is_opencode_db, message_records
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage
 
 NAME = "opencode"
 APPENDS = False

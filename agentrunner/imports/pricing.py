@@ -9,7 +9,7 @@ a bare name has to say its provider by its family.
 
 from __future__ import annotations
 
-from agentrunner.types import AgentUsage
+from agentrunner.values.types import AgentUsage
 from providers.usage import priced
 
 PROVIDER_PREFIXES = {

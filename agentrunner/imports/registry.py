@@ -13,7 +13,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
-from agentrunner.errors import UsageError
 from agentrunner.imports import (
     aider,
     aider_chat,
@@ -29,6 +28,7 @@ from agentrunner.imports import (
 from agentrunner.imports.importer import FileImport, SessionReport, import_file
 from agentrunner.imports.items import Format
 from agentrunner.store.leases import Leases
+from agentrunner.values.errors import UsageError
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.imports.chat import as_dict, with_recorded_cost
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Channel
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, Channel
 from providers.openai_messages import layout_parts
 from providers.usage import from_openai_responses
 

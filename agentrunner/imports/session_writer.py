@@ -11,11 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
-from agentrunner import events as ev
 from agentrunner.envs import imported
-from agentrunner.errors import UsageError
-from agentrunner.formatting import KEPT_RAW
-from agentrunner.history import NOT_CHUNKS, History
 from agentrunner.imports.files import one_extends
 from agentrunner.imports.items import (
     Answer,
@@ -31,13 +27,17 @@ from agentrunner.imports.items import (
     Unmapped,
 )
 from agentrunner.imports.pricing import with_cost
-from agentrunner.recorder import Recorder
-from agentrunner.redaction import Redactor, known_secrets, mask_secret_fields, scrub
-from agentrunner.specs import ImportedSpec
+from agentrunner.readers.history import NOT_CHUNKS, History
+from agentrunner.runtime.recorder import Recorder
 from agentrunner.store.eventlog import stored_time
 from agentrunner.store.leases import Leases
 from agentrunner.store.records import EventRow
-from agentrunner.types import AgentToolCall, AgentTurn, Chunk, Message, ToolSpec
+from agentrunner.values import events as ev
+from agentrunner.values.errors import UsageError
+from agentrunner.values.formatting import KEPT_RAW
+from agentrunner.values.redaction import Redactor, known_secrets, mask_secret_fields, scrub
+from agentrunner.values.specs import ImportedSpec
+from agentrunner.values.types import AgentToolCall, AgentTurn, Chunk, Message, ToolSpec
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -75,7 +75,7 @@ from agentrunner.imports.swe_agent_steps import (
     role_of,
     run_records,
 )
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart
 
 NAME = "swe-agent"
 APPENDS = False

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.errors import UsageError
 from agentrunner.record.dialects import dialect
 from agentrunner.record.proxied import proxied_request
+from agentrunner.values.errors import UsageError
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner.recorder import Recorder
+from agentrunner.runtime.recorder import Recorder
 from agentrunner.store.hashing import canonical_json
-from agentrunner.types import Message
+from agentrunner.values.types import Message
 
 SPAWNING_TOOLS = {"Agent": "prompt", "Task": "prompt", "task": "prompt", "spawn_agent": "message"}
 """Sub-agent tools: the argument holding the prompt (Codex's ``spawn_agent`` may pass ``items``

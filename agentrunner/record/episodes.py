@@ -10,19 +10,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
-from agentrunner import events as ev
 from agentrunner.envs import recorded
-from agentrunner.errors import StoreError, UsageError
+from agentrunner.readers.state import rebuild
 from agentrunner.record.conversations import Conversation, Conversations, keys
 from agentrunner.record.dialects.base import Dialect
 from agentrunner.record.snapshots import base as folder_base
-from agentrunner.recorder import Observer, Recorder
-from agentrunner.redaction import Redactor, known_secrets, scrub
-from agentrunner.specs import RecordedSpec
-from agentrunner.state import rebuild
+from agentrunner.runtime.recorder import Observer, Recorder
 from agentrunner.store.hashing import canonical_json, message_hash, message_json
 from agentrunner.store.leases import Leases
-from agentrunner.types import Message
+from agentrunner.values import events as ev
+from agentrunner.values.errors import StoreError, UsageError
+from agentrunner.values.redaction import Redactor, known_secrets, scrub
+from agentrunner.values.specs import RecordedSpec
+from agentrunner.values.types import Message
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import EventWriter, StoreBackend

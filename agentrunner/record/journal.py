@@ -24,23 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrunner import events as ev
-from agentrunner.errors import EnvironmentFailure
 from agentrunner.record.conversations import Conversation, keys, spawned
 from agentrunner.record.dialects import dialect
 from agentrunner.record.dialects.base import Dialect, SseDecoder, builder, stream_events
 from agentrunner.record.episodes import Episodes, Origin, chain_of
 from agentrunner.record.snapshots import FolderSnapshots
-from agentrunner.redaction import scrub
 from agentrunner.store import TraceStore
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S
-from agentrunner.types import Chunk, Message
+from agentrunner.values import events as ev
+from agentrunner.values.errors import EnvironmentFailure
+from agentrunner.values.redaction import scrub
+from agentrunner.values.types import Chunk, Message
 from providers.streaming import StreamFailure
 from providers.turn_builder import TurnBuilder
 from providers.usage import priced
 
 if TYPE_CHECKING:
-    from agentrunner.recorder import Observer
+    from agentrunner.runtime.recorder import Observer
     from agentrunner.store.protocol import StoreBackend
 
 _Job = tuple[Callable[[], Any], "Future[Any]", bool]

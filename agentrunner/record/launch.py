@@ -20,15 +20,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentrunner.envs import recorded
-from agentrunner.errors import UsageError
 from agentrunner.record.clients import Redirect, client_for
 from agentrunner.record.episodes import Origin
 from agentrunner.record.journal import Journal
 from agentrunner.record.proxy import ForkPlan, Proxy, ProxySettings, ProxyThread
 from agentrunner.record.replay import Replay
-from agentrunner.recorder import Observer
-from agentrunner.redaction import Redactor, known_secrets, public_url
+from agentrunner.runtime.recorder import Observer
 from agentrunner.store import TraceStore
+from agentrunner.values.errors import UsageError
+from agentrunner.values.redaction import Redactor, known_secrets, public_url
 
 DEFAULT_UPSTREAMS = {
     "anthropic": "https://api.anthropic.com",

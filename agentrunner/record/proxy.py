@@ -30,7 +30,7 @@ from agentrunner.record.conversations import Conversation
 from agentrunner.record.dialects import api_of, dialect, gemini
 from agentrunner.record.journal import Call, Journal
 from agentrunner.record.replay import Answer, Divergence, Replay, pieces
-from agentrunner.redaction import public_url
+from agentrunner.values.redaction import public_url
 
 FAMILIES = ("anthropic", "openai", "gemini")
 ROUTES = "use /anthropic/..., /openai/... or /gemini/..."

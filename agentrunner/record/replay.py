@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.errors import UsageError
 from agentrunner.record.bodies import request_body
 from agentrunner.record.conversations import compared, normal
 from agentrunner.record.dialects import dialect
 from agentrunner.record.proxied import proxied_answer, proxied_request
-from agentrunner.specs import EnvSpec, ImportedSpec, RecordedSpec
 from agentrunner.store.hashing import canonical_json
+from agentrunner.values.errors import UsageError
+from agentrunner.values.specs import EnvSpec, ImportedSpec, RecordedSpec
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -29,11 +29,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentrunner.environment import SnapshotBackend
 from agentrunner.envs.jail import Limits
 from agentrunner.envs.snapshotter import SKIP_DIRS, Snapshotter
-from agentrunner.errors import AgentRunnerError, EnvironmentFailure
-from agentrunner.redaction import Redactor
+from agentrunner.values.environment import SnapshotBackend
+from agentrunner.values.errors import AgentRunnerError, EnvironmentFailure
+from agentrunner.values.redaction import Redactor
 
 SKIP = SKIP_DIRS | {".git"}
 LIMIT = Limits().workspace_mb << 20

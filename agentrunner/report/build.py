@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from agentrunner.errors import UsageError
-from agentrunner.events import Status
 from agentrunner.export.select import Selection, known_reward, task_splits
 from agentrunner.report.records import (
     Comparison,
@@ -51,6 +49,8 @@ from agentrunner.store import EpisodeSummary
 from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.reports import LogFacts
 from agentrunner.store.verifications import REWARD_VERIFIER, StoredVerification
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import Status
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -13,7 +13,6 @@ import html
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from agentrunner.errors import UsageError
 from agentrunner.report import svg
 from agentrunner.report.build import ENDED, Facts
 from agentrunner.report.records import Metrics, Report
@@ -21,6 +20,7 @@ from agentrunner.report.stats import Interval
 from agentrunner.report.text import episodes as episodes_cell
 from agentrunner.report.text import reward, spend
 from agentrunner.report.text import tokens as tokens_cell
+from agentrunner.values.errors import UsageError
 
 STYLE = """
 body { font: 13px/1.45 system-ui, sans-serif; color: #1f2933; margin: 20px; }

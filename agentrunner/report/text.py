@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from agentrunner.formatting import cost
 from agentrunner.report.records import Metrics
-from agentrunner.safe_text import literal, one_line_visible, plain
+from agentrunner.values.formatting import cost
+from agentrunner.values.safe_text import literal, one_line_visible, plain
 
 METRIC_COLUMNS = (
     "episodes",

@@ -33,7 +33,6 @@ from aiohttp import WSMsgType, web
 from pydantic import ValidationError
 
 from agentrunner import __version__
-from agentrunner.errors import AgentRunnerError, UsageError
 from agentrunner.serve.schema import (
     WorkspaceAction,
     error_frame,
@@ -43,6 +42,7 @@ from agentrunner.serve.schema import (
 )
 from agentrunner.serve.session import Session, SessionProblem, UnknownSession
 from agentrunner.serve.sessions import CapacityReached, SessionTable
+from agentrunner.values.errors import AgentRunnerError, UsageError
 
 MAX_MESSAGE_BYTES = 8 * 2**20
 """The largest HTTP body or WebSocket message (a step's action: a file written whole)."""

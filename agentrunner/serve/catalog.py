@@ -11,7 +11,7 @@ from pathlib import Path
 from agentrunner.envs.jail import SandboxConfig
 from agentrunner.envs.tasks import load_tasks
 from agentrunner.envs.workspace import REPO_MAX_STEPS, WorkspaceEnv
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -20,19 +20,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrunner import __version__
-from agentrunner.environment import ResetResult, StepResult, ToolAction
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import EnvironmentFailure, UsageError
-from agentrunner.events import EpisodeStart, StopReason, ToolCall
-from agentrunner.history import EnvStep
-from agentrunner.liveness import Heartbeat
-from agentrunner.recorder import Recorder
-from agentrunner.redaction import Redactor, known_secrets, scrub
-from agentrunner.restore import restore_env
-from agentrunner.resume import can_resume
-from agentrunner.state import rebuild
+from agentrunner.lifecycle.resume import can_resume
+from agentrunner.readers.history import EnvStep
+from agentrunner.readers.restore import restore_env
+from agentrunner.readers.state import rebuild
+from agentrunner.runtime.liveness import Heartbeat
+from agentrunner.runtime.recorder import Recorder
 from agentrunner.store.leases import Lease
-from agentrunner.types import AgentToolCall, Message
+from agentrunner.values.environment import ResetResult, StepResult, ToolAction
+from agentrunner.values.errors import EnvironmentFailure, UsageError
+from agentrunner.values.events import EpisodeStart, StopReason, ToolCall
+from agentrunner.values.redaction import Redactor, known_secrets, scrub
+from agentrunner.values.types import AgentToolCall, Message
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentrunner.errors import EnvironmentFailure
-from agentrunner.events import StopReason
 from agentrunner.serve.catalog import Catalog
 from agentrunner.serve.episode import Peer, ServedEpisode
 from agentrunner.serve.schema import (
@@ -27,6 +25,8 @@ from agentrunner.serve.schema import (
     wire,
 )
 from agentrunner.store.records import EpisodeFilter
+from agentrunner.values.errors import EnvironmentFailure
+from agentrunner.values.events import StopReason
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
-from agentrunner.errors import EpisodeNotFoundError
 from agentrunner.store import eventlog
 from agentrunner.store.dialect import Conn, Dialect, Pool
 from agentrunner.store.records import Segment
+from agentrunner.values.errors import EpisodeNotFoundError
 
 
 def utc_now() -> str:

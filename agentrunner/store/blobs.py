@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from agentrunner.errors import StoreError
 from agentrunner.store.dialect import Conn, Dialect
+from agentrunner.values.errors import StoreError
 
 PART_SIZE = 8 << 20
 _TXN_BYTES = 64 << 20

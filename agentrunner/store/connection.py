@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from agentrunner.errors import StoreCorruptError, StoreError, StoreSchemaError
 from agentrunner.store.dialect import Conn
 from agentrunner.store.driver import SqliteConnection
 from agentrunner.store.location import user_db_path
@@ -23,6 +22,7 @@ from agentrunner.store.schema import (
     apply,
     pending,
 )
+from agentrunner.values.errors import StoreCorruptError, StoreError, StoreSchemaError
 
 Synchronous = Literal["NORMAL", "FULL"]
 BUSY_TIMEOUT_S = 30.0

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrunner.errors import StoreError
 from agentrunner.store.dialect import Conn
+from agentrunner.values.errors import StoreError
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_S = 15.0

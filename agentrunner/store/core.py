@@ -10,12 +10,17 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentrunner.critical import critical
-from agentrunner.errors import StoreCorruptError, StoreDriverError, StoreError, StoreFailedError
 from agentrunner.store import reports, verifications
 from agentrunner.store.base import utc_now
 from agentrunner.store.leases import LeaseStore
 from agentrunner.store.verifications import StoredVerification
+from agentrunner.values.critical import critical
+from agentrunner.values.errors import (
+    StoreCorruptError,
+    StoreDriverError,
+    StoreError,
+    StoreFailedError,
+)
 
 if TYPE_CHECKING:
     from agentrunner.store import gc as _gc

@@ -1,7 +1,7 @@
 """Driver errors translated where a statement runs: the SQLite connection the store uses.
 
 Every statement the store runs goes through a connection that turns the driver's errors into
-:class:`~agentrunner.errors.StoreDriverError` subclasses (the message stays the driver's), so
+:class:`~agentrunner.values.errors.StoreDriverError` subclasses (the message stays the driver's), so
 nothing outside ``agentrunner/store/`` knows which database it met. :class:`SqliteConnection`
 does it for ``sqlite3``; the Postgres connection (:mod:`agentrunner.store.postgres`) does the
 same for psycopg. Only :meth:`TraceStore.raw_connection` (tests, ad-hoc tools), the schema's
@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from agentrunner.errors import (
+from agentrunner.values.errors import (
     StoreDamagedError,
     StoreDriverError,
     StoreFailedError,

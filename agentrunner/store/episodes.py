@@ -8,13 +8,6 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.critical import critical
-from agentrunner.errors import (
-    EpisodeNotFoundError,
-    StoreCorruptError,
-    StoreError,
-    StoreRefusedError,
-)
 from agentrunner.store import control, eventlog
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.base import StoreBase, utc_now
@@ -23,6 +16,13 @@ from agentrunner.store.ids import new_episode_id
 from agentrunner.store.records import BatchSummary, EpisodeFilter, EpisodeSummary
 from agentrunner.store.summaries import summaries
 from agentrunner.store.writer import EpisodeWriter
+from agentrunner.values.critical import critical
+from agentrunner.values.errors import (
+    EpisodeNotFoundError,
+    StoreCorruptError,
+    StoreError,
+    StoreRefusedError,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

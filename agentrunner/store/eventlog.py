@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentrunner.statuses import EVENT_KINDS
 from agentrunner.store.records import EventRow
+from agentrunner.values.statuses import EVENT_KINDS
 
 SEQ_BITS = 32
 SEQ_MASK = (1 << SEQ_BITS) - 1

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agentrunner.errors import StoreError
 from agentrunner.store import control
 from agentrunner.store.connection import BUSY_TIMEOUT_S
 from agentrunner.store.dialect import Conn
 from agentrunner.store.driver import SqliteConnection
+from agentrunner.values.errors import StoreError
 
 _TRY_S = 1.0
 """How long to try for the exclusive lock (processes opening the store wait meanwhile)."""

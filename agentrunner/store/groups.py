@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 from ulid import ULID
 
-from agentrunner.branching import KIND, DecisionConfig
-from agentrunner.critical import critical
 from agentrunner.store.eventlog import iso, now_us
+from agentrunner.values.branching import KIND, DecisionConfig
+from agentrunner.values.critical import critical
 
 if TYPE_CHECKING:
     from agentrunner.store.core import StoreCore
@@ -30,7 +30,7 @@ class GroupMember:
 
 
 class FanOutConfig(BaseModel):
-    """What a fan-out (``agentrunner.fanout.score_actions``) recorded of how it was asked:
+    """What a fan-out (``agentrunner.lifecycle.fanout.score_actions``) recorded of how it was asked:
     the given candidate ``actions`` or ``k`` to sample, ``n`` continuations of each."""
 
     model_config = ConfigDict(extra="allow", frozen=True)

@@ -1,9 +1,9 @@
-"""The content hashes' old address: they live in :mod:`agentrunner.hashing`, beneath the store
-and the environments, which both use them."""
+"""The content hashes' old address: they live in :mod:`agentrunner.values.hashing`, beneath
+the store and the environments, which both use them."""
 
 from __future__ import annotations
 
-from agentrunner.hashing import (
+from agentrunner.values.hashing import (
     canonical_json,
     file_sha256,
     message_hash,

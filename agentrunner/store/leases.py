@@ -8,10 +8,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from agentrunner.errors import AgentRunnerError, StoreDriverError, UsageError
 from agentrunner.store import control
 from agentrunner.store.base import utc_now
 from agentrunner.store.log import LogStore
+from agentrunner.values.errors import AgentRunnerError, StoreDriverError, UsageError
 
 
 class Lease:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentrunner.critical import critical
-from agentrunner.errors import UsageError
-from agentrunner.statuses import Status
 from agentrunner.store import eventlog, lookups
 from agentrunner.store.base import utc_now
 from agentrunner.store.episodes import EpisodeStore
 from agentrunner.store.summaries import summaries
+from agentrunner.values.critical import critical
+from agentrunner.values.errors import UsageError
+from agentrunner.values.statuses import Status
 
 
 class LineageStore(EpisodeStore):

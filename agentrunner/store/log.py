@@ -11,22 +11,22 @@ from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentrunner.critical import critical
-from agentrunner.errors import (
+from agentrunner.store import blobs, eventlog, lookups, search
+from agentrunner.store.base import utc_now
+from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
+from agentrunner.store.lineage import LineageStore
+from agentrunner.store.records import EventRow, ModelInput, Segment
+from agentrunner.values.critical import critical
+from agentrunner.values.errors import (
     EpisodeNotFoundError,
     StoreCorruptError,
     StoreDriverError,
     StoreError,
     StoreFailedError,
 )
-from agentrunner.store import blobs, eventlog, lookups, search
-from agentrunner.store.base import utc_now
-from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
-from agentrunner.store.lineage import LineageStore
-from agentrunner.store.records import EventRow, ModelInput, Segment
 
 if TYPE_CHECKING:  # pydantic: imported by the readers of messages and tools
-    from agentrunner.types import Message, ToolSpec
+    from agentrunner.values.types import Message, ToolSpec
 
 _T = TypeVar("_T")
 
@@ -134,7 +134,7 @@ class LogStore(LineageStore):
 
     def message_chain(self, tip_hash: str | None) -> list[Message]:
         """The messages of a chain, root first, ending at ``tip_hash``."""
-        from agentrunner.types import Message
+        from agentrunner.values.types import Message
 
         if tip_hash is None:
             return []
@@ -151,7 +151,7 @@ class LogStore(LineageStore):
         return [Message.model_validate_json(r[0]) for r in rows]
 
     def message(self, message_hash_: str) -> Message:
-        from agentrunner.types import Message
+        from agentrunner.values.types import Message
 
         row = self._conn.execute(
             "SELECT message FROM messages WHERE hash = ?", (message_hash_,)
@@ -161,7 +161,7 @@ class LogStore(LineageStore):
         return Message.model_validate_json(row[0])
 
     def tools(self, tools_hash_: str) -> list[ToolSpec]:
-        from agentrunner.types import ToolSpec
+        from agentrunner.values.types import ToolSpec
 
         row = self._conn.execute(
             "SELECT tools FROM tools WHERE hash = ?", (tools_hash_,)

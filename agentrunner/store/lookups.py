@@ -21,7 +21,7 @@ from agentrunner.store.records import EventRow, Segment
 
 if TYPE_CHECKING:
     from agentrunner.store.base import StoreBase
-    from agentrunner.types import Message
+    from agentrunner.values.types import Message
 
 _NONCHUNK_CODES = tuple(code for code in eventlog.KIND_NAME if code != eventlog.CHUNK)
 _BATCH = 500  # hashes per IN (...) query
@@ -98,7 +98,7 @@ def last_seq(store: StoreBase, segments: Sequence[Segment]) -> int:
 
 def messages_by_hash(store: StoreBase, hashes: Iterable[str]) -> dict[str, Message]:
     """The stored messages with these hashes (those missing are left out)."""
-    from agentrunner.types import Message  # pydantic: loaded by the readers of messages
+    from agentrunner.values.types import Message  # pydantic: loaded by the readers of messages
 
     wanted = sorted(set(hashes))
     out: dict[str, Message] = {}

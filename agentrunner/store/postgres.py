@@ -17,8 +17,8 @@ only connecting, the schema and its migrations, and the write lock differ.
   behind transaction-pooling proxies (PgBouncer) because it ends with the transaction, and
   commit with ``synchronous_commit`` on (a new episode's ``episode.start`` is among them).
 - Errors are translated where the connection raises them, as the SQLite connection's are
-  (:mod:`agentrunner.store.driver`): :class:`~agentrunner.errors.StoreRefusedError` for a
-  refused row, :class:`~agentrunner.errors.StoreFailedError` for the rest.
+  (:mod:`agentrunner.store.driver`): :class:`~agentrunner.values.errors.StoreRefusedError` for a
+  refused row, :class:`~agentrunner.values.errors.StoreFailedError` for the rest.
 - Credentials never leave this module: :attr:`PostgresStore.where` (used in messages) names
   user, host, port and database only; nothing of the URL is written into the store.
 """
@@ -34,13 +34,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrunner.errors import (
-    StoreDriverError,
-    StoreError,
-    StoreFailedError,
-    StoreRefusedError,
-    UsageError,
-)
 from agentrunner.store.connection import Synchronous
 from agentrunner.store.core import StoreCore
 from agentrunner.store.dialect import POSTGRES, Conn, Dialect
@@ -48,6 +41,13 @@ from agentrunner.store.driver import Bare
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
 from agentrunner.store.store import register_backend
 from agentrunner.store.writer import DURABLE
+from agentrunner.values.errors import (
+    StoreDriverError,
+    StoreError,
+    StoreFailedError,
+    StoreRefusedError,
+    UsageError,
+)
 
 SCHEMES = ("postgresql://", "postgres://")
 INSTALL_HINT = "Postgres support is not installed: pip install 'agentrunner[postgres]'"

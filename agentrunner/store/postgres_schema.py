@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentrunner.errors import StoreError, StoreSchemaError
 from agentrunner.store import eventlog
 from agentrunner.store.ddl import create_tables
 from agentrunner.store.dialect import POSTGRES, Conn, pg_json
 from agentrunner.store.status import status_sql
+from agentrunner.values.errors import StoreError, StoreSchemaError
 
 if TYPE_CHECKING:
     from agentrunner.store.base import StoreBase

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pydantic import BaseModel
 
-from agentrunner.environment import SnapshotBackend
-from agentrunner.errors import AgentRunnerError, StoreCorruptError
 from agentrunner.store.gc import Part, Report
 from agentrunner.store.leases import Lease
 from agentrunner.store.records import (
@@ -32,7 +30,9 @@ from agentrunner.store.records import (
 )
 from agentrunner.store.reports import LogFacts
 from agentrunner.store.verifications import StoredVerification
-from agentrunner.types import Message, ToolSpec
+from agentrunner.values.environment import SnapshotBackend
+from agentrunner.values.errors import AgentRunnerError, StoreCorruptError
+from agentrunner.values.types import Message, ToolSpec
 
 if TYPE_CHECKING:  # imported by the store only when fork groups are used
     from agentrunner.store.groups import DecisionOutcome, ForkGroup, GroupMember
@@ -58,7 +58,7 @@ class EventWriter(Protocol):
 
 class StoreBackend(SnapshotBackend, Protocol):
     """A trace store: the append-only log, content-addressed messages, tools and workspace
-    blobs (the :class:`~agentrunner.environment.SnapshotBackend` methods), episodes and their
+    blobs (the :class:`~agentrunner.values.environment.SnapshotBackend` methods), episodes and their
     lineage, writer leases, and the side tables."""
 
     path: Path

@@ -6,14 +6,14 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.errors import StoreCorruptError
-from agentrunner.spec_text import env_kind, model_text
+from agentrunner.values.errors import StoreCorruptError
+from agentrunner.values.spec_text import env_kind, model_text
 
 if TYPE_CHECKING:  # the event and spec models load pydantic: imported where they are read
-    from agentrunner.events import EventPayload
-    from agentrunner.specs import EnvSpec, ModelSpec
-    from agentrunner.statuses import Status, StopReason
-    from agentrunner.types import Message, ToolSpec
+    from agentrunner.values.events import EventPayload
+    from agentrunner.values.specs import EnvSpec, ModelSpec
+    from agentrunner.values.statuses import Status, StopReason
+    from agentrunner.values.types import Message, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class EventRow:
         return value
 
     def typed(self) -> EventPayload:
-        from agentrunner.events import parse_payload
+        from agentrunner.values.events import parse_payload
 
         return parse_payload(self.kind, self.payload)
 
@@ -69,8 +69,8 @@ class Segment:
 
 
 PROPOSAL_SAMPLE = -1
-"""The ``sample`` of a fan-out proposal fork (``agentrunner.fanout.PROPOSAL``): a fork that
-re-sampled the turn once to propose a candidate, not a continuation of one."""
+"""The ``sample`` of a fan-out proposal fork (``agentrunner.lifecycle.fanout.PROPOSAL``): a fork
+that re-sampled the turn once to propose a candidate, not a continuation of one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,14 +132,14 @@ class EpisodeSummary:
     @property
     def model_spec(self) -> ModelSpec:
         """The recorded ``model``, typed."""
-        from agentrunner.specs import model_spec
+        from agentrunner.values.specs import model_spec
 
         return model_spec(self.model)
 
     @property
     def env_spec(self) -> EnvSpec:
         """The recorded ``env``, typed by its kind."""
-        from agentrunner.specs import env_spec
+        from agentrunner.values.specs import env_spec
 
         return env_spec(self.env)
 

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from agentrunner.statuses import EVENT_KINDS
 from agentrunner.store import eventlog
 from agentrunner.store.ddl import create_tables
 from agentrunner.store.dialect import SQLITE
 from agentrunner.store.status import status_sql
+from agentrunner.values.statuses import EVENT_KINDS
 
 if TYPE_CHECKING:
     from sqlite_utils import Database

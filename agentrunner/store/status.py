@@ -2,12 +2,12 @@
 exports) and spelled as SQL for the ``episode_summary`` view, from the same data.
 
 In order: an episode whose own last event is an ``episode.end`` has the status its stop reason
-means (:data:`agentrunner.statuses.STOP_REASON_STATUS`, any other reason ``failed``); one whose
-writer holds a live lease is ``running``; an imported session is ``completed`` (nothing of it
-is left to run); one that never started (no own event but the edit or message that made it a
-fork: nothing of a run of it was ever recorded) is ``pending``; any other is ``interrupted``,
-resumable at once. Only the log says whether an episode started, so a copy of a store (which
-claims each episode it writes) keeps a pending fork pending.
+means (:data:`agentrunner.values.statuses.STOP_REASON_STATUS`, any other reason ``failed``);
+one whose writer holds a live lease is ``running``; an imported session is ``completed``
+(nothing of it is left to run); one that never started (no own event but the edit or
+message that made it a fork: nothing of a run of it was ever recorded) is ``pending``; any
+other is ``interrupted``, resumable at once. Only the log says whether an episode started, so
+a copy of a store (which claims each episode it writes) keeps a pending fork pending.
 
 A writer is live while it holds the lease and its heartbeat is fresh (younger than
 :data:`~agentrunner.store.control.HEARTBEAT_STALE_S`). Python also checks a writer on this
@@ -18,10 +18,10 @@ stale, ``ls`` at once.
 
 from __future__ import annotations
 
-from agentrunner.statuses import STOP_REASON_STATUS, Status, status_for
 from agentrunner.store import eventlog
 from agentrunner.store.control import HEARTBEAT_STALE_S
 from agentrunner.store.dialect import Dialect
+from agentrunner.values.statuses import STOP_REASON_STATUS, Status, status_for
 
 IMPORT_KIND = "import"
 """The ``env.kind`` of an imported session (``agentrunner.envs.imported.KIND``)."""

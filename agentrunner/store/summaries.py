@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.errors import StoreCorruptError, StoreFailedError, UsageError
-from agentrunner.statuses import Status, StopReason, stop_reason
 from agentrunner.store import control
 from agentrunner.store.eventlog import (
     KIND_CODE,
@@ -28,6 +26,8 @@ from agentrunner.store.records import (
     Segment,
 )
 from agentrunner.store.status import IMPORT_KIND, derive, started
+from agentrunner.values.errors import StoreCorruptError, StoreFailedError, UsageError
+from agentrunner.values.statuses import Status, StopReason, stop_reason
 
 if TYPE_CHECKING:
     from agentrunner.store.base import StoreBase

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.critical import critical
-from agentrunner.errors import StoreError
 from agentrunner.store import control, eventlog
+from agentrunner.values.critical import critical
+from agentrunner.values.errors import StoreError
 
 if TYPE_CHECKING:
     from agentrunner.store.core import StoreCore

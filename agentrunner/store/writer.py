@@ -19,16 +19,16 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from agentrunner.critical import critical
-from agentrunner.errors import (
+from agentrunner.store import control, eventlog
+from agentrunner.store.dialect import SQLITE, Conn, Dialect
+from agentrunner.store.eventlog import KIND_CODE, now_us
+from agentrunner.values.critical import critical
+from agentrunner.values.errors import (
     StoreDriverError,
     StoreError,
     StoreFailedError,
     StoreRefusedError,
 )
-from agentrunner.store import control, eventlog
-from agentrunner.store.dialect import SQLITE, Conn, Dialect
-from agentrunner.store.eventlog import KIND_CODE, now_us
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary
+from agentrunner.values.events import Status
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
@@ -23,7 +23,7 @@ CANCEL_REASON = "cancelled from the TUI"
 
 
 def _why_not_resume(store: StoreBackend, episode: EpisodeSummary) -> str | None:
-    from agentrunner.resume import can_resume  # the runner and the environments: ~0.2 s
+    from agentrunner.lifecycle.resume import can_resume  # the runner and the environments: ~0.2 s
 
     return can_resume(store, episode)
 
@@ -69,7 +69,8 @@ def resume(
     then: Callable[[], None] | None = None,
 ) -> None:
     """Resume the episode in the background (and follow it) if it can be resumed (the one
-    rule, :func:`~agentrunner.resume.can_resume`, read in a worker); ``then`` once started."""
+    rule, :func:`~agentrunner.lifecycle.resume.can_resume`, read in a worker); ``then`` once
+    started."""
     short_id = screen.ids
 
     def decided(why_not: str | None) -> None:

@@ -19,14 +19,14 @@ from textual.app import App, AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from agentrunner.errors import StoreError
-from agentrunner.safe_text import visible
 from agentrunner.store import TraceStore
 from agentrunner.tui import keys
 from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import check_keymap, screen_section
 from agentrunner.tui.runs import BackgroundRuns, RunFinished
 from agentrunner.tui.screens.trace import TraceScreen
+from agentrunner.values.errors import StoreError
+from agentrunner.values.safe_text import visible
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentrunner.events import MessageEvent
-from agentrunner.formatting import unique_prefixes
 from agentrunner.store import EpisodeSummary, EventRow, Segment
 from agentrunner.tui.format import action_line, one_line
 from agentrunner.tui.rows import RowInfo, summarize, typed
+from agentrunner.values.events import MessageEvent
+from agentrunner.values.formatting import unique_prefixes
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

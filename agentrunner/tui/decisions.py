@@ -1,6 +1,6 @@
 """Decision points in the TUI: what marks them on a trace and what lists their forks (store
-reads, run in thread workers; see :mod:`agentrunner.decisions`; the log's reading half,
-:mod:`agentrunner.decision_log`, is all this needs).
+reads, run in thread workers; see :mod:`agentrunner.lifecycle.decisions`; the log's reading half,
+:mod:`agentrunner.lifecycle.decision_log`, is all this needs).
 
 A trace's decision points are those of every episode of its history (a fork of a main line
 shows the main line's decision points up to its fork point), each marking one row: the
@@ -19,11 +19,11 @@ from rich.console import RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from agentrunner.decision_log import Decision, read_decisions
-from agentrunner.safe_text import one_line_visible, plain
+from agentrunner.lifecycle.decision_log import Decision, read_decisions
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.format import action_line
+from agentrunner.values.safe_text import one_line_visible, plain
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -1,6 +1,6 @@
 """The selected event, rendered in full for the detail pane (read in a thread worker).
 
-Every recorded text goes through :mod:`agentrunner.safe_text` first: control characters
+Every recorded text goes through :mod:`agentrunner.values.safe_text` first: control characters
 are shown (``^[``), never sent to the terminal; links in Markdown are shown with their
 address, never made live. What people and models write (prompts, reasoning, assistant
 text) is Markdown; tool output
@@ -23,8 +23,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agentrunner.errors import AgentRunnerError, StoreError
-from agentrunner.events import (
+from agentrunner.store import EventRow, Segment
+from agentrunner.tui.decisions import decision_panel
+from agentrunner.tui.format import cost, reward
+from agentrunner.tui.rows import typed
+from agentrunner.values.errors import AgentRunnerError, StoreError
+from agentrunner.values.events import (
     Cancel,
     Error,
     EventPayload,
@@ -36,12 +40,8 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
-from agentrunner.safe_text import one_line_visible, plain, visible
-from agentrunner.store import EventRow, Segment
-from agentrunner.tui.decisions import decision_panel
-from agentrunner.tui.format import cost, reward
-from agentrunner.tui.rows import typed
-from agentrunner.types import AgentToolCall, Message
+from agentrunner.values.safe_text import one_line_visible, plain, visible
+from agentrunner.values.types import AgentToolCall, Message
 
 if TYPE_CHECKING:
     from rich.markdown import Markdown
@@ -228,7 +228,7 @@ def _files_changed(
     store: StoreBackend, episode_id: str, seq: int, full: bool
 ) -> tuple[list[RenderableType], bool]:
     """The files this step changed in the workspace, and their diff."""
-    from agentrunner.changes import step_change  # the workspace's code: for a step only
+    from agentrunner.readers.changes import step_change  # the workspace's code: for a step only
 
     try:
         change = step_change(store, episode_id, seq)

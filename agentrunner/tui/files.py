@@ -2,7 +2,7 @@
 by file, and applying it to the repository it ran on.
 
 The change is the one ``agentrunner diff EP`` prints and ``agentrunner apply EP`` applies
-(:func:`agentrunner.changes.episode_change`: ignored files and tool caches left out as
+(:func:`agentrunner.readers.changes.episode_change`: ignored files and tool caches left out as
 there); this module only splits the patch into files and counts their lines. Each function
 runs in a thread worker with that thread's store.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentrunner.changes import episode_change
 from agentrunner.envs.patch import ApplyResult
+from agentrunner.readers.changes import episode_change
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

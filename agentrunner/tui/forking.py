@@ -3,8 +3,8 @@
 ``f`` on a row forks at that row's model turn K (design section 4): the editor starts with
 turn K's assistant message (or the tool call under the cursor) as editable JSON, or an empty
 user message to inject, or nothing to re-sample. The fork itself is
-:func:`agentrunner.fork.fork_episode` (a new episode; the parent is never changed); the app
-then runs it in the background.
+:func:`agentrunner.lifecycle.fork.fork_episode` (a new episode; the parent is never changed);
+the app then runs it in the background.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentrunner.events import ModelResponse, ToolCall
-from agentrunner.fork import fork_episode
-from agentrunner.safe_text import json_safe, one_line_visible
+from agentrunner.lifecycle.fork import fork_episode
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.rows import typed
+from agentrunner.values.events import ModelResponse, ToolCall
+from agentrunner.values.safe_text import json_safe, one_line_visible
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -6,11 +6,11 @@ import json
 import re
 from collections.abc import Mapping
 
-from agentrunner.events import Status
-from agentrunner.formatting import cost, plural, reward, started, tokens
-from agentrunner.safe_text import visible
 from agentrunner.store import EpisodeSummary
-from agentrunner.types import Message
+from agentrunner.values.events import Status
+from agentrunner.values.formatting import cost, plural, reward, started, tokens
+from agentrunner.values.safe_text import visible
+from agentrunner.values.types import Message
 
 __all__ = [
     "STATUSES",

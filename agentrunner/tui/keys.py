@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from textual.binding import ActiveBinding, Binding, BindingType
 
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 
 PINNED = ("app.help", "app.quit")  # shown first in every footer
 

@@ -11,8 +11,12 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentrunner.errors import StoreError, UsageError
-from agentrunner.events import (
+from agentrunner.store import EpisodeSummary, EventRow
+from agentrunner.tui.data import id_prefixes
+from agentrunner.tui.format import reward
+from agentrunner.tui.rows import typed
+from agentrunner.values.errors import StoreError, UsageError
+from agentrunner.values.events import (
     Cancel,
     EpisodeEnd,
     Error,
@@ -22,11 +26,7 @@ from agentrunner.events import (
     ToolCall,
     ToolResult,
 )
-from agentrunner.formatting import plural
-from agentrunner.store import EpisodeSummary, EventRow
-from agentrunner.tui.data import id_prefixes
-from agentrunner.tui.format import reward
-from agentrunner.tui.rows import typed
+from agentrunner.values.formatting import plural
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -18,8 +18,10 @@ from pydantic import ValidationError
 from rich.style import Style
 from rich.text import Text
 
-from agentrunner.errors import StoreCorruptError
-from agentrunner.events import (
+from agentrunner.store import EventRow
+from agentrunner.tui.format import cost, one_line, reward
+from agentrunner.values.errors import StoreCorruptError
+from agentrunner.values.events import (
     Cancel,
     EpisodeEnd,
     EpisodeStart,
@@ -34,10 +36,8 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
-from agentrunner.formatting import count as token_count
-from agentrunner.formatting import plural
-from agentrunner.store import EventRow
-from agentrunner.tui.format import cost, one_line, reward
+from agentrunner.values.formatting import count as token_count
+from agentrunner.values.formatting import plural
 
 # tone of a row: model side, environment side, or something to notice
 MODEL_KINDS = ("model.request", "model.chunk", "model.response", "usage")

@@ -19,10 +19,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker
 
-from agentrunner.errors import AgentRunnerError
-from agentrunner.safe_text import visible
 from agentrunner.tui.format import IdPrefixes
 from agentrunner.tui.keys import pinned_first
+from agentrunner.values.errors import AgentRunnerError
+from agentrunner.values.safe_text import visible
 
 if TYPE_CHECKING:
     from agentrunner.tui.app import AgentRunnerApp

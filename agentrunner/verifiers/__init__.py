@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentrunner.errors import UsageError
 from agentrunner.store.verifications import StoredVerification
+from agentrunner.values.errors import UsageError
 from agentrunner.verifiers.base import (
     Trajectory,
     Verdict,

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from agentrunner.history import NOT_CHUNKS, fold
-from agentrunner.specs import ImportedSpec
+from agentrunner.readers.history import NOT_CHUNKS, fold
 from agentrunner.store import EpisodeSummary
-from agentrunner.types import Message
+from agentrunner.values.specs import ImportedSpec
+from agentrunner.values.types import Message
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

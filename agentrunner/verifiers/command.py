@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrunner.changes import episode_change, workspace_spec
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
-from agentrunner.events import EpisodeStart
+from agentrunner.readers.changes import episode_change, workspace_spec
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import EpisodeStart
 from agentrunner.verifiers.base import Trajectory, Verdict
 
 

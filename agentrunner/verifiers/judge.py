@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agentrunner.errors import UsageError
-from agentrunner.model import AgentContext, Model, as_model
-from agentrunner.types import AgentTurn, Message
+from agentrunner.values.errors import UsageError
+from agentrunner.values.model import AgentContext, Model, as_model
+from agentrunner.values.types import AgentTurn, Message
 from agentrunner.verifiers.base import Trajectory, Verdict
 from providers import get_model  # imports its SDK only when a model is built
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrunner.changes import episode_change
 from agentrunner.envs.factory import env_from_spec
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import UsageError
-from agentrunner.events import EpisodeStart, ToolResult
-from agentrunner.specs import WorkspaceSpec
+from agentrunner.readers.changes import episode_change
 from agentrunner.store.verifications import REWARD_VERIFIER
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import EpisodeStart, ToolResult
+from agentrunner.values.specs import WorkspaceSpec
 from agentrunner.verifiers.base import Trajectory, Verdict
 
 _TOLERANCE = 1e-9

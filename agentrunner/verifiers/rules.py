@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from agentrunner.errors import UsageError
+from agentrunner.values.errors import UsageError
 from agentrunner.verifiers.base import ToolUse, Trajectory, Verdict
 
 RULE_FORMS = (

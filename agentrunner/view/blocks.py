@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from agentrunner import events as ev
-from agentrunner.formatting import count
 from agentrunner.request_diff import RequestDiff, brief
-from agentrunner.types import Message
+from agentrunner.values import events as ev
+from agentrunner.values.formatting import count
+from agentrunner.values.types import Message
 from agentrunner.view.markup import anchor, esc, esc_line, folded, pre
 from agentrunner.view.transcript import (
     Block,

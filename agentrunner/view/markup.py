@@ -1,7 +1,7 @@
 """Recorded text as HTML that is never markup: escaped, with control characters visible.
 
 Everything the store holds (model text, tool output, task prompts, ids, error messages) is
-data. It goes through :mod:`agentrunner.safe_text` first, so ANSI and OSC sequences show as
+data. It goes through :mod:`agentrunner.values.safe_text` first, so ANSI and OSC sequences show as
 ``^[[31m`` and ``^[]8;;...^G`` instead of acting, then through :func:`html.escape`, so
 ``<script>`` is text. Very long texts are cut (the page stays small) with a note naming the
 command that shows them whole.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from agentrunner.safe_text import one_line_visible, visible
+from agentrunner.values.safe_text import one_line_visible, visible
 
 MAX_CHARS = 40_000
 """The most characters of one recorded text a page shows."""

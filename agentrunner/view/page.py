@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentrunner import formatting as fmt
-from agentrunner.errors import UsageError
 from agentrunner.store import EpisodeSummary
+from agentrunner.values import formatting as fmt
+from agentrunner.values.errors import UsageError
 from agentrunner.view import assets
 from agentrunner.view.blocks import BlockWriter
 from agentrunner.view.markup import anchor, esc_line

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentrunner import formatting as fmt
-from agentrunner.changes import episode_change
-from agentrunner.errors import UsageError
-from agentrunner.formatting import diff_line_kind
+from agentrunner.readers.changes import episode_change
 from agentrunner.store import EpisodeSummary
+from agentrunner.values import formatting as fmt
+from agentrunner.values.errors import UsageError
+from agentrunner.values.formatting import diff_line_kind
 from agentrunner.view.blocks import Link
 from agentrunner.view.markup import esc, esc_line
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentrunner import events as ev
-from agentrunner.decision_log import Decision, read_decisions
-from agentrunner.errors import StoreError
-from agentrunner.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS
+from agentrunner.lifecycle.decision_log import Decision, read_decisions
 from agentrunner.request_diff import Call, RequestDiff, diff
 from agentrunner.store import EventRow
 from agentrunner.store.records import ModelInput
-from agentrunner.types import Message
+from agentrunner.values import events as ev
+from agentrunner.values.errors import StoreError
+from agentrunner.values.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS
+from agentrunner.values.types import Message
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -3,8 +3,8 @@ show benchmarks build their long episodes from."""
 
 from __future__ import annotations
 
-from agentrunner.recorder import Recorder
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Chunk
+from agentrunner.runtime.recorder import Recorder
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, Chunk
 
 CHUNKS_PER_TURN = 20
 OBSERVATION_BYTES = 1024

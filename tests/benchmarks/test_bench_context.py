@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from agentrunner.context import Budget, ContextPolicy, HistoryView, parse_policy
-from agentrunner.context.policies import Compaction, MaskCache, ToolOrigin
-from agentrunner.types import AgentToolCall, Message
+from agentrunner.runtime.context import Budget, ContextPolicy, HistoryView, parse_policy
+from agentrunner.runtime.context.policies import Compaction, MaskCache, ToolOrigin
+from agentrunner.values.types import AgentToolCall, Message
 
 pytestmark = pytest.mark.benchmark
 

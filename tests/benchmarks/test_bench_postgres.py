@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from agentrunner.recorder import Recorder
+from agentrunner.runtime.recorder import Recorder
 from agentrunner.store import TraceStore
-from agentrunner.types import AgentToolCall, Chunk
+from agentrunner.values.types import AgentToolCall, Chunk
 
 pytestmark = pytest.mark.benchmark
 psycopg = pytest.importorskip("psycopg")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from agentrunner import TraceStore
-from agentrunner.batch import run_batch
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.lifecycle.batch import run_batch
 from providers.scripted import ScriptedModel
 
 pytestmark = pytest.mark.benchmark

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_bench_store import CHUNK_TEXT, KEY, MINIMAL_INSERT, _bare_row, _minimal
 
-from agentrunner.redaction import Redactor
+from agentrunner.values.redaction import Redactor
 
 pytestmark = pytest.mark.benchmark
 

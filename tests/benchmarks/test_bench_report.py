@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from agentrunner import TraceStore
-from agentrunner.events import (
+from agentrunner.store import eventlog
+from agentrunner.values.events import (
     EpisodeEnd,
     EpisodeStart,
     ModelChunk,
@@ -32,7 +33,6 @@ from agentrunner.events import (
     ToolResult,
     Usage,
 )
-from agentrunner.store import eventlog
 
 pytestmark = pytest.mark.benchmark
 

@@ -1,5 +1,5 @@
 """What showing recorded text safely costs: ``show``'s transcript of a 200-turn episode with
-:mod:`agentrunner.safe_text` at work, against the same transcript with it turned into the
+:mod:`agentrunner.values.safe_text` at work, against the same transcript with it turned into the
 identity (CPU time, best of 7, interleaved), and ``visible``'s throughput on clean and dirty
 text. Budget: escaping adds at most 10% to the transcript; ``visible`` runs at 20 MB/s or more
 (``str.translate`` with multi-character replacements managed 10 MB/s on dirty text).
@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agentrunner import TraceStore, run_agent_episode, safe_text
+from agentrunner import TraceStore, run_agent_episode
 from agentrunner.cli.render import EventRenderer
 from agentrunner.envs.jail import SandboxConfig
 from agentrunner.envs.tasks import Task
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.values import safe_text
 from providers.scripted import ScriptedModel
 
 pytestmark = pytest.mark.benchmark

@@ -25,9 +25,9 @@ import pytest
 from serve_support import SUBMIT, TASK, WRITE_FIX, serve_env
 
 from agentrunner import TraceStore
-from agentrunner.environment import ToolAction
 from agentrunner.envs.openenv_client import OpenEnvEnv
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.values.environment import ToolAction
 
 pytestmark = pytest.mark.benchmark
 

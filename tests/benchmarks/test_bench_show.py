@@ -23,9 +23,9 @@ from recorded_turns import record_turn
 
 from agentrunner import __version__
 from agentrunner.envs.workspace import TOOL_SPECS
-from agentrunner.recorder import Recorder
+from agentrunner.runtime.recorder import Recorder
 from agentrunner.store import TraceStore
-from agentrunner.types import Message
+from agentrunner.values.types import Message
 
 pytestmark = pytest.mark.benchmark
 

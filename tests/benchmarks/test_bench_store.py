@@ -20,15 +20,16 @@ from pathlib import Path
 import pytest
 from recorded_turns import record_turn
 
-from agentrunner import __version__, interrupts
+from agentrunner import __version__
 from agentrunner.envs.workspace import TOOL_SPECS
-from agentrunner.events import ModelChunk
-from agentrunner.recorder import Recorder
-from agentrunner.redaction import known_secrets
+from agentrunner.runtime import interrupts
+from agentrunner.runtime.recorder import Recorder
 from agentrunner.store import TraceStore
 from agentrunner.store.connection import BUSY_TIMEOUT_S
 from agentrunner.store.eventlog import now_us
-from agentrunner.types import Chunk, Message
+from agentrunner.values.events import ModelChunk
+from agentrunner.values.redaction import known_secrets
+from agentrunner.values.types import Chunk, Message
 
 pytestmark = pytest.mark.benchmark
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from agentrunner import TraceStore
-from agentrunner.batch import run_batch
 from agentrunner.envs.workspace import WorkspaceEnv
+from agentrunner.lifecycle.batch import run_batch
 from providers import get_model
 
 pytestmark = pytest.mark.benchmark
@@ -70,7 +70,7 @@ def test_64_concurrent_writers_append_chunks_without_loss(tmp_path: Path) -> Non
     """The store alone: 64 threads, one episode each, appending 500 chunks as fast as they can."""
     import threading
 
-    from agentrunner.events import ModelChunk
+    from agentrunner.values.events import ModelChunk
 
     store = TraceStore(tmp_path / "traces.db")
     per_episode = 500

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from agentrunner import TraceStore
-from agentrunner.errors import UsageError
-from agentrunner.events import ModelRequest
-from agentrunner.fork import fork_episode
 from agentrunner.imports import claude_code
 from agentrunner.imports.importer import import_file
 from agentrunner.imports.registry import detect, import_paths
-from agentrunner.resume import can_resume, resume_episode
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import can_resume, resume_episode
+from agentrunner.values.errors import UsageError
+from agentrunner.values.events import ModelRequest
 from providers.scripted import ScriptedModel
 from tests.imports.conftest import FIXTURES, fixture_files, needs
 

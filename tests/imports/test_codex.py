@@ -14,7 +14,7 @@ from agentrunner import TraceStore
 from agentrunner.imports import codex
 from agentrunner.imports.importer import FINISH_PART, import_file
 from agentrunner.store.records import EventRow
-from agentrunner.types import AgentUsage, Message
+from agentrunner.values.types import AgentUsage, Message
 from providers.usage import priced
 from tests.imports.conftest import FIXTURES, fixture_files, needs
 

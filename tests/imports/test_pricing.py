@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrunner.imports.pricing import provider_of, with_cost
-from agentrunner.types import AgentUsage
+from agentrunner.values.types import AgentUsage
 
 
 @pytest.mark.parametrize(

@@ -24,10 +24,10 @@ from textual.pilot import Pilot
 
 from agentrunner import AgentContext, AgentTurn, TraceStore, run_agent_episode
 from agentrunner.envs.workspace import WorkspaceEnv
-from agentrunner.errors import ProviderServerError
-from agentrunner.fork import fork_episode
-from agentrunner.resume import resume_episode
+from agentrunner.lifecycle.fork import fork_episode
+from agentrunner.lifecycle.resume import resume_episode
 from agentrunner.tui.app import AgentRunnerApp
+from agentrunner.values.errors import ProviderServerError
 from providers import get_model
 from providers.scripted import ScriptedModel
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentrunner import TraceStore
-from agentrunner.fork import fork_episode
+from agentrunner.lifecycle.fork import fork_episode
 from agentrunner.tui.app import AgentRunnerApp
 from agentrunner.tui.screens.confirm import ConfirmScreen
 from agentrunner.tui.screens.trace import TraceScreen

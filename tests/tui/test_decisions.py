@@ -17,14 +17,14 @@ from test_branching import SUBMIT, _run, _script
 from textual.pilot import Pilot
 
 from agentrunner import Branching, TraceStore
-from agentrunner.decisions import PROPOSAL, decisions, read_decisions
-from agentrunner.fork import fork_episode
-from agentrunner.formatting import unique_prefixes
+from agentrunner.lifecycle.decisions import PROPOSAL, decisions, read_decisions
+from agentrunner.lifecycle.fork import fork_episode
 from agentrunner.store.groups import GroupMember, add_group_member, create_fork_group
 from agentrunner.tui.app import AgentRunnerApp
 from agentrunner.tui.screens.decisions import DecisionsScreen, DecisionTree
 from agentrunner.tui.screens.trace import TraceScreen
 from agentrunner.tui.widgets.detail_pane import DetailPane
+from agentrunner.values.formatting import unique_prefixes
 
 from .conftest import DONE, wait_for
 

@@ -62,12 +62,12 @@ NOT_FOR_THE_TRACE = (
     "agentrunner.tui.screens.request_diff",
     "agentrunner.tui.screens.diff",
     "agentrunner.tui.screens.help",
-    "agentrunner.resume",  # the resume rule loads the runner and every environment
-    "agentrunner.decisions",
+    "agentrunner.lifecycle.resume",  # the resume rule loads the runner and every environment
+    "agentrunner.lifecycle.decisions",
     "agentrunner.report",
     "agentrunner.export",
     "agentrunner.envs",
-    "agentrunner.fork",
+    "agentrunner.lifecycle.fork",
     "markdown_it",  # the first row's detail is JSON, not Markdown
 )
 

@@ -20,7 +20,7 @@ from agentrunner.record.dialects.base import (
     text_of,
     tool_spec,
 )
-from agentrunner.types import AgentToolCall, Message, ToolSpec
+from agentrunner.values.types import AgentToolCall, Message, ToolSpec
 from providers.anthropic_adapter import MessagesFold
 from providers.streaming import Fold
 

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentrunner.model import AgentContext
-from agentrunner.types import Chunk, Message, ToolSpec
+from agentrunner.values.model import AgentContext
+from agentrunner.values.types import Chunk, Message, ToolSpec
 from providers.streaming import Fold
 from providers.turn_builder import TurnBuilder
 

@@ -25,7 +25,14 @@ import re
 from typing import Any
 
 from agentrunner.record.dialects.base import Split, ToolOutput
-from agentrunner.types import AgentToolCall, AgentTurn, AgentUsage, Message, OpaquePart, ToolSpec
+from agentrunner.values.types import (
+    AgentToolCall,
+    AgentTurn,
+    AgentUsage,
+    Message,
+    OpaquePart,
+    ToolSpec,
+)
 from providers.streaming import Fold
 from providers.turn_builder import TurnBuilder
 

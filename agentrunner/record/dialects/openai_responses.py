@@ -21,7 +21,7 @@ from agentrunner.record.dialects.base import (
     text_of,
     tool_spec,
 )
-from agentrunner.types import AgentToolCall, Message, ToolSpec
+from agentrunner.values.types import AgentToolCall, Message, ToolSpec
 from providers.openai_responses import ResponsesFold
 from providers.streaming import Fold
 

@@ -15,12 +15,12 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from agentrunner.safe_text import one_line_visible
 from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.lineage import Branch, lineage
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
+from agentrunner.values.safe_text import one_line_visible
 
 
 class LineageTree(Tree[str]):

@@ -19,14 +19,14 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from agentrunner.decisions import PROPOSAL, Candidate
-from agentrunner.safe_text import one_line_visible, plain
+from agentrunner.lifecycle.decisions import PROPOSAL, Candidate
 from agentrunner.store import Segment
 from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.decisions import ADOPTED, Fork, PointForks, point_forks
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
+from agentrunner.values.safe_text import one_line_visible, plain
 
 
 class DecisionTree(Tree[str]):

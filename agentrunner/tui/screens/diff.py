@@ -10,12 +10,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from agentrunner.formatting import diff_line_kind
-from agentrunner.safe_text import visible
 from agentrunner.tui import format as fmt
 from agentrunner.tui import keys
 from agentrunner.tui.lineage import DiffResult, diff
 from agentrunner.tui.work import ReaderScreen
+from agentrunner.values.formatting import diff_line_kind
+from agentrunner.values.safe_text import visible
 
 _LINE_CLASSES = ("add", "remove", "hunk", "file")
 

@@ -17,13 +17,13 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
-from agentrunner.safe_text import one_line_visible, plain
 from agentrunner.store import EpisodeSummary
 from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
 from agentrunner.tui.data import id_prefixes
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
+from agentrunner.values.safe_text import one_line_visible, plain
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

@@ -21,12 +21,12 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from agentrunner.envs.patch import ApplyResult
-from agentrunner.safe_text import one_line_visible, plain, visible
 from agentrunner.tui import keys
 from agentrunner.tui.files import FileDiff, FilesChanged, apply_change, files_changed
 from agentrunner.tui.screens.confirm import ConfirmScreen
 from agentrunner.tui.screens.diff import DiffBody
 from agentrunner.tui.work import ReaderScreen
+from agentrunner.values.safe_text import one_line_visible, plain, visible
 
 SHOWN_LINES = 5000  # of one file's diff (``agentrunner diff`` prints it all)
 

@@ -16,10 +16,10 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, TextArea
 
-from agentrunner.errors import AgentRunnerError
-from agentrunner.fork import model_spec, parse_action
+from agentrunner.lifecycle.fork import model_spec, parse_action
 from agentrunner.tui import keys
 from agentrunner.tui.forking import ForkPrefill, ForkRequest, Mode
+from agentrunner.values.errors import AgentRunnerError
 
 MODES: tuple[tuple[Mode, str], ...] = (
     ("edit", "replace turn {k}'s output with this assistant message / tool call (JSON)"),

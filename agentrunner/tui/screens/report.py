@@ -22,10 +22,10 @@ from textual.widgets import DataTable, Footer, Static
 from agentrunner.report.build import ReportFilter, collect, report
 from agentrunner.report.records import Metrics, Report
 from agentrunner.report.text import METRIC_COLUMNS, cells
-from agentrunner.safe_text import one_line_visible, visible
 from agentrunner.tui import format as fmt
 from agentrunner.tui import keys
 from agentrunner.tui.work import ReaderScreen
+from agentrunner.values.safe_text import one_line_visible, visible
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend

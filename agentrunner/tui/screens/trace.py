@@ -21,7 +21,6 @@ from textual.containers import Container
 from textual.timer import Timer
 from textual.widgets import Footer, Input
 
-from agentrunner.events import Status
 from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui import keys
 from agentrunner.tui.data import (
@@ -45,6 +44,7 @@ from agentrunner.tui.screens.trace_actions import TraceActions
 from agentrunner.tui.widgets.detail_pane import DetailPane
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.widgets.trace_header import Position, TraceHeader
+from agentrunner.values.events import Status
 
 WIDE = 120  # columns from which list and detail sit side by side
 DETAIL_DELAY_S = 0.06  # wait for the cursor to settle before reading the detail

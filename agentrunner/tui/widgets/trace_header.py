@@ -10,10 +10,10 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from agentrunner.safe_text import one_line_visible
 from agentrunner.store import EpisodeSummary
 from agentrunner.tui import format as fmt
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
+from agentrunner.values.safe_text import one_line_visible
 
 _PARTS = ("id", "live", "new", "replay", "dim")
 
