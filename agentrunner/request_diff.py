@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from agentrunner.record.conversations import normal
-from agentrunner.store.hashing import canonical_json
 from agentrunner.store.records import ModelInput
 from agentrunner.values.errors import UsageError
 from agentrunner.values.events import ModelRequest
 from agentrunner.values.formatting import plural
+from agentrunner.values.hashing import canonical_json
 from agentrunner.values.safe_text import one_line_visible, plain
 from agentrunner.values.types import Message, ToolSpec
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.store.location import user_db_path
-from agentrunner.values.errors import StoreSchemaError, UsageError
+from agentrunner.values.errors import StoreError, StoreSchemaError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -130,6 +130,15 @@ def open_store(args: argparse.Namespace) -> StoreBackend:
         if behind and command in WRITING_COMMANDS:
             store.close()
             raise StoreSchemaError(postgres_schema.behind_message(store.where, behind))
+        role, unwritable = postgres_schema.unwritable(store)
+        if unwritable and command in WRITING_COMMANDS:
+            store.close()
+            raise StoreError(
+                f"{store.where}: the role {role!r} may not write to this store (permission"
+                f" denied to add rows to {', '.join(unwritable)}); `{command}` writes, so run"
+                " it as a role that may (the tables' owner, or one granted INSERT, UPDATE and"
+                " DELETE on them); this role may still read (ls, show, export, report)"
+            )
         if behind:
             print(
                 f"agentrunner: {store.where} lags this agentrunner's schema by"

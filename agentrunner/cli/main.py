@@ -208,6 +208,11 @@ def store_problem(exc: StoreDriverError) -> str:
             " if `agentrunner db status` shows pending migrations, `agentrunner db migrate`"
             " adds it"
         )
+    if exc.server == "postgres" and exc.driver == "InsufficientPrivilege":
+        return (
+            f"the role in the --db URL may not do this on the Postgres trace store ({text});"
+            " run it as a role that may (the tables' owner, or one granted what it needs)"
+        )
     if exc.server == "postgres":
         return f"the Postgres trace store failed ({text}); check the server and the --db URL"
     if "readonly" in text:

@@ -40,9 +40,9 @@ from agentrunner.imports.session_writer import (
     source_key,
     stamp,
 )
-from agentrunner.store.hashing import file_sha256
 from agentrunner.store.leases import Leases
 from agentrunner.values.formatting import plural
+from agentrunner.values.hashing import file_sha256
 from agentrunner.values.types import ToolSpec
 
 if TYPE_CHECKING:

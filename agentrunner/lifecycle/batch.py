@@ -35,11 +35,11 @@ from agentrunner.lifecycle.members import (
 from agentrunner.runtime.distributed import Lost, RayExecutor, require_ray
 from agentrunner.runtime.recorder import Observer
 from agentrunner.runtime.runner import RunConfig
-from agentrunner.store.hashing import canonical_json
 from agentrunner.values.branching import Branching
 from agentrunner.values.environment import Environment
 from agentrunner.values.errors import UsageError
 from agentrunner.values.events import Status
+from agentrunner.values.hashing import canonical_json
 from agentrunner.values.model import AgentContext, Model, as_model
 from agentrunner.values.system_prompt import with_system_prompt
 from agentrunner.values.types import AgentToolCall, AgentTurn

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.runtime.recorder import Recorder
-from agentrunner.store.hashing import canonical_json
+from agentrunner.values.hashing import canonical_json
 from agentrunner.values.types import Message
 
 SPAWNING_TOOLS = {"Agent": "prompt", "Task": "prompt", "task": "prompt", "spawn_agent": "message"}

@@ -16,10 +16,10 @@ from agentrunner.record.conversations import Conversation, Conversations, keys
 from agentrunner.record.dialects.base import Dialect
 from agentrunner.record.snapshots import base as folder_base
 from agentrunner.runtime.recorder import Observer, Recorder
-from agentrunner.store.hashing import canonical_json, message_hash, message_json
 from agentrunner.store.leases import Leases
 from agentrunner.values import events as ev
 from agentrunner.values.errors import StoreError, UsageError
+from agentrunner.values.hashing import canonical_json, message_hash, message_json
 from agentrunner.values.redaction import Redactor, known_secrets, scrub
 from agentrunner.values.specs import RecordedSpec
 from agentrunner.values.types import Message

@@ -24,8 +24,8 @@ from agentrunner.record.bodies import request_body
 from agentrunner.record.conversations import compared, normal
 from agentrunner.record.dialects import dialect
 from agentrunner.record.proxied import proxied_answer, proxied_request
-from agentrunner.store.hashing import canonical_json
 from agentrunner.values.errors import UsageError
+from agentrunner.values.hashing import canonical_json
 from agentrunner.values.specs import EnvSpec, ImportedSpec, RecordedSpec
 
 if TYPE_CHECKING:

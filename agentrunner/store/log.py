@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrunner.store import blobs, eventlog, lookups, search
 from agentrunner.store.base import utc_now
-from agentrunner.store.hashing import message_hash, message_json, tools_hash, tools_json
 from agentrunner.store.lineage import LineageStore
 from agentrunner.store.records import EventRow, ModelInput, Segment
 from agentrunner.values.critical import critical
@@ -24,6 +23,7 @@ from agentrunner.values.errors import (
     StoreError,
     StoreFailedError,
 )
+from agentrunner.values.hashing import message_hash, message_json, tools_hash, tools_json
 
 if TYPE_CHECKING:  # pydantic: imported by the readers of messages and tools
     from agentrunner.values.types import Message, ToolSpec

@@ -107,6 +107,25 @@ def _translated(exc: Exception) -> StoreDriverError:
     return kind(message, driver=type(exc).__name__, server="postgres")
 
 
+_FAILED = ("connection failed: ", "connection is bad: ")
+
+
+def why_not_connected(exc: Exception) -> str:
+    """libpq's reason a connection failed, on one line: each address's cause (``connection to
+    server at "127.0.0.1", port 5999 failed: Connection refused``), then its hint."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    causes, hints = [], []
+    for line in lines:
+        if line.startswith("Is the server"):
+            hints.append(line[0].lower() + line[1:])
+        else:
+            causes.append(next((line[len(p) :] for p in _FAILED if line.startswith(p)), line))
+    text = "; ".join(dict.fromkeys(causes)) or "the connection failed"
+    return f"{text} ({' '.join(dict.fromkeys(hints))})" if hints else text
+
+
 class PgConnection:
     """A psycopg connection speaking the store's connection interface."""
 
@@ -198,7 +217,7 @@ class PgConnections:
                 options=f"{given} -c synchronous_commit={sync}".strip(),
             )
         except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            reason = why_not_connected(exc)
             raise StoreError(f"cannot connect to the trace store {self._where}: {reason}") from None
         return PgConnection(raw)
 

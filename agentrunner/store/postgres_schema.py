@@ -283,6 +283,14 @@ def migrate(conn: Conn, where: str, *, create: bool = True) -> None:
     only read: a reader reads what it holds (:func:`pending` says what it lacks); a client
     that writes (``create``) is refused, told to run ``db migrate``. Without a store, ``create``
     makes a new one (nothing shares it yet); otherwise nothing is made and that is an error."""
+    if conn.execute("SELECT current_schema()").fetchone()[0] is None:
+        path = conn.execute("SHOW search_path").fetchone()[0]
+        first = str(path).split(",")[0].strip().strip('"') or "agentrunner"
+        raise StoreError(
+            f"{where}: its search_path ({path}) names no schema that exists, so there is no"
+            f" store and nowhere to make one; create the schema first (CREATE SCHEMA {first};"
+            " as a role that may) or give a URL without -csearch_path"
+        )
     if conn.execute("SELECT to_regclass('agentrunner_migrations')").fetchone()[0]:
         behind = pending(conn, where)
         if behind and create:
@@ -294,6 +302,20 @@ def migrate(conn: Conn, where: str, *, create: bool = True) -> None:
             " (or `agentrunner copy --to URL`, or `agentrunner db migrate --db URL`)"
         )
     upgrade(conn, where)
+
+
+def unwritable(store: StoreBase) -> tuple[str, list[str]]:
+    """The role an open Postgres store is used as, and the store's tables it may not add rows
+    to (none: it may write; a role granted only ``SELECT`` may not write any)."""
+    conn = store.raw_connection()
+    role = str(conn.execute("SELECT current_user").fetchone()[0])
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_class c"
+        " WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'"
+        " AND c.relname <> 'agentrunner_migrations'"
+        " AND NOT has_table_privilege(c.oid, 'INSERT') ORDER BY c.relname"
+    ).fetchall()
+    return role, [str(name) for (name,) in rows]
 
 
 def lagging(store: StoreBase) -> list[str]:
@@ -334,7 +356,8 @@ def upgrade(conn: Conn, where: str, *, grant_read: str | None = None) -> list[st
         ):
             raise StoreError(
                 f"{where} has a table 'episodes' that agentrunner did not make; give another"
-                " database (or a schema: ?options=-csearch_path%3Dagentrunner)"
+                " database, or a schema of its own (CREATE SCHEMA agentrunner, then add"
+                " ?options=-csearch_path%3Dagentrunner to the URL)"
             )
         for statement in _statements(todo):
             conn.execute(statement)
