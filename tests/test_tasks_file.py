@@ -52,3 +52,30 @@ def test_the_cli_reports_a_binary_task_file_in_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "make the task a git repository" in proc.stderr
+
+
+def _task(task_id: str) -> dict[str, object]:
+    return {"task_id": task_id, "prompt": "p", "files": {"a.py": "x = 1\n"}}
+
+
+def test_a_tasks_file_may_be_json_lines(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(f"{json.dumps(_task('one'))}\n\n{json.dumps(_task('two'))}\n")
+    assert [t.task_id for t in load_tasks(tasks)] == ["one", "two"]
+    single = tmp_path / "one.jsonl"
+    single.write_text(json.dumps(_task("only")) + "\n")
+    assert [t.task_id for t in load_tasks(single)] == ["only"]
+
+
+def test_a_bad_line_of_json_lines_is_named(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(f"{json.dumps(_task('one'))}\n{{not json\n")
+    with pytest.raises(UsageError, match=r"tasks\.jsonl: line 2: "):
+        load_tasks(tasks)
+
+
+def test_a_tasks_file_of_neither_shape_says_both(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text('"a string"')
+    with pytest.raises(UsageError, match="a JSON list of task objects, or one object per line"):
+        load_tasks(tasks)

@@ -61,7 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "replaced and its episodes resume from the store.",
     )
     p.add_argument(
-        "--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)"
+        "--tasks",
+        type=Path,
+        metavar="PATH",
+        help="a tasks file: a JSON list of task objects, or JSON Lines (default: bundled)",
     )
     p.add_argument(
         "--task", action="append", metavar="ID", help="a task id (repeatable; default: all)"

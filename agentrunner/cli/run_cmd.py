@@ -76,7 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--task", default=DEFAULT_TASK, help=f"task id (default: {DEFAULT_TASK})")
     p.add_argument(
-        "--tasks", type=Path, metavar="PATH", help="a tasks.json file (default: bundled)"
+        "--tasks",
+        type=Path,
+        metavar="PATH",
+        help="a tasks file: a JSON list of task objects, or JSON Lines (default: bundled)",
     )
     p.add_argument(
         "--env",

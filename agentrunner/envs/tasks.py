@@ -123,15 +123,43 @@ def _expand(entry: dict[str, Any], base: Path) -> dict[str, Any]:
 
 
 @cache
-def _load(path: Path) -> tuple[Task, ...]:
+def _json_lines(path: Path, text: str) -> list[Any]:
+    """A JSON Lines tasks file: one task object per line (blank lines skipped)."""
+    entries = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"cannot read tasks file {path}: line {number}: {exc}") from None
+    return entries
+
+
+def _read(path: Path) -> list[Any]:
+    """A tasks file's entries: a JSON list of task objects, or JSON Lines of them."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"tasks file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read tasks file {path}: {exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if text.lstrip().startswith("{"):  # more than one object: JSON Lines
+            return _json_lines(path, text)
+        raise UsageError(f"cannot read tasks file {path}: {exc}") from None
+    if isinstance(raw, dict):  # JSON Lines of one task
+        return [raw]
     if not isinstance(raw, list):
-        raise UsageError(f"{path}: a tasks file is a JSON list of task objects")
+        raise UsageError(
+            f"{path}: a tasks file is a JSON list of task objects, or one object per line"
+        )
+    return raw
+
+
+def _load(path: Path) -> tuple[Task, ...]:
+    raw = _read(path)
     tasks: list[Task] = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict):
@@ -150,7 +178,7 @@ def _load(path: Path) -> tuple[Task, ...]:
 
 
 def load_tasks(path: str | Path | None = None) -> tuple[Task, ...]:
-    """Load a tasks.json file (the bundled tasks when ``path`` is None)."""
+    """Load a tasks file, a JSON list or JSON Lines (the bundled tasks when ``path`` is None)."""
     return _load(Path(path).resolve() if path else BUNDLED_TASKS)
 
 
