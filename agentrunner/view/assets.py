@@ -55,6 +55,10 @@ pre.diff .hunk { color: #6f42c1; } pre.diff .file { font-weight: 700; }
 nav.index { overflow-x: auto; }
 nav.index td, nav.index th { white-space: nowrap; }
 .blk.notice p.kept { color: #7b6d00; font-weight: 400; }
+.blk.summarized h4 { color: #8e44ad; }
+pre.summary { border-left-color: #8e44ad; }
+.masked { color: #7b6d00; font-style: italic; }
+details.replaced { border: 1px solid #d9e2ec; padding: 4px 8px; margin: 8px 0; }
 """
 
 SCRIPT = """

@@ -3,7 +3,9 @@
 Each block is one ``<div class="blk ...">`` (what the page's find box filters): a message
 that entered the history, a model turn with its reasoning folded, its text, its tool calls
 with their arguments and output, and its usage and cost; a notice (error, cancel, resume,
-end); a decision point with its candidates; a compaction with what it removed and added.
+end); a decision point with its candidates; a compaction call with the tokens before and
+after it, its summary and, folded, the messages it replaced; another compaction with what it
+removed and added. A ``mask`` placeholder shows as a masked output, naming its original.
 A fork's inherited blocks are folded, or replaced by a link when its parent is in the page.
 """
 
@@ -16,6 +18,7 @@ from agentrunner.request_diff import RequestDiff, brief
 from agentrunner.values import events as ev
 from agentrunner.values.formatting import count
 from agentrunner.values.types import Message
+from agentrunner.view.context_marks import placeholder_of, summary_of
 from agentrunner.view.markup import anchor, esc, esc_line, folded, pre
 from agentrunner.view.transcript import (
     Block,
@@ -25,6 +28,7 @@ from agentrunner.view.transcript import (
     Notice,
     Prompt,
     Step,
+    Summarized,
     Transcript,
 )
 
@@ -97,6 +101,8 @@ class BlockWriter:
                 body, cls = self._decision(block), "decision"
             case Compaction():
                 body, cls = self._compaction(block), "compaction"
+            case Summarized():
+                body, cls = self._summarized(block), "compaction summarized"
         name = anchor(self.episode_id, block.seq)
         if isinstance(block, DecisionPoint):  # its seq is also its turn's or event's
             name += "-decision"
@@ -119,7 +125,9 @@ class BlockWriter:
         return "".join(f'<pre class="args">{esc(c)}</pre>' for c in calls)
 
     def _turn(self, t: ModelTurn) -> str:
-        head = f'<h4>turn {t.turn} <span class="meta">· {esc_line(t.label)}</span></h4>'
+        masked = f' <span class="masked">· {t.masked:,} tool output(s) masked</span>'
+        head = f'<h4>turn {t.turn} <span class="meta">· {esc_line(t.label)}</span>'
+        head += f"{masked if t.masked else ''}</h4>"
         reasoning = "".join(t.reasoning)
         text = "".join(t.text)
         refusal = "".join(t.refusal)
@@ -212,7 +220,42 @@ class BlockWriter:
         return f"<h4>{esc_line(title)}</h4><table>{head}{''.join(rows)}</table>{waiting}"
 
     def _compaction(self, c: Compaction) -> str:
+        lost = [m for m in c.change.messages if m.kind != "added"]
+        if lost and all(m.after is not None and placeholder_of(m.after) for m in lost):
+            return f"<h4>turn {c.turn} · tool outputs masked</h4>{compaction_lines(c.change)}"
         return f"<h4>turn {c.turn} · context compacted</h4>{compaction_lines(c.change)}"
+
+    def _summarized(self, s: Summarized) -> str:
+        mark = s.mark
+        where = f"{mark.provider}:{mark.model}"
+        covers = "" if mark.covers is None else f": summary of {mark.covers:,} messages"
+        head = f'<h4>turn {s.turn} · context compacted{covers} <span class="meta">· '
+        head += f"{esc_line(where)}</span></h4>"
+        rows = "".join(f"<tr><th>{k}</th><td>{esc_line(v)}</td></tr>" for k, v in mark.facts())
+        if mark.summary is None:
+            summary = '<p class="warn">the compaction call has not answered</p>'
+        else:
+            summary = pre(mark.summary, "text summary", whole=self.whole)
+        n = len(mark.replaced)
+        replaced = "".join(self._message(m) for m in mark.replaced)
+        behind = folded(esc(f"the {n:,} message(s) it replaced"), replaced, "replaced")
+        return f'{head}<table class="facts">{rows}</table>{summary}{behind if n else ""}'
+
+    def _message(self, m: Message) -> str:
+        """One message of a history, a masked output or a summary marked as such."""
+        role = f'<p class="meta">{esc_line(m.role)}{esc_line(f" · {m.name}" if m.name else "")}'
+        mask = placeholder_of(m)
+        if mask is not None:
+            return f'{role}</p><p class="masked">⊘ {esc_line(mask.describe())}</p>'
+        summary = summary_of(m)
+        if summary is not None:
+            said = f" · the summary kept in seq {summary[0]}"
+            return f"{role}{esc_line(said)}</p>{pre(summary[1], 'summary', whole=self.whole)}"
+        calls = "".join(
+            f'<pre class="args">{esc(f"{c.name}({c.arguments})")}</pre>' for c in m.tool_calls
+        )
+        text = pre(m.content, "obs" if m.role == "tool" else "text", whole=self.whole)
+        return f"{role}</p>{text if m.content else ''}{calls}"
 
 
 def compaction_lines(change: RequestDiff) -> str:
@@ -222,6 +265,10 @@ def compaction_lines(change: RequestDiff) -> str:
     said = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
     items = []
     for m in change.messages:
+        mask = placeholder_of(m.after) if m.after is not None else None
+        if mask is not None:
+            items.append(f'<li class="masked">⊘ {esc_line(mask.describe())}</li>')
+            continue
         sides = [f"{x.role}: {brief(x, 300)}" for x in (m.before, m.after) if x is not None]
         items.append(f"<li>{esc_line(m.kind)} {esc_line(' → '.join(sides))}</li>")
     head = f'<p class="meta">{change.kept} message(s) kept; {esc_line(said or "none changed")}</p>'

@@ -3,9 +3,11 @@
 The fold follows ``show``'s renderer and the TUI: messages that enter the history (system
 prompt, task, continuation, injected or edited messages), model turns (reasoning, text,
 refusal, usage, the tool calls of their answer and each call's result), errors, cancels,
-resumes, the end, decision points at their turn, and compactions (a request whose message
-chain does not extend the previous request's: a context policy removed or replaced
-messages). Reading is all it does; :mod:`agentrunner.view.blocks` writes the HTML.
+resumes, the end, decision points at their turn, compaction calls (a ``model.request``
+whose purpose is ``compaction``: :mod:`agentrunner.view.context_marks` reads what the log
+holds about each) and other compactions (a turn's request whose message chain does not
+extend the previous turn's: a context policy masked, removed or replaced messages). Reading
+is all it does; :mod:`agentrunner.view.blocks` writes the HTML.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from agentrunner.values import events as ev
 from agentrunner.values.errors import StoreError
 from agentrunner.values.formatting import GAVE_UP, KEPT_RAW, MESSAGE_LABELS
 from agentrunner.values.types import Message
+from agentrunner.view.context_marks import CompactionMark, read_compaction
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
@@ -66,6 +69,8 @@ class ModelTurn:
     steps: list[Step] = field(default_factory=list)
     message: Message | None = None
     """The answer as stored (what chunks are missing from: an import without chunks)."""
+    masked: int = 0
+    """Tool outputs its request sent as a ``mask`` placeholder."""
 
 
 @dataclass
@@ -94,7 +99,16 @@ class Compaction:
     change: RequestDiff
 
 
-Block = Prompt | ModelTurn | Notice | DecisionPoint | Compaction
+@dataclass
+class Summarized:
+    """A compaction call: its summary, what it replaced, the tokens around it."""
+
+    seq: int
+    turn: int
+    mark: CompactionMark
+
+
+Block = Prompt | ModelTurn | Notice | DecisionPoint | Compaction | Summarized
 
 
 @dataclass
@@ -116,6 +130,7 @@ class _Folder:
         self.blocks: list[Block] = []
         self.turn: ModelTurn | None = None
         self.request: tuple[int, ev.ModelRequest] | None = None
+        self.summarized = False  # a compaction call since the last turn's request
         self.kept_raw: dict[str, int] = {}
         self.kept_raw_at = (0, 0)
         self.adopted = {(ep, d.adopted_seq): d for ep, d in decisions if d.adopted_seq}
@@ -171,12 +186,18 @@ class _Folder:
         self.blocks.append(self.turn)
 
     def _request(self, seq: int, turn: int, payload: ev.ModelRequest) -> None:
-        if self.request is not None:
+        if payload.purpose == ev.COMPACTION:  # its answer is the summary, not a turn's
+            mark = read_compaction(self.store, self.episode_id, seq)
+            self.blocks.append(Summarized(seq, turn, mark))
+            self.turn, self.summarized = None, True
+            return
+        if self.request is not None and not self.summarized:
             compaction = self._compaction(self.request, (seq, payload), turn)
             if compaction is not None:
                 self.blocks.append(compaction)
-        self.request = (turn, payload)
-        self.turn = ModelTurn(seq, turn, f"{payload.provider}:{payload.model}")
+        self.request, self.summarized = (turn, payload), False
+        label = f"{payload.provider}:{payload.model}"
+        self.turn = ModelTurn(seq, turn, label, masked=payload.masked)
         self.blocks.append(self.turn)
 
     def _chunk(self, payload: ev.ModelChunk) -> None:
