@@ -137,10 +137,16 @@ ODD_ROWS = [
             "refusal": "no [b]thanks[/b]",
         },
     ),
+    ("message", {"role": "user", "message_hash": "not stored"}),
+    ("error", {"where": "tool", "type": "Timeout", "message": "slow", "retryable": 1}),
+    ("cancel", {"where": "tool", "reason": "asked to"}),
+    ("resume", {"from_seq": 2.0, "env_restore": "snapshot", "reason": "fork"}),
+    ("error", {"where": "import", "type": "unmapped", "message": "odd record", "attempt": "1"}),
+    ("error", {"where": "import", "type": "unmapped", "message": "odd record"}),
 ]
 """Rows as an older writer or another tool might have stored them: numbers a model converts
-(``"0"``, ``12.0``, ``1`` for True), a rule title of wide characters, one wider than the
-console."""
+(``"0"``, ``12.0``, ``1`` for True, ``2.0`` for 2), a rule title of wide characters, one wider
+than the console, a message the store does not hold, records an import kept raw."""
 
 
 def _record_odd_rows(store: TraceStore) -> str:

@@ -1,6 +1,8 @@
 """Start-up loads only what the command needs: ``agentrunner --help`` no command module,
-``ls`` and ``show`` no migration library, no provider SDK, no TUI, no other command, and
-``ls`` no pydantic (it reads what it lists as JSON, not through the event models).
+``ls`` and ``show`` no migration library, no provider SDK, no TUI, no other command,
+``ls`` no pydantic (it reads what it lists as JSON, not through the event models), and
+``show`` of an episode without forks or sub-agents no event, spec or decision model (it reads
+its events as JSON; only the messages it shows are read typed).
 
 Each command runs as a user runs it, in a subprocess, which writes the names of the modules
 it loaded (``sys.modules`` at exit) to a file; nothing here is timed (the start-up time is
@@ -129,6 +131,28 @@ def test_show_imports_no_migration_library_sdk_tui_or_other_command(
     modules = loaded(tmp_path, "show", "--db", str(db), episode_id)
     assert under(modules, NEVER_AT_START) == []
     assert command_modules(modules) <= {"agentrunner.cli.show_cmd", "agentrunner.cli.ls_cmd"}
+
+
+NOT_FOR_A_PLAIN_SHOW = (
+    "agentrunner.values.events",
+    "agentrunner.values.specs",
+    "agentrunner.values.branching",
+    "agentrunner.lifecycle.decision_log",
+    "agentrunner.store.groups",
+    "ulid",
+    "rich.tree",
+    "rich.table",
+)
+"""What ``show`` of an episode with no decision points and no sub-agents does not need."""
+
+
+def test_show_of_a_plain_episode_loads_no_event_spec_or_decision_model(
+    tmp_path: Path, demo_store: tuple[Path, str]
+) -> None:
+    db, episode_id = demo_store
+    for verbose in ((), ("-v",)):
+        modules = loaded(tmp_path, "show", "--db", str(db), episode_id, *verbose)
+        assert under(modules, NOT_FOR_A_PLAIN_SHOW) == [], verbose
 
 
 def listed(parser: argparse.ArgumentParser) -> list[tuple[str, str | None]]:

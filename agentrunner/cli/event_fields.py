@@ -1,6 +1,6 @@
-"""The payload of a stored event of a kind a transcript is mostly made of, read as the JSON
-object it is stored as, without building its typed model (``show`` reads a row of a long
-episode in a fraction of the time :meth:`~agentrunner.store.EventRow.typed` takes).
+"""The payload of a stored event, read as the JSON object it is stored as, without building
+its typed model: ``show`` reads a row of a long episode in a fraction of the time
+:meth:`~agentrunner.store.EventRow.typed` takes, and a plain episode without loading pydantic.
 
 A payload is read this way only when every field its model declares has a value of the type
 the model would keep as it is (a required field present, an optional one absent or of its
@@ -19,8 +19,16 @@ _STR = (str,)
 _INT = (int,)
 _NUMBER = (int, float)
 _CHANNELS = frozenset({"reasoning", "text", "tool_args", "refusal"})
-_PURPOSES = frozenset({"turn", "compaction"})
 _OPTIONAL_ID = (str, _NONE)
+_OPTIONAL_NUMBER = (int, float, _NONE)
+_CHOICES = {
+    "model.request": ("purpose", "turn", frozenset({"turn", "compaction"})),
+    "cancel": ("where", None, frozenset({"generate", "tool", "between_turns"})),
+    "resume": ("reason", "resume", frozenset({"resume", "fork"})),
+}
+"""Kind -> a field whose model allows only these values, and its default (None: required)."""
+COMPACTION = "compaction"
+"""``agentrunner.values.events.COMPACTION`` (the ``purpose`` of a call that summarizes)."""
 
 _REQUIRED: dict[str, dict[str, tuple[type, ...]]] = {
     "model.request": {
@@ -35,6 +43,19 @@ _REQUIRED: dict[str, dict[str, tuple[type, ...]]] = {
     "usage": {"call_id": _STR},
     "tool.call": {"call_id": _STR, "name": _STR, "arguments": _STR},
     "tool.result": {"call_id": _STR, "name": _STR, "observation": _STR, "message_hash": _STR},
+    "episode.start": {
+        "task_id": _STR,
+        "seed": _INT,
+        "env": (dict,),
+        "model": (dict,),
+        "config": (dict,),
+        "version": _STR,
+    },
+    "message": {"role": _STR, "message_hash": _STR},
+    "cancel": {"where": _STR, "reason": _STR},
+    "error": {"where": _STR, "type": _STR, "message": _STR},
+    "resume": {"from_seq": _INT, "env_restore": _STR},
+    "episode.end": {"stop_reason": _STR, "turns": _INT, "total_reward": _OPTIONAL_NUMBER},
 }
 """Kind -> its model's required fields and the types their JSON values take."""
 
@@ -61,12 +82,12 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
         "cache_read_tokens": _COUNT,
         "cache_write_tokens": _COUNT,
         "reasoning_tokens": _COUNT,
-        "cost_usd": (int, float, _NONE),
+        "cost_usd": _OPTIONAL_NUMBER,
         "price_source": (str, _NONE),
     },
     "tool.call": {"parsed": (dict, _NONE), "parse_error": (str, _NONE)},
     "tool.result": {
-        "reward": (int, float, _NONE),
+        "reward": _OPTIONAL_NUMBER,
         "done": (bool,),
         "error": (str, _NONE),
         "duration_s": _NUMBER,
@@ -74,13 +95,19 @@ _OPTIONAL: dict[str, dict[str, tuple[type, ...]]] = {
         "step": _COUNT,
         "truncated": (bool,),
     },
+    "episode.start": {"max_steps": _COUNT},
+    "message": {"reason": _STR},
+    "cancel": {},
+    "error": {"retryable": (bool,), "attempt": _INT},
+    "resume": {"dangling": (list,), "reason": _STR, "config": (dict, _NONE)},
+    "episode.end": {"totals": (dict,)},
 }
 """Kind -> its model's optional fields and the types their JSON values take."""
 
 
 def read_fields(kind: str, payload_json: str) -> dict[str, Any] | None:
-    """The payload of an event of ``kind`` as its JSON object, when it is one of the kinds
-    above and every field is of its type; otherwise None (read it typed)."""
+    """The payload of an event of ``kind`` as its JSON object, when every field is of its
+    type; otherwise None (read it typed)."""
     required = _REQUIRED.get(kind)
     if required is None:
         return None
@@ -100,13 +127,16 @@ def read_fields(kind: str, payload_json: str) -> dict[str, Any] | None:
         )
         return payload if fits else None
     for name, types in required.items():
-        if type(payload.get(name)) not in types:
+        if name not in payload or type(payload[name]) not in types:
             return None
     for name, types in _OPTIONAL[kind].items():
         if name in payload and type(payload[name]) not in types:
             return None
-    if kind == "model.request" and payload.get("purpose", "turn") not in _PURPOSES:
+    choice = _CHOICES.get(kind)
+    if choice is not None and payload.get(choice[0], choice[1]) not in choice[2]:
         return None
     if kind == "model.response" and payload.get("opaque", []) != []:
         return None  # its parts are typed values: read it typed
+    if kind == "resume" and any(type(d) is not dict for d in payload.get("dangling", ())):
+        return None
     return payload

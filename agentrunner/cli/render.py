@@ -11,7 +11,7 @@ continuations, then the adopted action as the turn's assistant message.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -19,9 +19,7 @@ from rich.text import Text
 
 from agentrunner.cli.batched_output import BatchedOutput
 from agentrunner.cli.common import reward_text
-from agentrunner.cli.event_fields import read_fields
-from agentrunner.lifecycle.decision_log import Decision, read_decisions
-from agentrunner.values import events as ev
+from agentrunner.cli.event_fields import COMPACTION, read_fields
 from agentrunner.values.errors import StoreError
 from agentrunner.values.formatting import (
     GAVE_UP,
@@ -32,13 +30,19 @@ from agentrunner.values.formatting import (
     unique_prefixes,
 )
 from agentrunner.values.safe_text import Part, line
-from agentrunner.values.types import Message
+from agentrunner.values.spec_text import env_kind, model_text
+from agentrunner.values.statuses import StopReason
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pydantic and the models: loaded only where a row is read typed
     from pydantic import BaseModel
 
+    from agentrunner.lifecycle.decision_log import Decision
     from agentrunner.store import EventRow
     from agentrunner.store.protocol import StoreBackend
+    from agentrunner.values.types import Message
+
+Fields = dict[str, Any]
+"""An event's payload as a JSON object (:func:`~agentrunner.cli.event_fields.read_fields`)."""
 
 MAX_OBS_LINES = 12
 MAX_PROMPT_LINES = 20
@@ -66,7 +70,8 @@ def describe_message(message: Message, limit: int = 160) -> str:
 
 
 class EventRenderer:
-    """Renders typed event payloads one at a time, as they are recorded.
+    """Renders event payloads one at a time, as they are recorded: a stored row from its
+    JSON fields (:meth:`row`), a typed payload (calling it) from the same fields.
 
     ``store`` lets it show the text of messages (events name them by hash) and decision
     points; ``episode_id`` is shown in the header (also settable later, before
@@ -93,6 +98,20 @@ class EventRenderer:
         self._decisions: list[Decision] | None = None if decisions is None else list(decisions)
         self._unfinished = {d.seq: d for d in self._decisions or [] if d.adopted_seq is None}
         self._kept_raw: dict[str, int] = {}  # why -> how many, of a run of records kept raw
+        self._by_kind: dict[str, Callable[[int, int, Fields], None]] = {
+            "model.chunk": self._model_chunk,
+            "usage": self._usage,
+            "model.request": self._model_request,
+            "model.response": self._model_response,
+            "tool.call": self._tool_call,
+            "tool.result": self._tool_result,
+            "message": self._message,
+            "episode.start": self._episode_start,
+            "episode.end": self._episode_end,
+            "error": self._error,
+            "cancel": self._cancel,
+            "resume": self._resume,
+        }
 
     def flush(self) -> None:
         """Print what is held back: a run of records an import kept raw, as one line, and a
@@ -132,79 +151,27 @@ class EventRenderer:
             self._open_channel = None
 
     def row(self, row: EventRow) -> None:
-        """Render a stored event: one of the kinds a transcript is mostly made of from its
-        payload's JSON fields (:mod:`~agentrunner.cli.event_fields`), any other typed."""
+        """Render a stored event from its payload's JSON fields
+        (:mod:`~agentrunner.cli.event_fields`); a row whose fields the model would convert
+        or refuse is read typed."""
         p = read_fields(row.kind, row.payload_json)
         if p is None:
             self(row.seq, row.turn, row.typed())
-            return
-        if self._kept_raw:
-            self._flush_kept_raw()
-        kind = row.kind
-        if kind == "model.chunk":
-            self._model_chunk(p["channel"], p["text"])
-        elif kind == "model.request":
-            self._model_request(
-                row.turn, p["provider"], p["model"], p.get("purpose", "turn"), p.get("covers")
-            )
-        elif kind == "model.response":
-            self._model_response(p.get("refusal"), p.get("stop_reason"))
-        elif kind == "usage":
-            self._usage(
-                p.get("input_tokens", 0),
-                p.get("output_tokens", 0),
-                p.get("reasoning_tokens", 0),
-                p.get("cost_usd"),
-            )
-        elif kind == "tool.call":
-            self._tool_call(p["name"], p["arguments"], p.get("parsed"))
         else:
-            self._tool_result(
-                p["observation"], p.get("error"), p.get("reward"), p.get("done", False)
-            )
-        if row.seq in self._unfinished:  # a decision point the main line has not finished
-            self._decision(self._unfinished.pop(row.seq))
+            self._render(row.seq, row.turn, row.kind, p)
 
     def __call__(self, seq: int, turn: int, payload: BaseModel) -> None:
-        if isinstance(payload, ev.Error) and (payload.where, payload.type) == KEPT_RAW:
+        fields = payload.model_dump()
+        self._render(seq, turn, fields["kind"], fields)
+
+    def _render(self, seq: int, turn: int, kind: str, p: Fields) -> None:
+        if kind == "error" and (p["where"], p["type"]) == KEPT_RAW:
             self._close_stream()
-            self._kept_raw[payload.message] = self._kept_raw.get(payload.message, 0) + 1
+            self._kept_raw[p["message"]] = self._kept_raw.get(p["message"], 0) + 1
             return  # one line for the run of them (flush)
         if self._kept_raw:
             self._flush_kept_raw()
-        match payload:
-            case ev.EpisodeStart():
-                self._episode_start(turn, payload)
-            case ev.MessageEvent(reason="adopted"):
-                self._adopted(seq, turn, payload)
-            case ev.MessageEvent():
-                self._message(turn, payload)
-            case ev.ModelRequest():
-                p = payload
-                self._model_request(turn, p.provider, p.model, p.purpose, p.covers)
-            case ev.ModelChunk():
-                self._model_chunk(payload.channel, payload.text)
-            case ev.ModelResponse():
-                self._model_response(payload.refusal, payload.stop_reason)
-            case ev.Usage():
-                self._usage(
-                    payload.input_tokens,
-                    payload.output_tokens,
-                    payload.reasoning_tokens,
-                    payload.cost_usd,
-                )
-            case ev.ToolCall():
-                self._tool_call(payload.name, payload.arguments, payload.parsed)
-            case ev.ToolResult():
-                self._tool_result(payload.observation, payload.error, payload.reward, payload.done)
-            case ev.Cancel():
-                self._cancel(turn, payload)
-            case ev.Error():
-                self._error(turn, payload)
-            case ev.Resume():
-                self._resume(turn, payload)
-            case ev.EpisodeEnd():
-                self._episode_end(turn, payload)
+        self._by_kind[kind](seq, turn, p)
         if seq in self._unfinished:  # a decision point the main line has not finished
             self._decision(self._unfinished.pop(seq))
 
@@ -219,39 +186,42 @@ class EventRenderer:
             more = f"… {len(lines) - len(shown)} more lines (-v)"
             self.out.line("  ", ("│", style), " ", (more, "dim"))
 
-    def _episode_start(self, turn: int, p: ev.EpisodeStart) -> None:
-        model = p.model_spec.spec
+    def _episode_start(self, seq: int, turn: int, p: Fields) -> None:
         episode: list[Part] = [(self.episode_id, "bold"), " · "] if self.episode_id else []
         self.out.line(
             ("episode", "bold"),
             " ",
             *episode,
             "task ",
-            (p.task_id, "cyan"),
-            f" · seed {p.seed} · model ",
-            (str(model), "cyan"),
-            f" · env {p.env_spec.kind or '?'}",
+            (p["task_id"], "cyan"),
+            f" · seed {p['seed']} · model ",
+            (model_text(p["model"]), "cyan"),
+            f" · env {env_kind(p['env']) or '?'}",
         )
 
-    def _message(self, turn: int, p: ev.MessageEvent) -> None:
-        self._close_stream()
-        label = MESSAGE_LABELS.get(p.reason, p.reason)
-        message = self._read(p.message_hash)
-        if message is None:
-            self.out.line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim"))
+    def _message(self, seq: int, turn: int, p: Fields) -> None:
+        reason, role = p.get("reason", "prompt"), p["role"]
+        if reason == "adopted":
+            self._adopted(seq, turn, p["message_hash"])
             return
-        if p.reason == "system" and not self.verbose:
+        self._close_stream()
+        label = MESSAGE_LABELS.get(reason, reason)
+        message = self._read(p["message_hash"])
+        if message is None:
+            self.out.line((f"» {label}", "magenta"), " ", (f"({role})", "dim"))
+            return
+        if reason == "system" and not self.verbose:
             size = plural(len(message.content.splitlines()), "line")
             self.out.line((f"» {label}", "magenta"), " ", (f"({size}; -v shows it)", "dim"))
             return
-        if p.reason == "continue" or message.tool_calls:
+        if reason == "continue" or message.tool_calls:
             text = describe_message(message) if message.tool_calls else message.content
             self.out.line((f"» {label}:", "magenta"), " ", (text, "dim"))
             return
-        self.out.line((f"» {label}", "magenta"), " ", (f"({p.role})", "dim"))
+        self.out.line((f"» {label}", "magenta"), " ", (f"({role})", "dim"))
         self._lines(message.content, "magenta", MAX_PROMPT_LINES)
 
-    def _adopted(self, seq: int, turn: int, p: ev.MessageEvent) -> None:
+    def _adopted(self, seq: int, turn: int, message_hash: str) -> None:
         """A decision point's turn: its candidates, then the adopted action as the turn's
         assistant message (its tool calls follow as the turn's ``tool.call`` events)."""
         self._close_stream()
@@ -260,7 +230,7 @@ class EventRenderer:
             self._rule(line((f"turn {turn}", "bold"), " · adopted action"))
         else:
             self._decision(decision)
-        message = self._read(p.message_hash)
+        message = self._read(message_hash)
         if message is None:
             return
         if message.reasoning:
@@ -273,6 +243,8 @@ class EventRenderer:
         fork, on the ancestor the message is inherited from)."""
         if self.store is None or self.episode_id is None:
             return None
+        from agentrunner.lifecycle.decision_log import read_decisions
+
         for fresh in (False, True):  # a live main line: read again for a new decision
             if fresh or self._decisions is None:
                 self._decisions = [
@@ -331,20 +303,20 @@ class EventRenderer:
         except StoreError:
             return None
 
-    def _model_request(
-        self, turn: int, provider: str, model: str, purpose: str, covers: int | None
-    ) -> None:
+    def _model_request(self, seq: int, turn: int, p: Fields) -> None:
         """A call's rule: the turn it answers, or a compaction (a summary of the history's
         first ``covers`` messages, recorded at ``turn``: its answer is not the turn's)."""
         self._close_stream()
-        if purpose == ev.COMPACTION:
+        provider, model, covers = p["provider"], p["model"], p.get("covers")
+        if p.get("purpose", "turn") == COMPACTION:
             summary = "" if covers is None else f" of {plural(covers, 'message')}"
             title = line(("compaction", "bold"), f"{summary} at turn {turn} · {provider}:{model}")
         else:
             title = line((f"turn {turn}", "bold"), f" · {provider}:{model}")
         self._rule(title)
 
-    def _model_chunk(self, channel: str, text: str) -> None:
+    def _model_chunk(self, seq: int, turn: int, p: Fields) -> None:
+        channel = p["channel"]
         if channel == "tool_args":
             return
         if self._open_channel != channel:
@@ -352,71 +324,69 @@ class EventRenderer:
             self._open_channel = channel
             if channel == "reasoning":
                 self.out.line(("thinking:", "dim italic"), " ", soft_wrap=True, end="")
-        self.out.line((text, CHANNEL_STYLE.get(channel, "")), soft_wrap=True, end="")
+        self.out.line((p["text"], CHANNEL_STYLE.get(channel, "")), soft_wrap=True, end="")
 
-    def _model_response(self, refusal: str | None, stop_reason: str | None) -> None:
+    def _model_response(self, seq: int, turn: int, p: Fields) -> None:
         self._close_stream()
+        refusal = p.get("refusal")
         if refusal:
             self.out.line(("refusal:", "bold red"), " ", refusal)
-        if stop_reason in (None, ev.StopReason.INCOMPLETE):
+        if p.get("stop_reason") in (None, StopReason.INCOMPLETE):
             self.out.line(("stream ended without a finish reason", "yellow"))
 
-    def _usage(
-        self,
-        input_tokens: int | None,
-        output: int | None,
-        reasoning: int | None,
-        cost: float | None,
-    ) -> None:
+    def _usage(self, seq: int, turn: int, p: Fields) -> None:
+        cost = p.get("cost_usd")
         spent = "?" if cost is None else f"${cost:.4f}"
+        tokens = [count(p.get(f"{of}_tokens", 0)) for of in ("input", "output", "reasoning")]
         self.out.line(
             (
-                f"  usage: {count(input_tokens)} in · {count(output)} out"
-                f" · {count(reasoning)} reasoning · {spent}",
+                f"  usage: {tokens[0]} in · {tokens[1]} out · {tokens[2]} reasoning · {spent}",
                 "dim",
             )
         )
 
-    def _tool_call(self, name: str, arguments: str, parsed: dict[str, Any] | None) -> None:
+    def _tool_call(self, seq: int, turn: int, p: Fields) -> None:
         self._close_stream()
-        args = _short_args(arguments, parsed)
-        self.out.line((f"▶ {name}", "bold cyan"), "(", (args, "cyan"), ")")
+        args = _short_args(p["arguments"], p.get("parsed"))
+        self.out.line((f"▶ {p['name']}", "bold cyan"), "(", (args, "cyan"), ")")
 
-    def _tool_result(
-        self, observation: str, error: str | None, reward: float | None, done: bool
-    ) -> None:
-        self._lines(observation, "red" if error else "green", MAX_OBS_LINES)
+    def _tool_result(self, seq: int, turn: int, p: Fields) -> None:
+        self._lines(p["observation"], "red" if p.get("error") else "green", MAX_OBS_LINES)
         extra = []
+        reward = p.get("reward")
         if reward is not None:
             extra.append(f"reward {reward:g}")
-        if done:
+        if p.get("done", False):
             extra.append("done")
         if extra:
             self.out.line("  ", (" · ".join(extra), "bold green"))
 
-    def _cancel(self, turn: int, p: ev.Cancel) -> None:
+    def _cancel(self, seq: int, turn: int, p: Fields) -> None:
         self._close_stream()
-        self.out.line(("cancelled", "bold yellow"), f" during {p.where}: {p.reason}")
+        self.out.line(("cancelled", "bold yellow"), f" during {p['where']}: {p['reason']}")
 
-    def _error(self, turn: int, p: ev.Error) -> None:
+    def _error(self, seq: int, turn: int, p: Fields) -> None:
         self._close_stream()
         # A retryable error is retried (or left for `resume`); one the adapter stopped
         # retrying says so in its message, and is not called retryable as well.
-        retry = " (retryable)" if p.retryable and GAVE_UP not in p.message else ""
-        self.out.line(("error", "bold red"), f" in {p.where}: {p.type}: {p.message}{retry}")
+        message = p["message"]
+        retry = " (retryable)" if p.get("retryable", False) and GAVE_UP not in message else ""
+        self.out.line(("error", "bold red"), f" in {p['where']}: {p['type']}: {message}{retry}")
 
-    def _resume(self, turn: int, p: ev.Resume) -> None:
+    def _resume(self, seq: int, turn: int, p: Fields) -> None:
         self._close_stream()
-        what = "fork" if p.reason == "fork" else "episode"
+        what = "fork" if p.get("reason", "resume") == "fork" else "episode"
         episode: list[Part] = [f" {what} ", (self.episode_id, "bold")] if self.episode_id else []
         self.out.line(
-            ("resumed", "bold magenta"), *episode, f" from seq {p.from_seq} ({p.env_restore})"
+            ("resumed", "bold magenta"),
+            *episode,
+            f" from seq {p['from_seq']} ({p['env_restore']})",
         )
 
-    def _episode_end(self, turn: int, p: ev.EpisodeEnd) -> None:
+    def _episode_end(self, seq: int, turn: int, p: Fields) -> None:
         self._close_stream()
         self.out.line(
             ("end", "bold"),
-            f": {p.stop_reason} after {plural(p.turns, 'turn')} · reward ",
-            (reward_text(p.total_reward), "bold"),
+            f": {p['stop_reason']} after {plural(p['turns'], 'turn')} · reward ",
+            (reward_text(p["total_reward"]), "bold"),
         )

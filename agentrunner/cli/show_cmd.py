@@ -19,7 +19,6 @@ from agentrunner.cli.common import (
 from agentrunner.cli.ls_cmd import STATUS_STYLE
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.subagents_view import spawner, tree_json, tree_lines
-from agentrunner.lifecycle.decision_log import Decision, read_decisions, spend
 from agentrunner.store.verifications import (
     DISPUTED_MARK,
     DISPUTED_NOTE,
@@ -27,10 +26,12 @@ from agentrunner.store.verifications import (
     reward_reproduced,
 )
 from agentrunner.values import formatting as fmt
-from agentrunner.values.events import Status
 from agentrunner.values.safe_text import literal, one_line_visible, plain
+from agentrunner.values.spec_text import env_kind
+from agentrunner.values.statuses import Status
 
 if TYPE_CHECKING:
+    from agentrunner.lifecycle.decision_log import Decision
     from agentrunner.store import EpisodeSummary
     from agentrunner.store.protocol import StoreBackend
 
@@ -112,8 +113,8 @@ def _print_summary(e: EpisodeSummary) -> None:
     lines = [
         f"[bold]episode[/] {literal(e.episode_id)}",
         f"  task      {literal(e.task_id)} (seed {e.seed})",
-        f"  model     {literal(e.model_spec.spec)}",
-        f"  env       {literal(e.env_spec.kind or '?')}",
+        f"  model     {literal(e.model_text)}",
+        f"  env       {literal(env_kind(e.env) or '?')}",
         f"  status    [{STATUS_STYLE.get(e.status, '')}]{e.status}[/]"
         + (f" ({literal(e.stop_reason)})" if e.stop_reason else ""),
         f"  turns     {e.turns} · attempt {e.attempt} · {e.last_seq} events",
@@ -167,8 +168,10 @@ def show(args: argparse.Namespace) -> int:
 
         return show_request_diff(store, episode_id, args)
     results = store.verifications(episode_id)
-    made = read_decisions(store, episode_id)
     if args.json:
+        from agentrunner.lifecycle.decision_log import read_decisions, spend
+
+        made = read_decisions(store, episode_id)
         value = summary.to_dict()
         value["verifications"] = [dataclasses.asdict(r) for r in results]
         value["reward_reproduced"] = reward_reproduced(results)
@@ -203,6 +206,7 @@ def show(args: argparse.Namespace) -> int:
             )
         out.print(table)
         return 0
+    made = _decisions(store, episode_id)
     if made:
         out.print(f"  branching {_branching(store, episode_id, made)}")
     out.print()
@@ -213,6 +217,17 @@ def show(args: argparse.Namespace) -> int:
         renderer.row(row)
     renderer.flush()
     return 0
+
+
+def _decisions(store: StoreBackend, episode_id: str) -> list[Decision]:
+    """The episode's decision points. Their proposals are forks of it, recorded with their
+    group in one transaction: an episode without forks made none, and its transcript is
+    shown without loading the fork groups' models."""
+    if not store.children(episode_id):
+        return []
+    from agentrunner.lifecycle.decision_log import read_decisions
+
+    return read_decisions(store, episode_id)
 
 
 def _decision_json(d: Decision) -> dict[str, object]:
@@ -240,6 +255,8 @@ def _decision_json(d: Decision) -> dict[str, object]:
 
 def _branching(store: StoreBackend, episode_id: str, made: list[Decision]) -> str:
     """The summary line of an episode's decision points and what they cost."""
+    from agentrunner.lifecycle.decision_log import spend
+
     spent = spend(store, episode_id)
     forks = sum(len(c.continuations) + 1 for d in made for c in d.candidates)
     forks += sum(len(d.pending) for d in made)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from rich.tree import Tree
 
 from agentrunner.values.formatting import unique_prefixes
 from agentrunner.values.safe_text import one_line_visible, plain
 
 if TYPE_CHECKING:
+    from rich.tree import Tree
+
     from agentrunner.store.protocol import StoreBackend
 
 
@@ -50,6 +51,8 @@ def tree_lines(store: StoreBackend, episode_id: str) -> Tree | None:
     children = children_of(store)
     if episode_id not in children:
         return None
+    from rich.tree import Tree  # only here: an episode without sub-agents prints no tree
+
     short = unique_prefixes(store.episode_ids())
     root = Tree(Text("  sub-agents", "bold"), guide_style="dim")
 
