@@ -12,13 +12,18 @@ Mapped: user text (``isMeta`` caveats included: the model reads them) as user me
 thinking and tool_use blocks as chunks of the call (thinking signatures and redacted thinking
 kept verbatim as opaque parts); usage (Anthropic's: input without cache, cache reads and writes
 apart) from the message's last line; tool results; API error messages (``isApiErrorMessage``)
-as errors. Each subagent is a session of its own (``<session id>/agent-<agent id>``), linked
-to its parent session and the tool call that started it, read from one source: its own file
-(``<session id>/subagents/agent-<id>.jsonl``, or ``agent-<id>.jsonl`` beside the main file in
-2.0), else the ``agent_progress`` copies of its records in the main file (older logs'
-``isSidechain`` lines in a main file are one ``sidechain`` session). Everything else of a file
-(hook progress, file-history snapshots, queue operations, system records, summaries, lines that
-are not JSON) is kept raw in the session the file is: a subagent file's in the subagent's.
+as errors; a compaction (a ``compact_boundary`` system record, then the user record with
+``isCompactSummary`` holding the summary) as a compaction call (purpose ``compaction``,
+covering the history but the messages its metadata says it preserved; its usage is not
+recorded, so unknown) answered by the summary, which then begins the history the session went
+on from (:attr:`~.items.Said.fresh`). Each subagent is a session of its own
+(``<session id>/agent-<agent id>``), linked to its parent session and the tool call that
+started it, read from one source: its own file (``<session id>/subagents/agent-<id>.jsonl``,
+or ``agent-<id>.jsonl`` beside the main file in 2.0), else the ``agent_progress`` copies of its
+records in the main file (older logs' ``isSidechain`` lines in a main file are one
+``sidechain`` session). Everything else of a file (hook progress, file-history snapshots,
+queue operations, other system records, summaries, lines that are not JSON) is kept raw in
+the session the file is: a subagent file's in the subagent's.
 """
 
 from __future__ import annotations
@@ -53,7 +58,8 @@ from agentrunner.imports.items import (
     jsonl_records,
     text_of,
 )
-from agentrunner.values.types import AgentToolCall, AgentTurn, OpaquePart
+from agentrunner.values.events import COMPACTION
+from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, OpaquePart
 from providers.usage import from_anthropic
 
 NAME = "claude-code"
@@ -96,6 +102,8 @@ class _Call:
     request_id: str | None = None
     held: list[Item] = field(default_factory=list)
     """Tool results that came while the call was open."""
+    compaction: bool = False
+    """The call summarized the history (opened by a compaction boundary)."""
 
     @property
     def tool_ids(self) -> set[str]:
@@ -118,6 +126,8 @@ class _Thread:
             return []
         self.open = None
         usage = from_anthropic(call.usage) if call.usage else None
+        if call.compaction:  # Claude Code records no usage of its compaction calls
+            usage = AgentUsage.unknown()
         turn = AgentTurn(
             message="".join(call.text),
             reasoning="".join(call.reasoning) or None,
@@ -180,8 +190,31 @@ class _Thread:
         call.opaque.append(OpaquePart(provider="anthropic", type=str(kind), data=block))
         return []
 
+    def compaction(self, record: dict[str, Any], ts: str | None) -> list[Item]:
+        """A compaction boundary: the call that summarized the history opens (the summary
+        record after it answers it)."""
+        out = self.close()
+        self.calls += 1
+        call_id = f"compact-{record.get('uuid') or self.calls}"
+        self.open = _Call(call_id, call_id, None, compaction=True)
+        return [*out, Ask(call_id, None, ts, purpose=COMPACTION, keeps=_kept(record))]
+
+    def summary(self, record: dict[str, Any], text: str, ts: str | None) -> list[Item]:
+        """The compaction's summary: its call's answer (a call opened here when no boundary
+        came first), then the first message of the history the session goes on from."""
+        out: list[Item] = []
+        if self.open is None or not self.open.compaction:
+            out += self.compaction({"uuid": record.get("uuid")}, ts)
+        call = self.open
+        assert call is not None
+        call.text.append(text)
+        out += [Piece(call.call_id, "text", text, ts=ts), *self.close()]
+        return [*out, Said("user", text, ts, reason=COMPACTION, fresh=True)]
+
     def user(self, record: dict[str, Any], ts: str | None) -> list[Item]:
         message = record["message"]
+        if record.get("isCompactSummary"):
+            return self.summary(record, text_of(message.get("content")), ts)
         results: list[Observed] = []
         texts: list[str] = []
         for block in _blocks(message.get("content")):
@@ -202,6 +235,17 @@ class _Thread:
             else:
                 out.append(result)
         return out
+
+
+def _kept(boundary: dict[str, Any]) -> int | None:
+    """How many of the history's last messages a compaction boundary says were kept (none
+    when its metadata names none; None: it has no metadata)."""
+    metadata = boundary.get("compactMetadata")
+    if not isinstance(metadata, dict):
+        return None
+    preserved = metadata.get("preservedMessages")
+    uuids = preserved.get("uuids") if isinstance(preserved, dict) else None
+    return len(uuids) if isinstance(uuids, list) else 0
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -310,6 +354,8 @@ class Parser:
             out.extend(self._begin(key, ts, record.get("parentToolUseID")))
             inner = data["message"]
             return [*out, *self._turn(key, inner, _ts(inner) or ts)]
+        if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
+            return [*out, *(("", item) for item in self.threads[""].compaction(record, ts))]
         if _conversational(record):
             key = "sidechain" if record.get("isSidechain") and self.agent is None else ""
             if key:

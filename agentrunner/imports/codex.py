@@ -32,6 +32,9 @@ UI), ``turn_context`` (a request's settings) or ``compacted``. One file is one s
   included) verbatim, messages and function calls as placeholders whose text and arguments
   the turn holds once.
 - ``function_call_output`` / ``custom_tool_call_output`` are tool results.
+- A compaction (:mod:`~agentrunner.imports.codex_compaction`) is a compaction call (purpose
+  ``compaction``): its output items are the summary; the ``compacted`` record after it is the
+  history Codex went on from, messages that begin a new chain (the base instructions first).
 - ``event_msg`` ``agent_message`` / ``agent_reasoning`` / ``agent_reasoning_raw_content`` /
   ``user_message`` are the UI's copies of the text of the response item beside them: a copy
   that says exactly what that item says adds nothing; one that differs is kept raw. A
@@ -39,9 +42,9 @@ UI), ``turn_context`` (a request's settings) or ``compacted``. One file is one s
   prompt (Codex 0.128's Desktop rollouts hold no user item): it is the user's message.
 - ``error`` / ``stream_error`` events are failures. Everything else is kept raw
   (:class:`Unmapped`): ``token_count`` events without new usage (rate-limit snapshots), a usage
-  no open call can take, ``task_started`` / ``task_complete``, ``turn_aborted``, compactions
-  (the model's history is replaced there, which a message chain cannot show), ghost
-  snapshots, unknown types, lines that are not JSON.
+  no open call can take, ``task_started`` / ``task_complete``, ``turn_aborted``, encrypted
+  compaction items, a replacement history's items that are not messages, ghost snapshots,
+  unknown types, lines that are not JSON.
 
 Call ids are ``<turn id>/<n>`` (the session id when no turn id is known yet), numbered in file
 order: the same records always give the same ids.
@@ -56,6 +59,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentrunner.imports.codex_compaction import (
+    compaction_call,
+    is_compaction_output,
+    replacement,
+)
 from agentrunner.imports.codex_fields import (
     LINE_TYPES,
     TEXT_PARTS,
@@ -87,6 +95,7 @@ from agentrunner.imports.items import (
     jsonl_records,
     text_of,
 )
+from agentrunner.values.events import COMPACTION
 from agentrunner.values.types import AgentToolCall, AgentTurn, AgentUsage, Channel
 from providers.openai_messages import layout_parts
 
@@ -112,7 +121,7 @@ _ECHO_FIELDS = frozenset({"type", "message", "text", "kind", "phase"})
 _WHY = {
     "bad": "a line that is not a rollout record",
     "session_meta": "a second session_meta (a forked session's header)",
-    "compacted": "a compaction: the model's history is replaced from here",
+    "compacted": "a compaction whose replacement history holds items that are not messages",
     "item:compaction": "an encrypted compaction of the history",
     "item:compaction_summary": "an encrypted compaction of the history",
     "event:turn_aborted": "the turn was aborted (an interrupt: no item stands for a cancel)",
@@ -121,7 +130,7 @@ _WHY = {
     "event:task_complete": "a turn completed",
 }
 _USER_ITEM = "item:message:user"
-_CLOSING = frozenset({"compacted", "item:compaction", "item:compaction_summary"})
+_CLOSING = frozenset({"item:compaction", "item:compaction_summary"})
 
 
 def sniff(path: Path, head: str) -> bool:
@@ -193,6 +202,8 @@ class RolloutParser:
         self.offered: list[tuple[str, str]] = []  # what the last record offers to copies
         self.last_kind = ""  # the kind of the last record that is not a UI copy
         self.last_ts: str | None = None
+        self.instructions: str | None = None  # the session's base instructions
+        self.summarized = False  # a compaction call's output came, its compacted record not
 
     def feed(self, index: int, record: Any) -> list[Emit]:
         self.fed = True
@@ -226,11 +237,14 @@ class RolloutParser:
         if kind == "session_meta" and self.meta is None and self.held is not None:
             self.meta, self.meta_ts = payload, ts
             instructions = text_of(payload.get("base_instructions"))
+            self.instructions = instructions or None
             return [Said("system", instructions, ts)] if instructions else []
         if kind == "turn_context":
             return self._turn_context(payload, record, ts)
         if kind in OUTPUTS:
-            return self._output(payload, ts)
+            return self._output(payload, ts, is_compaction_output(record))
+        if kind == "compacted":
+            return self._compacted(payload, record, ts)
         if kind.startswith("item:message:"):
             return self._message(kind.removeprefix("item:message:"), payload, record, ts)
         if kind in TOOL_OUTPUTS:
@@ -274,14 +288,14 @@ class RolloutParser:
             items.append(Unmapped(record, "a message with non-text parts (its text is said)", ts))
         return items
 
-    def _output(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
+    def _output(self, payload: dict[str, Any], ts: str | None, compaction: bool) -> list[Item]:
         items: list[Item] = []
         if self.call is None:
             self.ready = True
-            base = self.turn_id or self._session_id()
-            self.numbers[base] += 1
-            self.call = _Call(f"{base}/{self.numbers[base]}", self.model, self.asked or ts)
-            items.append(Ask(self.call.call_id, self.model, ts))
+            self.call = _Call(self._next_call_id(), self.model, self.asked or ts)
+            purpose = COMPACTION if compaction else "turn"
+            items.append(Ask(self.call.call_id, self.model, ts, purpose=purpose))
+            self.summarized = compaction
         call = self.call
         call.items.append(payload)
         kind = payload.get("type")
@@ -300,6 +314,27 @@ class RolloutParser:
             self.names[tool.call_id] = tool.name
             items += _piece(call, "tool_args", tool.arguments, ts, tool.call_id)
         return items
+
+    def _compacted(self, payload: dict[str, Any], record: Any, ts: str | None) -> list[Item]:
+        """A compaction's record: its call (when the rollout holds no output of it), then the
+        history Codex replaced the model's with."""
+        items = self._input(ts, None)
+        if not self.summarized:
+            provider = str((self.meta or {}).get("model_provider") or PROVIDER)
+            items += compaction_call(self._next_call_id(), payload, self.model, provider, ts)
+        self.summarized = False
+        replaced = replacement(payload, self.instructions, ts)
+        if replaced is not None:
+            said, other = replaced
+            items += said
+            if other:
+                items.append(Unmapped(record, _WHY["compacted"], ts))
+        return items
+
+    def _next_call_id(self) -> str:
+        base = self.turn_id or self._session_id()
+        self.numbers[base] += 1
+        return f"{base}/{self.numbers[base]}"
 
     def _tool_output(self, payload: dict[str, Any], record: Any, ts: str | None) -> list[Item]:
         items = self._input(ts, None)

@@ -8,7 +8,8 @@ close to the event kinds they become:
 - :class:`Begin`: a session starts (its :class:`Source`); the importer makes its episode;
 - :class:`Said`: a system or user message enters the history (``message``);
 - :class:`Edited`: an assistant message a fork put in the model's place (``message``);
-- :class:`Ask`: a model call starts, its input the history so far (``model.request``);
+- :class:`Ask`: a model call starts, its input the history so far (``model.request``); a
+  compaction call (one that summarized the history, its answer not part of it) says so;
 - :class:`Piece`: part of its output, in order (``model.chunk``);
 - :class:`Answer`: the call's whole answer and usage (``model.response``, ``usage``, then a
   ``tool.call`` per tool call);
@@ -89,8 +90,11 @@ class Said:
     """What the source says of this record that the event log has no field for but its
     format gives back on export (ATIF's ``is_copied_context``): kept as ``source_marks``."""
     reason: str | None = None
-    """The ``message`` event's reason when the source names one (``fork``, ``continue``);
-    else ``system`` or ``prompt``."""
+    """The ``message`` event's reason when the source names one (``fork``, ``continue``,
+    ``compaction``); else ``system`` or ``prompt``."""
+    fresh: bool = False
+    """It begins a new history: the source's agent started the model's context afresh from
+    it (after a compaction), so it hangs off no earlier message."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,12 @@ class Ask:
     call_id: str
     model: str | None = None
     ts: str | None = None
+    purpose: Literal["turn", "compaction"] = "turn"
+    """``compaction``: the call summarized the history; its answer (the summary) is recorded
+    as a compaction's, never part of the history."""
+    keeps: int | None = None
+    """A compaction's: how many of the history's last messages it kept, when the source says
+    (its ``covers`` is the rest); None: unknown."""
 
 
 @dataclass(frozen=True)

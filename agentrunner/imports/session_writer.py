@@ -1,6 +1,14 @@
 """Imports, one session: append one imported session's items to its episode from where it
 stopped (:class:`SessionWriter`), creating the episode on first sight; the orchestration over a
 file's sessions is :mod:`agentrunner.imports.importer`, which describes the ``src`` positions.
+
+A compaction the source recorded is written as agentrunner writes its own
+(:mod:`agentrunner.runtime.context.compaction`): a ``model.request`` of purpose
+``compaction`` (``covers``: the history messages its summary stands for, when known), its
+chunks, and a ``model.response`` whose message hangs off the request's chain without moving
+the history's tip (it is made at the turn after the last one, and is not a turn of its own, as
+a native one); the context the agent went on from starts a chain of its own
+(:attr:`~agentrunner.imports.items.Said.fresh`).
 """
 
 from __future__ import annotations
@@ -137,6 +145,7 @@ class SessionWriter:
         self._slot = 0
         self.answered: set[str] = set()
         self.open_calls: dict[str, str] = {}  # the source's call id -> the call id recorded
+        self.compactions: set[str] = set()  # recorded call ids of compaction calls
         self.continued: Counter[str] = Counter()
         self.names: dict[str, str] = {}  # tool call id -> tool name
         self.closed: list[Any] = []
@@ -222,10 +231,13 @@ class SessionWriter:
                     self.rec.tip = tip
                 case ev.ToolResult(message_hash=tip):
                     self.rec.tip = tip
-                case ev.ModelRequest(call_id=call):
+                case ev.ModelRequest(call_id=call, purpose=purpose):
                     self.open_calls[_continuation(call)[0]] = call
+                    if purpose == ev.COMPACTION:
+                        self.compactions.add(call)
                 case ev.ModelResponse(call_id=call, message_hash=tip):
-                    self.rec.tip = tip
+                    if call not in self.compactions:  # a summary is not part of the history
+                        self.rec.tip = tip
                     source_call, n = _continuation(call)
                     self.open_calls.pop(source_call, None)
                     self.answered.add(source_call)
@@ -234,6 +246,9 @@ class SessionWriter:
                     self.names[call] = name
         for call in self.open_calls.values():
             self.rec.chunk_index = self.store.count_chunks(self.episode_id, call)
+        answered = last and last[-1].kind in ("model.response", "usage")
+        if answered and last[-1].payload.get("call_id") in self.compactions:
+            self.rec.turn -= 1  # a compaction is made at the next turn, not as one
 
     def write(self, index: int, part: int, item: Any) -> None:
         """Append the events of one item that the episode does not have yet.
@@ -265,10 +280,10 @@ class SessionWriter:
         self.rec.tag = {"src": list(position)}
         return True
 
-    def _call(self, source_call: str, model: str | None) -> str:
+    def _call(self, source_call: str, model: str | None, ask: Ask | None = None) -> str:
         """The recorded call id for a source call (slots 0 and 1: opening it when it is not
-        open; a call whose answer an earlier import recorded at the end of the file continues
-        as a new call)."""
+        open, as ``ask`` says: a compaction call is marked so; a call whose answer an earlier
+        import recorded at the end of the file continues as a new call)."""
         first, request = self._due(), self._due()
         if source_call in self.open_calls:
             return self.open_calls[source_call]
@@ -281,10 +296,25 @@ class SessionWriter:
         if request:
             self.rec.turn += 1
             self.rec.tag["tools_from"] = self.tools_from
+            if ask is not None and ask.purpose == ev.COMPACTION:
+                self._compaction(call, ask.keeps)
+            elif any(_continuation(c)[0] == source_call for c in self.compactions):
+                self._compaction(call, None)  # a compaction's answer goes on
             model = model or self.source.model or "unknown"
             self.rec.request(call, self.tools_hash, self.source.agent, model, {})
         self.open_calls[source_call] = call
         return call
+
+    def _compaction(self, call: str, keeps: int | None) -> None:
+        """Mark the request about to be written as a compaction's, with what it covers: the
+        history but the last ``keeps`` messages (None: unknown)."""
+        self.compactions.add(call)
+        self.rec.tag["purpose"] = ev.COMPACTION
+        if keeps is not None:
+            length, at = 0, self.rec.tip
+            while at is not None:
+                length, at = length + 1, self.store.message_parent(at)
+            self.rec.tag["covers"] = max(length - keeps, 0)
 
     def _mark(self, marks: dict[str, Any]) -> None:
         """Keep a source's marks on the event about to be written (``source_marks``)."""
@@ -298,6 +328,8 @@ class SessionWriter:
             case Said(role=role, text=text, marks=marks, reason=told):
                 if self._due():
                     self._mark(marks)
+                    if item.fresh:  # the context the agent went on from: a chain of its own
+                        self.rec.tip = None
                     reason = told or ("system" if role == "system" else "prompt")
                     self.rec.message(Message(role=role, content=text), reason)
             case Edited(message=message):
@@ -308,7 +340,7 @@ class SessionWriter:
                     if self._due():
                         self._tool_call(made)
             case Ask(call_id=call, model=model):
-                self._call(call, model)
+                self._call(call, model, item)
             case Piece(call_id=call, channel=channel, text=text, tool_call_id=tool_call):
                 recorded = self._call(call, None)
                 if self._due():
@@ -324,7 +356,11 @@ class SessionWriter:
                     self._due()
                     self._mark(item.marks)
                     turn = self._priced(turn)
+                    tip = self.rec.tip
                     self.rec.response(recorded, turn, latency or 0.0)
+                    if recorded in self.compactions:  # the history's tip and turn stay
+                        self.rec.tip = tip
+                        self.rec.turn -= 1
                     self.open_calls.pop(call, None)
                     self.answered.add(call)
                 self._slot = 3
