@@ -206,3 +206,108 @@ def test_a_session_growing_through_its_compaction_ends_as_the_whole_file(
         (report,) = import_file(grown, growing, fmt)
         reference = only_episode(whole, path, fmt)
         assert _log(grown, report.episode_id) == _log(whole, reference)
+
+
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _codex_line(i: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": f"2026-01-01T00:00:{i:02d}.000Z", "type": kind, "payload": payload}
+
+
+def _codex_rollout(tmp_path: Path, compacted: dict[str, Any]) -> Path:
+    """A rollout in an older Codex's shape: a turn, then a ``compacted`` record whose call's
+    output the rollout does not hold, then a turn."""
+    text = [{"type": "input_text", "text": "fix it"}]
+    said = [{"type": "output_text", "text": "done"}]
+    rows = [
+        ("session_meta", {"id": "s1", "cwd": "/w", "cli_version": "0.1"}),
+        ("turn_context", {"turn_id": "t1", "model": "gpt-5"}),
+        ("response_item", {"type": "message", "role": "user", "content": text}),
+        ("response_item", {"type": "message", "role": "assistant", "content": said}),
+        ("compacted", compacted),
+        ("response_item", {"type": "message", "role": "assistant", "content": said}),
+    ]
+    name = "rollout-2026-01-01T00-00-00-00000000-0000-0000-0000-000000000001.jsonl"
+    return _jsonl(tmp_path / name, [_codex_line(i, *row) for i, row in enumerate(rows)])
+
+
+def test_a_codex_compacted_record_without_its_calls_output_stands_for_that_call(
+    tmp_path: Path,
+) -> None:
+    path = _codex_rollout(tmp_path, {"message": "the summary"})
+    with TraceStore(tmp_path / "traces.db") as store:
+        episode = only_episode(store, path, codex)
+        [compaction] = _compactions(store, episode)
+        call = compaction["call_id"]
+        events = [r for r in store.iter_events(episode) if r.payload.get("call_id") == call]
+        [answer] = [
+            store.message(r.payload["message_hash"]) for r in events if r.kind == "model.response"
+        ]
+        [usage] = [r.payload for r in events if r.kind == "usage"]
+        kept = [r.payload for r in store.iter_events(episode, kinds=["error"])]
+    assert (answer.content, usage["input_tokens"], kept) == ("the summary", None, [])
+
+
+def test_a_codex_replacement_history_with_items_other_than_messages_is_also_kept_raw(
+    tmp_path: Path,
+) -> None:
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "u"}]}
+    call = {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
+    path = _codex_rollout(tmp_path, {"message": "s", "replacement_history": [user, call]})
+    with TraceStore(tmp_path / "traces.db") as store:
+        episode = only_episode(store, path, codex)
+        kept = [r.payload["raw"]["type"] for r in store.iter_events(episode, kinds=["error"])]
+        last = store.reconstruct_request(episode, 2).messages
+    assert kept == ["compacted"]
+    assert [m.content for m in last] == ["u"]  # the replacement's message, a chain of its own
+
+
+def test_a_claude_code_summary_without_a_boundary_is_a_compaction_of_unknown_extent(
+    tmp_path: Path,
+) -> None:
+    session = "00000000-0000-4000-8000-000000000001"
+
+    def line(i: int, kind: str, content: Any, **more: Any) -> dict[str, Any]:
+        message = {
+            "role": kind,
+            "content": content,
+            **({"id": f"m{i}"} if kind == "assistant" else {}),
+        }
+        return {"type": kind, "sessionId": session, "uuid": f"u{i}", "message": message, **more}
+
+    path = _jsonl(
+        tmp_path / f"{session}.jsonl",
+        [
+            line(1, "user", "fix it"),
+            line(2, "assistant", [{"type": "text", "text": "done"}]),
+            line(3, "user", "the summary", isCompactSummary=True),
+            line(4, "user", "go on"),
+            line(5, "assistant", [{"type": "text", "text": "ok"}]),
+        ],
+    )
+    with TraceStore(tmp_path / "traces.db") as store:
+        episode = only_episode(store, path, claude_code)
+        [compaction] = _compactions(store, episode)
+        after = store.reconstruct_request(episode, 2).messages
+    assert compaction.get("covers") is None
+    assert [m.content for m in after] == ["the summary", "go on"]
+
+
+@needs("claude-code/compaction")
+def test_a_compaction_closed_at_the_end_of_a_file_that_grows_goes_on_as_a_compaction(
+    tmp_path: Path,
+) -> None:
+    lines = CLAUDE.read_text(encoding="utf-8").splitlines(keepends=True)
+    growing = tmp_path / CLAUDE.name
+    growing.write_text("".join(lines[:31]), encoding="utf-8")  # up to its boundary
+    with TraceStore(tmp_path / "traces.db") as store:
+        import_file(store, growing, claude_code)  # looks finished: the open call is closed
+        shutil.copyfile(CLAUDE, growing)
+        [report] = import_file(store, growing, claude_code)
+        compactions = _compactions(store, report.episode_id)
+        requests = list(store.iter_events(report.episode_id, kinds=["model.request"]))
+    assert [c["covers"] for c in compactions] == [17, None]  # the answer came later
+    assert [r.turn for r in requests].count(10) == 3  # both parts of it, then turn 10
