@@ -362,7 +362,7 @@ def test_each_tasks_episodes_are_listed_failures_first_with_the_command_that_ope
     for task, (_, *rows) in zip(("demo-mean", "paginate-off-by-one"), tables, strict=True):
         ids = {e["episode_id"] for e in episodes if e["task_id"] == task}
         assert {row[1] for row in rows} == ids
-        assert [row[6] for row in rows] == [f"agentrunner show {row[1]}" for row in rows]
+        assert [row[-1] for row in rows] == [f"agentrunner show {row[1]}" for row in rows]
         outcomes = [row[0] for row in rows]
         assert outcomes == sorted(outcomes, key=["failed", "unjudged", "passed"].index)
         assert outcomes.count("passed") == (3 if task == "demo-mean" else 2)

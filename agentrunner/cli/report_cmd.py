@@ -1,4 +1,5 @@
-"""``agentrunner report``: what a set of runs says, in numbers; ``--compare A B`` pairs two."""
+"""``agentrunner report``: what a set of runs says, in numbers; ``--compare A B`` pairs two
+and shows each side by context policy."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from agentrunner.cli.common import (
 )
 from agentrunner.report.build import GROUP_KEYS, Facts, ReportFilter, collect, compare, report
 from agentrunner.report.html import write as write_html
+from agentrunner.report.policy import NOT_RECORDED
 from agentrunner.report.records import Comparison, Report
 from agentrunner.report.text import (
     METRIC_COLUMNS,
+    cache_hit,
     cells,
     episodes,
     key,
@@ -29,6 +32,7 @@ from agentrunner.report.text import (
     recorded,
     reward,
     spend,
+    tokens,
 )
 from agentrunner.values.errors import UsageError
 
@@ -36,6 +40,8 @@ if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
 
 STATUSES = ("completed", "cancelled", "failed", "interrupted", "running", "pending")
+CONTEXT_SIDE = "context="
+"""A --compare side that names a context policy: ``context=mask:10``, ``context=mask:*``."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,18 +51,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         run_report,
         help="an evaluation report: pass rate with its interval, pass@k, reward, cost, ...",
         description="Summarise the episodes the filters keep, from the store alone: per group "
-        "(--by model, task, split or batch) and per task, the episodes and how they ended, the "
+        "(--by model, task, split, batch or context: the context policy each episode last ran "
+        "with, as its episode.start or a fork's or resume's --context recorded it, e.g. none, "
+        f"mask:10, summarize; '{NOT_RECORDED}' when its record names none, as for an imported "
+        "session) and per task, the episodes and how they ended, the "
         "pass rate (reward >= --threshold, or a --verifier's latest result) with its 95% "
         "Wilson interval, mean reward ± standard error, pass@k over the seeds (unbiased "
-        "estimator), tokens, cost (total and per solved task), turns and tool calls (median, "
+        "estimator), tokens, the prompt-cache hit ratio (cache-read input tokens / all input "
+        "tokens, of all the group's known tokens and the median of its episodes' ratios; "
+        "'unknown', never 0%, when no episode's usage is known), cost (total and per solved "
+        "task), turns and tool calls (median, "
         "p90), model latency (p50, p90), stop reasons and the most frequent errors. "
-        "--compare A B (each a model spec, wildcards allowed, or a batch id, prefix or "
-        "name) pairs the two by (task, seed) instead: the pass-rate difference with McNemar's "
-        "exact test, reward and cost differences with 95% intervals, and the tasks each "
-        "solves that the other does not; a side that selects no episode is an error (exit "
-        "2). An ended episode with no reward (an imported session, a run with no test) is "
-        "unjudged: counted apart ('unjudged N'), never in a pass rate or reward mean; token "
-        "sums and costs are of what is known and say how many are unknown. Only root "
+        "--compare A B (each a model spec, wildcards allowed, a batch id, prefix or "
+        "name, or context=POLICY: the episodes that ran with that context policy, wildcards "
+        "allowed) pairs the two by (task, seed) instead: the pass-rate difference with "
+        "McNemar's exact test, reward and cost differences with 95% intervals, and the tasks "
+        "each solves that the other does not; then each side grouped by context policy: "
+        "episodes, reward, tokens, cache hit ratio and cost. So two batches run with "
+        "--context mask:10 and --context summarize, or a root and its `fork --context` "
+        "(with --include-forks), compare as policies. A side that selects no episode is an "
+        "error (exit 2). An ended episode with no reward (an imported session, a run with no "
+        "test) is unjudged: counted apart ('unjudged N'), never in a pass rate or reward "
+        "mean; token sums and costs are of what is known and say how many are unknown. Only "
+        "root "
         "episodes count unless --include-forks. "
         "--html FILE also writes the report as one self-contained HTML page with no script "
         "(tables; inline SVG charts of pass rate per task and model, reward vs cost, turns, "
@@ -67,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--by",
         action="append",
         choices=GROUP_KEYS,
-        help="group by this (repeatable; default: model)",
+        help="group by this (repeatable; default: model); context: the context policy each"
+        " episode ran with",
     )
     p.add_argument("--task", action="append", default=[], metavar="ID", help="task id or glob")
     p.add_argument("--model", action="append", default=[], metavar="SPEC", help="model or glob")
@@ -91,7 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--compare",
         nargs=2,
         metavar=("A", "B"),
-        help="compare two model specs or batches on the (task, seed) pairs both ran",
+        help="compare two model specs, batches or context=POLICY on the (task, seed) pairs"
+        " both ran; each side is also shown by context policy",
     )
     p.add_argument(
         "--html",
@@ -117,7 +136,7 @@ def run_report(args: argparse.Namespace) -> int:
     if args.compare and args.html:
         raise UsageError("--html writes a report, not a --compare; use one or the other")
     if args.compare:
-        shared = collect(store, where, **options)  # the filters hold for both sides
+        shared = collect(store, where, need=("context",), **options)  # for both sides
         a, b = (_side(store, spec, shared) for spec in args.compare)
         for side, spec, chosen in (("A", args.compare[0], a), ("B", args.compare[1], b)):
             if not chosen:
@@ -161,8 +180,12 @@ def _store_name(where: str) -> str:
 
 
 def _side(store: StoreBackend, spec: str, facts: list[Facts]) -> list[Facts]:
-    """One side of a comparison, among the episodes the filters keep: a batch (id, prefix
-    or name) or a model spec (shell-style wildcards)."""
+    """One side of a comparison, among the episodes the filters keep: a context policy
+    (``context=POLICY``), a batch (id, prefix or name) or a model spec (shell-style
+    wildcards)."""
+    if spec.startswith(CONTEXT_SIDE):
+        policy = spec.removeprefix(CONTEXT_SIDE)
+        return [f for f in facts if fnmatch.fnmatchcase(f.key("context"), policy)]
     try:
         batch = store.resolve_batch(spec)
     except UsageError as exc:
@@ -218,9 +241,40 @@ def _print_compare(result: Comparison) -> None:
         out.print(
             f"unjudged (no reward, never paired): A {result.unjudged_a}, B {result.unjudged_b}"
         )
-    if not result.pairs:
+    if result.pairs:
+        _print_pairs(result)
+    else:
         out.print(f"no judged (task, seed) pair was run by both {result.a} and {result.b}")
-        return
+    table = Table(title="each side by context policy (the --context its episodes ran with)")
+    for column in (
+        "side",
+        "context policy",
+        "episodes",
+        "reward ± se",
+        "tokens in/cached/out/reasoning",
+        "cache hit all/ep med",
+        "cost",
+    ):
+        table.add_column(column)
+    for group in result.by_context:
+        m = group.metrics
+        side = result.a if group.side == "A" else result.b
+        table.add_row(
+            key(f"{group.side} {side}"),
+            key(group.context),
+            episodes(m),
+            reward(m),
+            tokens(m),
+            cache_hit(m),
+            spend(m),
+        )
+    out.print(table)
+
+
+def _print_pairs(result: Comparison) -> None:
+    """The paired comparison: pass rates with McNemar's test, reward and cost differences,
+    the tasks only one side solved."""
+    out = stdout_console()
     test = result.mcnemar
     out.print(
         f"{result.pairs} (task, seed) pairs run by both: pass rate A {result.pass_rate_a:.0%}"

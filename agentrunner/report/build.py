@@ -6,11 +6,14 @@ An episode *passes* when its reward reaches ``threshold`` (default 1.0) or, with
 imported session, a run with no test) or, with ``verifier``, no result of it is *unjudged*:
 counted apart, and left out of pass rates, reward means and their intervals (unknown is not
 0). Unknown usage likewise: token sums and costs are of what is known, and the report says
-how many model calls had unknown token counts and how many episodes an unknown cost. Only
-root episodes count (forks and fan-out continuations would count a task several times)
-unless ``include_forks``.
+how many model calls had unknown token counts and how many episodes an unknown cost; a
+prompt-cache hit ratio is of the episodes whose input tokens are known
+(:mod:`agentrunner.report.cache`). Only root episodes count (forks and fan-out continuations
+would count a task several times) unless ``include_forks``.
 Numbers come from the episodes' summaries (status, reward, own tokens and cost, turns) and
 one indexed pass over the log's tool calls, responses and errors: no streamed chunk is read.
+Grouping or comparing by context policy also reads each episode's settings events
+(:mod:`agentrunner.report.policy`).
 They come out as the typed records of :mod:`agentrunner.report.records`, which every
 rendering (text, HTML, JSON, the TUI's report screen) reads.
 """
@@ -25,6 +28,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from agentrunner.export.select import Selection, known_reward, task_splits
+from agentrunner.report.cache import cache_hits
+from agentrunner.report.policy import NOT_RECORDED, policies
 from agentrunner.report.records import (
     Comparison,
     ErrorCount,
@@ -32,6 +37,7 @@ from agentrunner.report.records import (
     Latency,
     Metrics,
     Report,
+    SidePolicy,
     Spread,
     TaskMetrics,
     TaskRow,
@@ -55,7 +61,7 @@ from agentrunner.values.events import Status
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
 
-GROUP_KEYS = ("model", "task", "split", "batch")
+GROUP_KEYS = ("model", "task", "split", "batch", "context")
 ENDED = (Status.COMPLETED, Status.CANCELLED, Status.FAILED)
 TOP_ERRORS = 5
 
@@ -88,6 +94,9 @@ class Facts:
     """Its latest reward check (``verify``) did not reproduce its recorded reward."""
     reward: float | None = None
     """Its reward; None when it has none (unjudged, never 0)."""
+    context: str | None = None
+    """The context policy it ran with (:mod:`agentrunner.report.policy`); None: not read
+    (``collect`` reads it when ``need`` names ``context``)."""
 
     @property
     def model(self) -> str:
@@ -103,6 +112,8 @@ class Facts:
                 return self.split or "-"
             case "batch":
                 return ",".join(self.batches) or "-"
+            case "context":
+                return self.context or NOT_RECORDED
         raise UsageError(f"cannot group by {by!r}; one of {', '.join(GROUP_KEYS)}")
 
 
@@ -115,7 +126,8 @@ def collect(
     need: Sequence[str] = (),
 ) -> list[Facts]:
     """The episodes ``where`` keeps, oldest first, with what the report needs of each
-    (``need``: the groupings asked for; ``split`` reads the tasks files)."""
+    (``need``: the groupings asked for; ``split`` reads the tasks files, ``context`` each
+    episode's settings events)."""
     batch_ids = [store.resolve_batch(b) for b in where.batches]
     window = (
         _instant(where.since, "since") if where.since else None,
@@ -141,6 +153,7 @@ def collect(
     if verifier is not None and not verdicts:
         raise UsageError(f"no episode has a result of verifier {verifier!r}; see `verify`")
     logs, judged = store.log_facts(), store.rewarded_episodes()
+    contexts = policies(store, [s.episode_id for s in chosen]) if "context" in need else {}
     out = []
     for s, split in zip(chosen, splits, strict=True):
         reward = known_reward(s, judged)
@@ -149,7 +162,8 @@ def collect(
         else:
             passed = None if reward is None else reward >= threshold
         log, batches = logs.get(s.episode_id, LogFacts()), members.get(s.episode_id, [])
-        out.append(Facts(s, passed, log, batches, split, s.episode_id in disputed, reward))
+        disputes, context = s.episode_id in disputed, contexts.get(s.episode_id)
+        out.append(Facts(s, passed, log, batches, split, disputes, reward, context))
     return out
 
 
@@ -257,6 +271,7 @@ def metrics(episodes: Sequence[Facts]) -> Metrics:
             ErrorCount(error, count)
             for error, count in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_ERRORS]
         ),
+        cache_hits=cache_hits([e.summary.tokens for e in episodes]),
     )
 
 
@@ -309,8 +324,9 @@ def report(
     threshold: float = 1.0,
     verifier: str | None = None,
 ) -> Report:
-    """Per group (``by``: model, task, split, batch), overall, and per task a row per model;
-    ``threshold`` and ``verifier`` say what passed (as :func:`collect` was told)."""
+    """Per group (``by``: model, task, split, batch, context), overall, and per task a row
+    per model; ``threshold`` and ``verifier`` say what passed (as :func:`collect` was
+    told)."""
     groups = _grouped(episodes, lambda e: tuple(e.key(b) for b in by))
     tasks = _grouped(episodes, lambda e: (e.summary.task_id,))
     return Report(
@@ -343,8 +359,9 @@ def compare(a: Sequence[Facts], b: Sequence[Facts], *, names: tuple[str, str]) -
     latest of each side; unjudged ones are counted, never paired):
     pass rates and their difference with McNemar's exact test, mean reward and cost
     differences (B - A) with 95% intervals, and the tasks each solves that the other does
-    not (a task is solved when any of its seeds passed). ``names``: A's and B's, as the
-    command gave them."""
+    not (a task is solved when any of its seeds passed); and each side's episodes by the
+    context policy they ran with (``collect`` must have read it: ``need=("context",)``).
+    ``names``: A's and B's, as the command gave them."""
     left, right = _latest_by_pair(a), _latest_by_pair(b)
     pairs = sorted(set(left) & set(right))
     only_a = sum(bool(left[p].passed) and not right[p].passed for p in pairs)
@@ -381,6 +398,11 @@ def compare(a: Sequence[Facts], b: Sequence[Facts], *, names: tuple[str, str]) -
         priced_pairs=len(priced),
         solved_only_by_a=tuple(sorted(solved_a - solved_b)),
         solved_only_by_b=tuple(sorted(solved_b - solved_a)),
+        by_context=tuple(
+            SidePolicy(side, context, metrics(mine))
+            for side, episodes in (("A", a), ("B", b))
+            for (context,), mine in _grouped(episodes, lambda e: (e.key("context"),))
+        ),
     )
 
 

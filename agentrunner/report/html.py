@@ -15,7 +15,8 @@ from pathlib import Path
 
 from agentrunner.report import svg
 from agentrunner.report.build import ENDED, Facts
-from agentrunner.report.records import Metrics, Report
+from agentrunner.report.cache import episode_ratio
+from agentrunner.report.records import CacheHits, Metrics, Report
 from agentrunner.report.stats import Interval
 from agentrunner.report.text import episodes as episodes_cell
 from agentrunner.report.text import reward, spend
@@ -109,6 +110,19 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:.4f}"
 
 
+def _ratio(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1%}"
+
+
+def _cache_hits(hits: CacheHits) -> str:
+    """All known input tokens' ratio / the episodes' median / their lowest (unknown when no
+    episode's usage is known), and how many episodes' ratio is unknown."""
+    if hits.ratio is None:
+        return "unknown"
+    known = " / ".join(_ratio(r) for r in (hits.ratio, hits.episode_median, hits.episode_min))
+    return known + (f" (+{hits.unknown} unknown)" if hits.unknown else "")
+
+
 def _pair(a: float | None, b: float | None, digits: int = 1) -> str:
     return f"{_num(a, digits)} / {_num(b, digits)}"
 
@@ -122,6 +136,7 @@ def _metric_cells(m: Metrics) -> list[str]:
         f"{_pct(m.pass_rate)} {_interval(m.pass_rate_ci95)}",
         reward(m, 3),
         tokens_cell(m).replace("/", " / "),
+        _cache_hits(m.cache_hits),
         spend(m),
         _usd(m.cost_per_solved_usd),
         _pair(m.turns.median, m.turns.p90),
@@ -137,6 +152,7 @@ _HEADERS = (
     "pass rate [95%]",
     "reward ± se",
     "tokens in / cached / out / reasoning",
+    "cache hit all / ep med / ep min",
     "cost",
     "$ / solved",
     "turns med / p90",
@@ -286,7 +302,16 @@ def _episodes(facts: Iterable[Facts]) -> str:
     out = []
     head = "".join(
         f'<th class="key">{h}</th>'
-        for h in ("outcome", "episode", "model", "seed", "reward", "stop", "open it with")
+        for h in (
+            "outcome",
+            "episode",
+            "model",
+            "seed",
+            "reward",
+            "cache hit",
+            "stop",
+            "open it with",
+        )
     )
     for task, mine in sorted(by_task.items()):
         rows = "".join(
@@ -294,6 +319,7 @@ def _episodes(facts: Iterable[Facts]) -> str:
             f'<td class="key"><code>{_e(f.summary.episode_id)}</code></td>'
             f'<td class="key">{_e(f.model)}</td><td>{f.summary.seed}</td>'
             f"<td>{'-' if f.reward is None else _e(f'{f.reward:g}')}</td>"
+            f"<td>{_ratio(episode_ratio(f.summary.tokens))}</td>"
             f'<td class="key">{_e(f.summary.stop_reason or f.summary.status)}</td>'
             f'<td class="key"><code>agentrunner show {_e(f.summary.episode_id)}</code></td></tr>'
             for f in sorted(mine, key=lambda f: (ORDER[outcome(f)], f.summary.created_at))

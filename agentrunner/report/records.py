@@ -44,6 +44,22 @@ class Tokens:
 
 
 @dataclass(frozen=True)
+class CacheHits:
+    """Prompt-cache hits: cache-read input tokens / all input tokens (None: unknown, never
+    0), over the episodes whose input token counts are known
+    (:mod:`agentrunner.report.cache`)."""
+
+    ratio: float | None
+    """Over all the input tokens of those episodes."""
+    episode_median: float | None
+    """The median of their ratios, one per episode."""
+    episode_min: float | None
+    """The lowest of their ratios."""
+    unknown: int
+    """Episodes with no known input token (left out: their ratio is unknown)."""
+
+
+@dataclass(frozen=True)
 class ErrorCount:
     """One of the most frequent errors (``type: first line``) and how often it occurred."""
 
@@ -88,6 +104,7 @@ class Metrics:
     """How many episodes stopped for each reason, most frequent first."""
     errors: tuple[ErrorCount, ...]
     """The most frequent errors, most frequent first."""
+    cache_hits: CacheHits
 
     @property
     def not_ended(self) -> int:
@@ -142,7 +159,8 @@ class Report:
     """Per group, overall and per task; ``threshold`` and ``verifier`` say what passes."""
 
     by: tuple[str, ...]
-    """The groupings (model, task, split, batch), in the order of each group's values."""
+    """The groupings (model, task, split, batch, context), in the order of each group's
+    values."""
     overall: Metrics
     reward_not_reproduced: tuple[str, ...]
     """The episodes whose recorded reward ``verify`` did not reproduce."""
@@ -169,6 +187,20 @@ class Report:
 
 
 @dataclass(frozen=True)
+class SidePolicy:
+    """The episodes of one side of a comparison that ran with one context policy."""
+
+    side: str
+    """``A`` or ``B``."""
+    context: str
+    """The context policy as recorded (``mask:10``; ``-``: the record names none)."""
+    metrics: Metrics
+
+    def to_json(self) -> dict[str, Any]:
+        return {"side": self.side, "context": self.context, **self.metrics.to_json()}
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A against B over the (task, seed) pairs both judged; differences are B - A."""
 
@@ -189,6 +221,8 @@ class Comparison:
     priced_pairs: int
     solved_only_by_a: tuple[str, ...]
     solved_only_by_b: tuple[str, ...]
+    by_context: tuple[SidePolicy, ...]
+    """Each side's episodes by the context policy they ran with (reward, tokens, cost)."""
 
     def to_json(self) -> dict[str, Any]:
         """What ``report --compare --json`` prints."""
@@ -196,4 +230,5 @@ class Comparison:
             **asdict(self),
             "reward_difference_ci95": _listed(self.reward_difference_ci95),
             "cost_difference_ci95": _listed(self.cost_difference_ci95),
+            "by_context": [group.to_json() for group in self.by_context],
         }

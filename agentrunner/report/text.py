@@ -17,6 +17,7 @@ METRIC_COLUMNS = (
     "reward ± se",
     "pass@k",
     "tokens in/cached/out/reasoning",
+    "cache hit all/ep med",
     "cost",
     "$/solved",
     "turns med/p90",
@@ -63,6 +64,21 @@ def tokens(m: Metrics) -> str:
     return known + (f" (+{unknown} calls unknown)" if unknown else "")
 
 
+def percent(value: float | None) -> str:
+    """A ratio as a whole percentage; ``unknown`` when it is unknown (never 0%)."""
+    return "unknown" if value is None else f"{value:.0%}"
+
+
+def cache_hit(m: Metrics) -> str:
+    """The prompt-cache hit ratio over all known input tokens / the median of the episodes'
+    ratios, and how many episodes' ratio is unknown."""
+    hits = m.cache_hits
+    if hits.ratio is None:
+        return "unknown"
+    known = f"{percent(hits.ratio)}/{percent(hits.episode_median)}"
+    return known + (f" (+{hits.unknown} unknown)" if hits.unknown else "")
+
+
 def spend(m: Metrics) -> str:
     """The cost (of what is known), and how many episodes had an unknown cost."""
     unknown, known = m.cost_unknown, m.cost_usd
@@ -84,6 +100,7 @@ def cells(m: Metrics) -> list[str]:
         reward(m),
         f"@{top[0]} {top[1]:.0%}" if top is not None else "-",
         tokens(m),
+        cache_hit(m),
         spend(m),
         cost(m.cost_per_solved_usd),
         f"{num(m.turns.median, 0)}/{num(m.turns.p90, 0)}",
