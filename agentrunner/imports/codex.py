@@ -2,7 +2,8 @@
 
 Each line is ``{timestamp, type, payload}``: ``session_meta``, ``response_item`` (a Responses
 API item exactly as it went to or came from the model), ``event_msg`` (what Codex showed its
-UI), ``turn_context`` (a request's settings) or ``compacted``. One file is one session.
+UI), ``turn_context`` (a request's settings), ``compacted``, and since Codex 0.171
+``token_usage_record`` and ``world_state``. One file is one session.
 
 - ``session_meta`` is the session (id, ``cli_version``, ``cwd``; its other fields, such as
   ``originator``, ``source``, ``model_provider`` and ``git``, go into ``Source.extra``, with
@@ -30,7 +31,9 @@ UI), ``turn_context`` (a request's settings) or ``compacted``. One file is one s
   per request, others one per user turn. The answer keeps the call's output items in order
   as the OpenAI adapter keeps a live turn's (``layout_parts``): reasoning (encrypted content
   included) verbatim, messages and function calls as placeholders whose text and arguments
-  the turn holds once.
+  the turn holds once. Codex 0.171 writes a ``token_usage_record`` as the response completes
+  (before the tool's output and the ``token_count``): its ``usage`` is the call's, and it
+  closes the call; the ``token_count`` after it repeats its totals.
 - ``function_call_output`` / ``custom_tool_call_output`` are tool results.
 - A compaction (:mod:`~agentrunner.imports.codex_compaction`) is a compaction call (purpose
   ``compaction``): its output items are the summary; the ``compacted`` record after it is the
@@ -42,7 +45,8 @@ UI), ``turn_context`` (a request's settings) or ``compacted``. One file is one s
   prompt (Codex 0.128's Desktop rollouts hold no user item): it is the user's message.
 - ``error`` / ``stream_error`` events are failures. Everything else is kept raw
   (:class:`Unmapped`): ``token_count`` events without new usage (rate-limit snapshots), a usage
-  no open call can take, ``task_started`` / ``task_complete``, ``turn_aborted``, encrypted
+  no open call can take, ``task_started`` / ``task_complete``, ``turn_aborted``, ``world_state``
+  snapshots, encrypted
   compaction items, a replacement history's items that are not messages, ghost snapshots,
   unknown types, lines that are not JSON.
 
@@ -128,6 +132,7 @@ _WHY = {
     "item:ghost_snapshot": "a ghost snapshot (Codex's undo point, not model input)",
     "event:task_started": "a turn started",
     "event:task_complete": "a turn completed",
+    "world_state": "Codex's world state (what it builds instructions from, not model input)",
 }
 _USER_ITEM = "item:message:user"
 _CLOSING = frozenset({"item:compaction", "item:compaction_summary"})
@@ -251,6 +256,8 @@ class RolloutParser:
             return self._tool_output(payload, record, ts)
         if kind == "event:token_count":
             return self._usage(payload, record, ts)
+        if kind == "token_usage_record":
+            return self._usage_record(payload, record, ts)
         if kind in ("event:error", "event:stream_error"):
             text = str(payload.get("message") or json.dumps(payload, sort_keys=True))
             return [Failure("generate", kind.removeprefix("event:"), text, ts)]
@@ -357,6 +364,16 @@ class RolloutParser:
             why = "usage of a model call whose output the rollout does not hold"
             return [Unmapped(record, why, ts)]
         return [self._close(ts, usage, "completed")]
+
+    def _usage_record(self, payload: dict[str, Any], record: Any, ts: str | None) -> list[Item]:
+        """One response's usage as it completed, and the thread's running totals then."""
+        usage, totals = payload.get("usage"), payload.get("thread_token_usage")
+        if self.call is None or not isinstance(usage, dict):
+            why = "usage of a model call whose output the rollout does not hold"
+            return [Unmapped(record, why, ts)]
+        if isinstance(totals, dict):
+            self.totals = totals
+        return [self._close(ts, usage_of(usage), "completed")]
 
     # -- calls, copies, the session
 

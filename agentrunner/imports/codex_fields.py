@@ -11,7 +11,15 @@ from typing import Any
 from agentrunner.imports.items import text_of
 from agentrunner.values.types import AgentToolCall, AgentUsage
 
-LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+LINE_TYPES = (
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
+    "token_usage_record",
+    "world_state",
+)
 TEXT_PARTS = frozenset({"input_text", "output_text"})
 
 

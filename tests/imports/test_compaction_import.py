@@ -311,3 +311,24 @@ def test_a_compaction_closed_at_the_end_of_a_file_that_grows_goes_on_as_a_compac
         requests = list(store.iter_events(report.episode_id, kinds=["model.request"]))
     assert [c["covers"] for c in compactions] == [17, None]  # the answer came later
     assert [r.turn for r in requests].count(10) == 3  # both parts of it, then turn 10
+
+
+@needs("codex/compaction")
+def test_codex_usage_records_give_each_call_its_usage_and_the_rollouts_totals(
+    tmp_path: Path,
+) -> None:
+    lines = _lines(CODEX)
+    records = [x["payload"]["usage"] for x in lines if x["type"] == "token_usage_record"]
+    [*_, totals] = [
+        x["payload"]["info"]["total_token_usage"]
+        for x in lines
+        if x["payload"].get("type") == "token_count" and x["payload"].get("info")
+    ]
+    with TraceStore(tmp_path / "traces.db") as store:
+        episode = only_episode(store, CODEX, codex)
+        usage = [r.payload for r in store.iter_events(episode, kinds=["usage"])]
+    assert [(u["input_tokens"], u["output_tokens"]) for u in usage] == [
+        (r["input_tokens"], r["output_tokens"]) for r in records
+    ]
+    assert sum(u["input_tokens"] for u in usage) == totals["input_tokens"]
+    assert sum(u["output_tokens"] for u in usage) == totals["output_tokens"]
