@@ -7,11 +7,13 @@ primary key packing the episode's key and the seq, integer kinds and µs times) 
 same ``events`` view, and runs the store's own queries (see :mod:`agentrunner.store.dialect`):
 only connecting, the schema and its migrations, and the write lock differ.
 
-- Connections: one psycopg 3 connection per thread, autocommit (one commit per event),
-  ``synchronous_commit`` off by default and on with ``synchronous="FULL"``. Off, every event
-  but a streamed chunk still commits with it on (see :mod:`agentrunner.store.writer`): a
-  crash of the server itself may lose the chunks and heartbeats of its last fraction of a
-  second, never an event the runner acted on (nor anything written before that event).
+- Connections: psycopg 3, a few per process that its threads share (a statement borrows one,
+  a transaction keeps its own until it ends: :mod:`agentrunner.store.postgres_pool`),
+  autocommit (one commit per event), ``synchronous_commit`` off by default and on with
+  ``synchronous="FULL"``. Off, every event but a streamed chunk still commits with it on
+  (see :mod:`agentrunner.store.writer`): a crash of the server itself may lose the chunks and
+  heartbeats of its last fraction of a second, never an event the runner acted on (nor
+  anything written before that event).
 - Write transactions that SQLite serializes with ``BEGIN IMMEDIATE`` (a new episode's key,
   claiming a lease, removing a tree) take a transaction-scoped advisory lock, which works
   behind transaction-pooling proxies (PgBouncer) because it ends with the transaction, and
@@ -29,7 +31,6 @@ import contextlib
 import functools
 import importlib
 import os
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from agentrunner.store.connection import Synchronous
 from agentrunner.store.core import StoreCore
 from agentrunner.store.dialect import POSTGRES, Conn, Dialect
 from agentrunner.store.driver import Bare
+from agentrunner.store.postgres_pool import SharedConnections
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
 from agentrunner.store.store import register_backend
 from agentrunner.store.writer import DURABLE
@@ -127,89 +129,78 @@ def why_not_connected(exc: Exception) -> str:
 
 
 class PgConnection:
-    """A psycopg connection speaking the store's connection interface."""
+    """The store's connection interface over its pooled psycopg connections: each statement
+    runs on the connection of this thread's open transaction, else on one lent for it (see
+    :mod:`agentrunner.store.postgres_pool`)."""
 
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
+    def __init__(self, pool: SharedConnections) -> None:
+        self._pool = pool
         self._psycopg = _psycopg()
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        native, values = _pg_sql(sql), tuple(parameters)
         try:
-            return self._conn.execute(_pg_sql(sql), tuple(parameters))
+            return self._pool.run(lambda conn: conn.execute(native, values))
         except self._psycopg.Error as exc:
             raise _translated(exc) from None
 
+    def _execute_native(self, sql: str, parameters: Sequence[Any]) -> Any:
+        return self._pool.run(lambda conn: conn.execute(sql, parameters))
+
     def bare(self) -> Bare:
-        """The bare psycopg connection's ``execute`` (parameters as a tuple), for a caller
-        that translates its errors where they leave it."""
-        return Bare(self._conn.execute, self._psycopg.Error, _translated, _pg_sql)
+        """``execute`` of psycopg's own (parameters as a tuple, its errors untranslated), for
+        a caller that translates its errors where they leave it."""
+        return Bare(self._execute_native, self._psycopg.Error, _translated, _pg_sql)
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any:
-        try:
-            with self._conn.cursor() as cur:
-                cur.executemany(_pg_sql(sql), [tuple(p) for p in seq_of_parameters])
+        native, rows = _pg_sql(sql), [tuple(p) for p in seq_of_parameters]
+
+        def run(conn: Any) -> Any:
+            with conn.cursor() as cur:
+                cur.executemany(native, rows)
                 return cur
+
+        try:
+            return self._pool.run(run)
         except self._psycopg.Error as exc:
             raise _translated(exc) from None
 
     @property
     def in_transaction(self) -> bool:
-        status = self._conn.info.transaction_status
-        return bool(status != self._psycopg.pq.TransactionStatus.IDLE)
-
-    @property
-    def broken(self) -> bool:
-        return bool(self._conn.closed or self._conn.broken)
+        return self._pool.in_transaction()
 
     def close(self) -> None:
-        self._conn.close()
+        self._pool.close()
 
 
 class PgConnections:
-    """One Postgres connection per live thread (reopened when the server dropped it)."""
+    """The store's Postgres connections in this process: at most
+    :data:`~agentrunner.store.postgres_pool.POOL_SIZE`, shared by its threads."""
 
     def __init__(self, url: str, where: str, synchronous: Synchronous) -> None:
         self._url = url
         self._where = where
         self._synchronous = synchronous
-        self._local = threading.local()
-        self._all: set[PgConnection] = set()
-        self._lock = threading.Lock()
+        self._pool = SharedConnections(self._open, where)
+        self._conn = PgConnection(self._pool)
 
     def get(self) -> PgConnection:
-        conn: PgConnection | None = getattr(self._local, "conn", None)
-        if conn is None or conn.broken:
-            if conn is not None:
-                self._drop(conn)
-            conn = self._open()
-            with self._lock:
-                self._all.add(conn)
-            self._local.conn = conn
-        return conn
+        return self._conn
 
     def close_current(self) -> None:
-        """Close this thread's connection (a thread that is done with the store)."""
-        conn: PgConnection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            self._local.conn = None
-            self._drop(conn)
-
-    def _drop(self, conn: PgConnection) -> None:
-        with self._lock:
-            self._all.discard(conn)
-        with contextlib.suppress(Exception):
-            conn.close()
+        """This thread is done with the store: a transaction it left open is rolled back and
+        its connection goes back to the pool."""
+        self._pool.release_current()
 
     def open_count(self) -> int:
-        with self._lock:
-            return len(self._all)
+        return self._pool.open_count()
 
-    def _open(self) -> PgConnection:
+    def _open(self) -> Any:
         psycopg = _psycopg()
         sync = "on" if self._synchronous == "FULL" else "off"
         try:
             given = psycopg.conninfo.conninfo_to_dict(self._url).get("options") or ""
-            raw = psycopg.connect(
+            return psycopg.connect(
                 self._url,
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT_S,
@@ -219,15 +210,9 @@ class PgConnections:
         except psycopg.Error as exc:
             reason = why_not_connected(exc)
             raise StoreError(f"cannot connect to the trace store {self._where}: {reason}") from None
-        return PgConnection(raw)
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                with contextlib.suppress(Exception):
-                    conn.close()
-            self._all.clear()
-        self._local = threading.local()
+        self._pool.close()
 
 
 class PostgresStore(StoreCore):
@@ -270,8 +255,8 @@ class PostgresStore(StoreCore):
         return self._url
 
     def raw_connection(self) -> Conn:
-        """This thread's Postgres connection (its errors translated), for tests and ad-hoc
-        tools only."""
+        """The store's Postgres connection (its errors translated; a transaction begun on it
+        stays on one server session in this thread), for tests and ad-hoc tools only."""
         return self._pool.get()
 
     @property
