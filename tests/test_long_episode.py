@@ -26,7 +26,7 @@ TASK = "long-read"
 CHECKED_TURNS = (10, 250, 499)
 
 
-def _tasks(tmp_path: Path) -> Path:
+def long_tasks(tmp_path: Path) -> Path:
     """A task of our own: a 2 kB file to read, and room for 500 tool calls."""
     lines = [f"{i:04d} " + "lorem ipsum dolor sit amet " * 2 for i in range(36)]
     task = {
@@ -40,7 +40,7 @@ def _tasks(tmp_path: Path) -> Path:
     return path
 
 
-def _script(tmp_path: Path) -> Path:
+def long_script(tmp_path: Path) -> Path:
     """499 turns reading the file, then ``submit()`` at turn 500."""
     read = {"name": "read_file", "arguments": {"path": "out.txt"}}
     turns: list[dict[str, Any]] = [
@@ -67,7 +67,7 @@ class Received:
 
 @pytest.fixture
 def long_env(tmp_path: Path) -> Iterator[WorkspaceEnv]:
-    env = WorkspaceEnv(tasks_path=_tasks(tmp_path), snapshots=False)
+    env = WorkspaceEnv(tasks_path=long_tasks(tmp_path), snapshots=False)
     yield env
     env.close()
 
@@ -109,7 +109,7 @@ def _assert_recorded_exactly(store: TraceStore, episode_id: str, model: Received
 def test_a_500_turn_episode_completes_under_the_window(
     policy: str, store: TraceStore, long_env: WorkspaceEnv, tmp_path: Path
 ) -> None:
-    model = Received(_script(tmp_path))
+    model = Received(long_script(tmp_path))
     episode_id, stop = _run(store, long_env, model, policy)
     assert (stop, max(model.turns)) == ("done", TURNS)
     assert max(n for _, n, _ in _estimates_and_counts(store, episode_id)) <= WINDOW
@@ -119,12 +119,12 @@ def test_a_500_turn_episode_completes_under_the_window(
 def test_none_stops_before_the_window_and_resume_with_mask_completes(
     store: TraceStore, long_env: WorkspaceEnv, tmp_path: Path
 ) -> None:
-    model = Received(_script(tmp_path))
+    model = Received(long_script(tmp_path))
     episode_id, stop = _run(store, long_env, model, "none")
     stopped_at = max(model.turns)
     assert stop == "context_exhausted"
     assert max(n for _, n, _ in _estimates_and_counts(store, episode_id)) <= WINDOW
-    env = WorkspaceEnv(tasks_path=_tasks(tmp_path), snapshots=False)
+    env = WorkspaceEnv(tasks_path=long_tasks(tmp_path), snapshots=False)
     try:
         rollout = resume_episode(
             store, episode_id, env=env, model_fn=model, context={"context": "mask:10"}

@@ -53,7 +53,6 @@ CONTINUE_PROMPT = (
     "or call submit() when you are done."
 )
 
-
 DecideFn = Callable[["EpisodeLoop", int], Message | None]
 """(the main line's loop, the turn about to begin) -> the action a decision point adopted
 (None: the model takes this turn). It may record a note on the loop (``branching_stopped``)
@@ -63,8 +62,8 @@ _decisions: list[DecisionsFactory] = []
 
 
 def register_decisions(factory: DecisionsFactory) -> None:
-    """Let ``branching=`` reach the decision engine (:mod:`agentrunner.lifecycle.decisions`, a
-    layer above: it registers itself when imported, by the entry points that take ``branching``)."""
+    """Let ``branching=`` reach the decision engine (:mod:`agentrunner.lifecycle.decisions`:
+    a layer above, registered when the entry points that take ``branching`` import it)."""
     _decisions[:] = [factory]
 
 
@@ -274,8 +273,7 @@ class EpisodeLoop:
             known = ", ".join(sorted(self.tool_names))
             problem = f"unknown tool {call.name!r}; available tools: {known}"
         if problem is not None or parsed is None:
-            text = f"error: {problem}"
-            self.observation = self.rec.tool_result(call, text, error=problem)
+            self.observation = self.rec.tool_result(call, f"error: {problem}", error=problem)
             return None
         started = time.monotonic()
         result = self.env.step(ToolAction(name=call.name, arguments=parsed))

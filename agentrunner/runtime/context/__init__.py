@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.runtime.context.budget import Budget, context_window, message_chars
+from agentrunner.runtime.context.budget import (
+    Budget,
+    context_window,
+    message_chars,
+    shared_prefix,
+)
 from agentrunner.runtime.context.compaction import Caller, RecordedCompactions, compact
 from agentrunner.runtime.context.policies import (
     POLICY_HELP,
@@ -85,7 +90,8 @@ class EpisodeContext:
         self._results: defaultdict[str, deque[ToolOrigin]] = defaultdict(deque)
         self._read_seq = 0  # the log's tool results are read up to this seq
         self._scanned = 0  # the history's messages are matched up to this index
-        self._chain: tuple[list[Message], str] | None = None
+        self._sent: list[Message] = []  # the last request that did not send the history
+        self._tips: list[str] = []  # _tips[i]: the chain tip of _sent[: i + 1]
         self.mask_cache = MaskCache()
 
     @classmethod
@@ -181,18 +187,15 @@ class EpisodeContext:
         self, store: StoreBackend, prepared: Prepared, history: list[Message], tip: str
     ) -> str:
         """The chain tip of the messages a request sends: the history's own ``tip`` when it
-        sends the history unchanged, else a chain of its own (extending the last one while
-        the policy's cut has not moved)."""
+        sends the history unchanged, else a chain of its own, stored from the first message
+        that differs from the last such request's (the messages before keep their tips)."""
         sent = prepared.messages
-        if len(sent) == len(history) and all(a is b for a, b in zip(sent, history, strict=True)):
+        if sent is history or sent == history:
             return tip
-        start, sent_tip = 0, None
-        if self._chain is not None:
-            previous, previous_tip = self._chain
-            if sent[: len(previous)] == previous:
-                start, sent_tip = len(previous), previous_tip
-        for message in sent[start:]:
-            sent_tip = store.put_message(sent_tip, message)
-        assert sent_tip is not None, "a model request needs at least one message"
-        self._chain = (list(sent), sent_tip)
-        return sent_tip
+        shared = shared_prefix(self._sent, sent)
+        del self._tips[shared:]
+        for message in sent[shared:]:
+            self._tips.append(store.put_message(self._tips[-1] if self._tips else None, message))
+        assert self._tips, "a model request needs at least one message"
+        self._sent = list(sent)
+        return self._tips[-1]

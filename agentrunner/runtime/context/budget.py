@@ -7,8 +7,6 @@ counts besides its messages (tool definitions, framing) stays out of it."""
 
 from __future__ import annotations
 
-import operator
-
 from agentrunner.values.types import AgentUsage, Message
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
@@ -37,20 +35,35 @@ def message_chars(message: Message) -> int:
     return len(message.content) + len(message.reasoning or "") + calls
 
 
+def shared_prefix(old: list[Message], new: list[Message]) -> int:
+    """How many leading messages ``new`` has equal to ``old``'s (the same objects compare
+    equal without looking inside them). Slices compare in C: a request that extends the last
+    one costs a pass over pointers, and one that differs is found by halving."""
+    length = min(len(old), len(new))
+    whole = new[:length] == old if length == len(old) else new == old[:length]
+    if whole:
+        return length
+    low, high = 0, length  # new[:low] equals old[:low]; new[:high] does not equal old[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if new[low:middle] == old[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
 class CharCount:
     """Counts a request's characters, keeping the last request's count by message: a
-    request that begins with the last one's messages (the same objects) counts only the
-    rest, so an episode's growing requests cost what they add, not their length."""
+    request that begins with the last one's messages counts only the rest, so an episode's
+    growing requests cost what they add, not their length."""
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
         self._sums = [0]  # _sums[i]: the characters of _messages[:i]
 
     def __call__(self, messages: list[Message]) -> int:
-        try:  # the first message that differs from the last request's
-            shared = operator.indexOf(map(operator.is_, self._messages, messages), False)
-        except ValueError:
-            shared = min(len(self._messages), len(messages))
+        shared = shared_prefix(self._messages, messages)
         del self._sums[shared + 1 :]
         for message in messages[shared:]:
             self._sums.append(self._sums[-1] + message_chars(message))

@@ -66,7 +66,11 @@ class Compaction:
     turn: int
     seq: int
 
+    @cached_property
     def message(self) -> Message:
+        """The summary as requests send it: one object, so each request after the
+        compaction is seen to begin with the last one (counted and stored only for what
+        it adds)."""
         return Message(
             role="user",
             content=f"[summary of the episode before turn {self.turn}, kept in event seq "
@@ -238,7 +242,7 @@ def with_summary(messages: list[Message], compaction: Compaction | None) -> list
     if compaction is None:
         return messages
     head = head_length(messages)
-    return [*messages[:head], compaction.message(), *messages[compaction.covers :]]
+    return [*messages[:head], compaction.message, *messages[compaction.covers :]]
 
 
 @dataclass(frozen=True)
@@ -286,9 +290,14 @@ class SummarizePolicy:
 
 def recent_start(messages: list[Message], keep: int) -> int:
     """The index where the last ``keep`` turns begin (each turn begins with the model's
-    message), or the history's end when it has fewer."""
-    starts = [i for i, m in enumerate(messages) if m.role == "assistant"]
-    return starts[-keep] if len(starts) >= keep else len(messages)
+    message), or the history's end when it has fewer; read from the end, so a long history
+    costs no more than a short one."""
+    found = 0
+    for index in range(len(messages) - 1, -1, -1):
+        found += messages[index].role == "assistant"
+        if found == keep:
+            return index
+    return len(messages)
 
 
 BuiltIn = NoPolicy | MaskPolicy | SummarizePolicy
