@@ -23,6 +23,7 @@ from agentrunner.imports import (
     inspect_eval,
     mini_swe_agent,
     opencode,
+    openhands,
     swe_agent,
 )
 from agentrunner.imports.importer import FileImport, SessionReport, import_file
@@ -44,6 +45,7 @@ FORMATS: dict[str, ModuleType] = {
     aider_chat.NAME: aider_chat,
     opencode.NAME: opencode,
     inspect_eval.NAME: inspect_eval,
+    openhands.NAME: openhands,
 }
 SUFFIXES = (".jsonl", ".json", ".traj", ".aider.chat.history.md", "opencode.db", ".eval")
 """What a file found in a folder is named like to be looked at (a file named is always)."""
@@ -156,6 +158,13 @@ def _journal_mark(path: Path) -> tuple[int, ...]:
     return (stat.st_size, stat.st_mtime_ns)
 
 
+def _change_mark(path: Path, name: str | None) -> tuple[int, ...]:
+    """What else changes when the trace at ``path`` grows: its database's write-ahead log, or
+    what its format says (``change_mark``: an OpenHands conversation's new event files)."""
+    marked = getattr(FORMATS[name], "change_mark", None) if name is not None else None
+    return (*_journal_mark(path), *(marked(path) if marked is not None else ()))
+
+
 class Follower:
     """Keeps importing files as they grow (``import --follow``): a file that grows by lines
     (JSONL) is read from where the last look stopped, with the same parser; another is read
@@ -184,7 +193,7 @@ class Follower:
                 stat = path.stat()
             except OSError:  # gone meanwhile
                 continue
-            mark = (stat.st_size, stat.st_mtime_ns, *_journal_mark(path))
+            mark = (stat.st_size, stat.st_mtime_ns, *_change_mark(path, name))
             if self.seen.get(path) == mark:
                 continue
             self.seen[path] = mark
