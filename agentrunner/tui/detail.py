@@ -337,6 +337,10 @@ def _single(
             if event.reason == "adopted":  # a decision point's action: its candidates first
                 return [head, decision_panel(store, segments, ev.seq), *message], False
             return [head, *message], False
+        case ModelRequest(purpose="compaction"):
+            from agentrunner.tui.compaction import compaction_detail  # a compaction's only
+
+            return compaction_detail(store, episode_id, segments, ev.seq), False
         case ModelRequest():
             return _request(store, event, full), False
         case ModelResponse():
@@ -379,6 +383,10 @@ def _request(store: StoreBackend, request: ModelRequest, full: bool) -> list[Ren
     head = _fields(provider=request.provider, model=request.model, input=f"{len(chain)} messages")
     last = chain[-1] if chain else None
     parts: list[RenderableType] = [head, Text("params", style="bold"), _json(request.params)]
+    if request.masked:  # the placeholders a mask policy sent in place of tool outputs
+        from agentrunner.tui.compaction import masked_outputs
+
+        parts += masked_outputs(chain)
     if last is not None and last.content:
         parts += [plain(f"last input message ({last.role})", style="bold")]
         call = _call_for(chain, last) if last.role == "tool" else None

@@ -34,6 +34,7 @@ DECLARED_IN = {
     "Decision points": "agentrunner.tui.screens.decisions",
     "Diff": "agentrunner.tui.screens.diff",
     "Request diff": "agentrunner.tui.screens.request_diff",
+    "Compaction history": "agentrunner.tui.screens.compaction",
     "Report": "agentrunner.tui.screens.report",
     "Fork editor": "agentrunner.tui.screens.fork",
     "Confirm": "agentrunner.tui.screens.confirm",

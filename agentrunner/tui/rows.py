@@ -4,9 +4,10 @@
 :class:`RowInfo` (no payload kept: detail is read again when an event is selected);
 :class:`RunInfo` summarises a folded run of streamed chunks; ``render_row`` draws either as
 a Rich ``Text`` line: seq, a turn gutter (model turns vs environment steps; ``━━T3`` starts
-turn 3, ``━━T3✎`` a fork's edited turn 3, ``━━T3◆`` a decision point's adopted turn 3), a
-label, the summary (after the decision point's mark, on the row that carries one). Styles
-are passed in by name (they live in the app's one ``.tcss`` file).
+turn 3, ``━━T3✎`` a fork's edited turn 3, ``━━T3◆`` a decision point's adopted turn 3,
+``≋≋T3`` the compaction call made before turn 3's request), a label, the summary (after the
+decision point's mark, on the row that carries one). Styles are passed in by name (they live
+in the app's one ``.tcss`` file).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from agentrunner.store import EventRow
 from agentrunner.tui.format import cost, one_line, reward
 from agentrunner.values.errors import StoreCorruptError
 from agentrunner.values.events import (
+    COMPACTION,
     Cancel,
     EpisodeEnd,
     EpisodeStart,
@@ -75,6 +77,7 @@ class RowInfo:
     call_id: str | None = None
     edited_turn: bool = False  # a fork's edited assistant turn (it has no model request)
     adopted_turn: bool = False  # a decision point's adopted action (it has no model request)
+    compaction: bool = False  # a compaction call (its answer is a summary, not the turn's)
 
 
 @dataclass(slots=True)
@@ -138,8 +141,13 @@ def _summary(event: EventPayload, preview: str | None) -> tuple[str, str]:
         case MessageEvent():
             head = f"{event.role} ({event.reason})"
             return (f"{head}: {preview}" if preview else head), "meta"
+        case ModelRequest(purpose="compaction"):
+            covers = "" if event.covers is None else f" of {plural(event.covers, 'message')}"
+            where = f"{event.provider}:{event.model}"
+            return f"context compacted: summary{covers} · {where}", "compaction"
         case ModelRequest():
-            return f"model turn · {event.provider}:{event.model}", "turn"
+            masked = f" · {plural(event.masked, 'tool output')} masked" if event.masked else ""
+            return f"model turn{masked} · {event.provider}:{event.model}", "turn"
         case ModelChunk():
             return event.text, "model"
         case ModelResponse():
@@ -209,6 +217,7 @@ def summarize(
         call_id=event.call_id if isinstance(event, _WITH_CALL_ID) else None,
         edited_turn=isinstance(event, MessageEvent) and event.reason == "edit",
         adopted_turn=isinstance(event, MessageEvent) and event.reason == "adopted",
+        compaction=isinstance(event, ModelRequest) and event.purpose == COMPACTION,
     )
 
 
@@ -243,7 +252,9 @@ def render_row(
         line.append("      loading…", styles["dim"])
         return line
     turn_style = styles["turn-a"] if info.turn % 2 else styles["turn-b"]
-    if info.kind == "model.request":
+    if isinstance(info, RowInfo) and info.compaction:  # ≋: the history summarized
+        line.append(f"≋≋T{info.turn:<3}", turn_style)
+    elif info.kind == "model.request":
         line.append(f"━━T{info.turn:<3}", turn_style)
     elif isinstance(info, RowInfo) and info.edited_turn:  # ✎: written by a person
         line.append(f"━━T{info.turn}✎".ljust(6), turn_style)
@@ -258,6 +269,8 @@ def render_row(
         label = "▸ stream"
     elif isinstance(info, RowInfo) and info.adopted_turn:
         label = "decision"
+    elif isinstance(info, RowInfo) and info.compaction:
+        label = "compact"
     elif isinstance(info, RowInfo) and info.channel:
         label = "· " + CHANNEL_NAMES.get(info.channel, info.channel)
     else:

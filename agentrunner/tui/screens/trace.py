@@ -97,6 +97,9 @@ class TraceScreen(TraceActions):
         Binding("d", "diff", "Diff", show=False, id="trace.diff"),
         Binding("F", "files", "Files changed", show=False, id="trace.files"),
         Binding("r", "request_diff", "Request diff", show=False, id="trace.request_diff"),
+        Binding(
+            "h", "compaction", "History behind a compaction", show=False, id="trace.compaction"
+        ),
         Binding("R", "resume", "Resume", id="trace.resume"),
         Binding("x", "cancel", "Cancel run", id="trace.cancel"),
         Binding("escape", "back", "Back", id="trace.back"),

@@ -1,7 +1,7 @@
 """The trace screen's actions that start something: replay, fork, branches, decision
-points, diff, files changed, a request's diff, resume and cancel (the base of
-:class:`~agentrunner.tui.screens.trace.TraceScreen`). The screens they open, and forking,
-load when first used: the trace's first screen does not wait for them."""
+points, diff, files changed, a request's diff, the history behind a compaction, resume and
+cancel (the base of :class:`~agentrunner.tui.screens.trace.TraceScreen`). The screens they
+open, and forking, load when first used: the trace's first screen does not wait for them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from agentrunner.store import EpisodeSummary, Segment
 from agentrunner.tui import actions
 from agentrunner.tui.decisions import DecisionPoint, decision_points
 from agentrunner.tui.replay import Replay
+from agentrunner.tui.rows import RowInfo
 from agentrunner.tui.widgets.event_list import EventList
 from agentrunner.tui.work import ReaderScreen
 
@@ -160,6 +161,19 @@ class TraceActions(ReaderScreen):
         from agentrunner.tui.screens.request_diff import RequestDiffScreen
 
         self.app.push_screen(RequestDiffScreen(self.episode_id, info.turn))
+
+    def action_compaction(self) -> None:
+        """The messages the compaction at the cursor replaced (its summary stands for them)."""
+        lst = self.event_list
+        info, _ = lst.info(lst.cursor) if lst.row_count else (None, False)
+        if self.episode_id is None or info is None:
+            return
+        if not (isinstance(info, RowInfo) and info.compaction):
+            self.notify("put the cursor on a compaction row (compact) first", severity="warning")
+            return
+        from agentrunner.tui.screens.compaction import CompactionScreen
+
+        self.app.push_screen(CompactionScreen(self.episode_id, self.segments, info.seq))
 
     def action_resume(self) -> None:
         if self.summary is not None:

@@ -28,7 +28,19 @@ from agentrunner.tui.rowindex import RowIndex
 from agentrunner.tui.rows import RowInfo, RunInfo, fold, render_row
 
 RUN_SCAN = 256  # chunks of a folded run read to summarise it (its first ones)
-_TONES = ("meta", "turn", "model", "usage", "env", "error", "cancel", "resume", "end", "decision")
+_TONES = (
+    "meta",
+    "turn",
+    "model",
+    "usage",
+    "env",
+    "error",
+    "cancel",
+    "resume",
+    "end",
+    "decision",
+    "compaction",
+)
 _STYLE_NAMES = (
     "cursor",
     "decision",
