@@ -286,6 +286,17 @@ def test_a_message_knows_its_parent_in_the_chain(backend: MakeStore) -> None:
     assert set(store.messages([first, second, "0" * 64])) == {first, second}
 
 
+def test_a_message_reads_back_as_its_json_object_unvalidated(backend: MakeStore) -> None:
+    store = backend()
+    said = Message(role="assistant", content="hé\x00", reasoning="why")
+    digest = store.put_message(None, said)
+    data = store.message_json(digest)
+    assert data["content"] == "hé\x00" and data["reasoning"] == "why"
+    assert Message.model_validate(data) == store.message(digest) == said
+    with pytest.raises(StoreError, match="missing"):
+        store.message_json("0" * 64)
+
+
 # ---------------------------------------------------------------- side tables and space
 
 

@@ -20,6 +20,7 @@ from rich.text import Text
 from agentrunner.cli.batched_output import BatchedOutput
 from agentrunner.cli.common import reward_text
 from agentrunner.cli.event_fields import COMPACTION, read_fields
+from agentrunner.cli.message_fields import PlainMessage, read_message
 from agentrunner.values.errors import StoreError
 from agentrunner.values.formatting import (
     GAVE_UP,
@@ -215,7 +216,9 @@ class EventRenderer:
             self.out.line((f"» {label}", "magenta"), " ", (f"({size}; -v shows it)", "dim"))
             return
         if reason == "continue" or message.tool_calls:
-            text = describe_message(message) if message.tool_calls else message.content
+            text = message.content
+            if not isinstance(message, PlainMessage) and message.tool_calls:
+                text = describe_message(message)
             self.out.line((f"» {label}:", "magenta"), " ", (text, "dim"))
             return
         self.out.line((f"» {label}", "magenta"), " ", (f"({role})", "dim"))
@@ -295,11 +298,11 @@ class EventRenderer:
         if done:
             self.out.line(("» adopted action", "magenta"), " ", (f"(candidate {d.adopted})", "dim"))
 
-    def _read(self, message_hash: str) -> Message | None:
+    def _read(self, message_hash: str) -> Message | PlainMessage | None:
         if self.store is None:
             return None
         try:
-            return self.store.message(message_hash)
+            return read_message(self.store, message_hash)
         except StoreError:
             return None
 

@@ -160,6 +160,19 @@ class LogStore(LineageStore):
             raise StoreError(f"message {message_hash_[:12]} is missing from {self.where}")
         return Message.model_validate_json(row[0])
 
+    def message_json(self, message_hash_: str) -> dict[str, Any]:
+        """A stored message as its JSON object, not validated (a reader that shows a plain
+        message needs no model for it); StoreError when it is missing."""
+        row = self._conn.execute(
+            "SELECT message FROM messages WHERE hash = ?", (message_hash_,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"message {message_hash_[:12]} is missing from {self.where}")
+        data = json.loads(row[0])
+        if not isinstance(data, dict):
+            raise StoreError(f"message {message_hash_[:12]} in {self.where} is not an object")
+        return data
+
     def tools(self, tools_hash_: str) -> list[ToolSpec]:
         from agentrunner.values.types import ToolSpec
 
