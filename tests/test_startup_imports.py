@@ -134,6 +134,8 @@ def test_show_imports_no_migration_library_sdk_tui_or_other_command(
 
 
 NOT_FOR_A_PLAIN_SHOW = (
+    "pydantic",
+    "agentrunner.values.types",
     "agentrunner.values.events",
     "agentrunner.values.specs",
     "agentrunner.values.branching",
@@ -146,7 +148,7 @@ NOT_FOR_A_PLAIN_SHOW = (
 """What ``show`` of an episode with no decision points and no sub-agents does not need."""
 
 
-def test_show_of_a_plain_episode_loads_no_event_spec_or_decision_model(
+def test_show_of_a_plain_episode_loads_no_pydantic_event_spec_or_decision_model(
     tmp_path: Path, demo_store: tuple[Path, str]
 ) -> None:
     db, episode_id = demo_store
