@@ -17,6 +17,12 @@ control, and tables later versions add);
 then, from those, whole message chains (``parent_hash``), snapshot chains (``parent_id``)
 and the files of every named snapshot. Everything else is collected (sweep).
 
+A store that keeps its blobs in a bucket (:mod:`agentrunner.store.blob_bucket`) holds only
+their index: gc deletes the index rows nothing names, commits, and then, holding the store
+to itself again, deletes every object under the store's prefix that no index row names (those
+just unindexed, and any a writer killed between putting an object and indexing it left).
+Objects go only after their rows, so no row ever names a missing object.
+
 Why this is safe while other processes use the store. Writers put content first and the
 event naming it after, and content is deduplicated: a writer that finds a blob, snapshot or
 message already present does not write it again. So content that is unnamed *now* may be
@@ -52,11 +58,12 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentrunner.store import eventlog
+from agentrunner.store import blob_bucket, eventlog
 from agentrunner.store.dialect import Conn
 from agentrunner.store.exclusive import (
     StoreInUseError,
@@ -76,9 +83,12 @@ _TABLE_PART = {
     "messages": "messages",
     "tools": "tools",
     "blobs": "blobs",
+    "blob_objects": "blobs",
     "snapshots": "snapshots",
 }
-_CONTENT = frozenset({"blobs", "messages", "tools", "snapshots", "event_log"})
+_CONTENT = frozenset(
+    {"blobs", "blob_objects", "blob_bucket", "messages", "tools", "snapshots", "event_log"}
+)
 """Tables read by the mark itself; every other table's text columns are searched."""
 _PAGE = 2000
 _BATCH = 500
@@ -95,6 +105,8 @@ class Garbage:
     """Content nothing names, by kind: keys and bytes."""
 
     blobs: dict[str, int] = field(default_factory=dict)
+    objects: dict[str, int] = field(default_factory=dict)
+    """Blobs in the store's bucket (their index rows)."""
     messages: dict[str, int] = field(default_factory=dict)
     tools: dict[str, int] = field(default_factory=dict)
     snapshots: dict[str, int] = field(default_factory=dict)
@@ -103,7 +115,7 @@ class Garbage:
         return {
             kind: Part(len(keys), sum(keys.values()))
             for kind, keys in (
-                ("blobs", self.blobs),
+                ("blobs", {**self.objects, **self.blobs}),
                 ("messages", self.messages),
                 ("tools", self.tools),
                 ("snapshots", self.snapshots),
@@ -150,7 +162,7 @@ def space(store: StoreBase) -> tuple[dict[str, Part], int]:
         parts[_TABLE_PART.get(table, "other")].bytes += size
     for table, part in _TABLE_PART.items():
         what = "DISTINCT hash" if table == "blobs" else "*"
-        parts[part].rows = int(conn.execute(f"SELECT count({what}) FROM {table}").fetchone()[0])
+        parts[part].rows += int(conn.execute(f"SELECT count({what}) FROM {table}").fetchone()[0])
     return parts, total
 
 
@@ -258,6 +270,9 @@ def find_garbage(conn: Conn, progress: Progress, *, postgres: bool) -> Garbage:
     for key, size in conn.execute("SELECT hash, sum(length(data)) FROM blobs GROUP BY hash"):
         if key not in named and key not in files:
             garbage.blobs[str(key)] = int(size)
+    for key, size in conn.execute("SELECT hash, bytes FROM blob_objects"):
+        if key not in named and key not in files:
+            garbage.objects[str(key)] = int(size)
     return garbage
 
 
@@ -278,6 +293,7 @@ def sweep(conn: Conn, garbage: Garbage, progress: Progress) -> None:
     order = sorted(garbage.snapshots, key=lambda k: -depth.get(k, 0))  # children first
     _delete(conn, "snapshots", "id", order, progress)
     _delete(conn, "blobs", "hash", sorted(garbage.blobs), progress)
+    _delete(conn, "blob_objects", "hash", sorted(garbage.objects), progress)
     _delete(conn, "messages", "hash", sorted(garbage.messages), progress)
     _delete(conn, "tools", "hash", sorted(garbage.tools), progress)
 
@@ -314,24 +330,47 @@ def collect(
                 progress(f"waiting: {exc}")
                 said = str(exc)
             time.sleep(1.0)
+    _sweep_bucket(store, progress)
     progress("reclaiming the space")
     _reclaim(store)
     return Report(False, parts, garbage.summary(), before, space(store)[1])
 
 
-def _delete_garbage(store: StoreBase, progress: Progress) -> Garbage:
+def _exclusive(store: StoreBase) -> AbstractContextManager[Conn]:
     if store.sql.postgres:
-        lock = postgres_exclusive(store._conn)
-    else:
-        store.close()  # this process's own connections would hold the store too
-        lock = sqlite_exclusive(store.path)
-    with lock as conn:
+        return postgres_exclusive(store._conn)
+    store.close()  # this process's own connections would hold the store too
+    return sqlite_exclusive(store.path)
+
+
+def _delete_garbage(store: StoreBase, progress: Progress) -> Garbage:
+    with _exclusive(store) as conn:
         running = live_leases(conn)
         if running:
             raise StoreInUseError(f"{len(running)} episode(s) are running ({running[0]}, ...)")
         garbage = find_garbage(conn, progress, postgres=store.sql.postgres)
         sweep(conn, garbage, progress)
     return garbage
+
+
+def _sweep_bucket(store: StoreBase, progress: Progress) -> None:
+    """Delete the objects under the store's prefix that no index row names, holding the
+    store to itself (a writer may have put an object it has not indexed yet); when another
+    process has opened it meanwhile, they are left for the next gc."""
+    if store._conn.execute("SELECT 1 FROM blob_bucket").fetchone() is None:
+        return  # a store without a bucket: nothing more to do
+    try:
+        with _exclusive(store) as conn:
+            bucket = blob_bucket.bucket_of(conn)
+            if bucket is None:
+                return
+            indexed = {str(r[0]) for r in conn.execute("SELECT hash FROM blob_objects")}
+            unnamed = sorted(d for d in bucket.digests() if d not in indexed)
+            if unnamed:
+                progress(f"deleting {len(unnamed)} unnamed object(s) from {bucket.url}")
+                bucket.delete(unnamed)
+    except StoreInUseError as exc:
+        progress(f"the bucket's unnamed objects are left for the next gc: {exc}")
 
 
 def _reclaim(store: StoreBase) -> None:

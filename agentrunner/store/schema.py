@@ -389,6 +389,20 @@ def m010_one_status_rule(db: Database) -> None:
     db.execute(_SUMMARY_WITH_ONE_STATUS_RULE)
 
 
+@_migration
+def m011_blob_bucket(db: Database) -> None:
+    """Workspace blobs may live in an S3-compatible bucket: where it is, and the index of the
+    blobs it holds for the store (see :mod:`agentrunner.store.blob_bucket`)."""
+    db.execute(
+        "CREATE TABLE blob_objects (hash TEXT NOT NULL PRIMARY KEY,"
+        " bytes INTEGER NOT NULL CHECK (bytes >= 0)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE blob_bucket (id INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),"
+        " url TEXT NOT NULL, store_id TEXT NOT NULL, created_at TEXT NOT NULL)"
+    )
+
+
 NEW_STORE: tuple[str, ...] = (
     *create_tables(SQLITE),
     _EPISODE_KEY_GIVEN,

@@ -198,6 +198,17 @@ TABLES: tuple[Table, ...] = (
         ("hash", "part"),
     ),
     Table(
+        "blob_objects",
+        (_text("hash"), _int("bytes", "bigint", check="bytes >= 0")),
+        ("hash",),
+        without_rowid=True,
+    ),
+    Table(
+        "blob_bucket",
+        (_int("id", check="id = 1"), _text("url"), _text("store_id"), _text("created_at")),
+        ("id",),
+    ),
+    Table(
         "snapshots",
         (
             _text("id", not_null=False),

@@ -2,7 +2,8 @@
 
 An episode is copied as it is: its id, lineage (``parent_episode_id``, ``fork_seq``), every
 event with its seq, attempt, turn, kind, time and payload, the messages, tool sets and
-workspace snapshots (with their file blobs) its events name, and its rows in the side
+workspace snapshots (with their file blobs, read from the source's table or bucket and
+written to the destination's) its events name, and its rows in the side
 tables (batch membership, fork groups, verifications, the import it came from). A fork's
 ancestors are copied first, so the destination never holds a fork without its history.
 
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.store import control, eventlog
+from agentrunner.store import blobs, control, eventlog
 from agentrunner.values.critical import critical
 from agentrunner.values.errors import StoreError
 
@@ -218,7 +219,7 @@ def _copy_references(src: StoreCore, dst: StoreCore, events: Iterable[tuple[Any,
     for snapshot in sorted(snapshots):
         _copy_snapshot(src, dst, snapshot)
     missing = dst.missing_blobs(answers)
-    dst.put_blobs((digest, _blob_parts(src, digest)) for digest in sorted(missing))
+    dst.put_blobs((digest, blobs.blob_parts(src._conn, digest)) for digest in sorted(missing))
 
 
 def _copy_snapshot(src: StoreCore, dst: StoreCore, snapshot_id: str) -> None:
@@ -238,7 +239,7 @@ def _copy_snapshot(src: StoreCore, dst: StoreCore, snapshot_id: str) -> None:
             if isinstance(entry, list) and entry and entry[0] == "f"
         }
         missing = dst.missing_blobs(digests)
-        dst.put_blobs((digest, _blob_parts(src, digest)) for digest in sorted(missing))
+        dst.put_blobs((digest, blobs.blob_parts(src._conn, digest)) for digest in sorted(missing))
         dst._conn.execute(
             dst.sql.keep_existing(
                 "INSERT INTO snapshots (id, parent_id, depth, created_at, files, bytes, changes)"
@@ -265,18 +266,6 @@ def _check_membership(src: StoreCore, dst: StoreCore, episode_id: str) -> None:
                 f" pair); nothing of {episode_id} was copied: copy it into another store, or"
                 f" remove one of the two (agentrunner rm)"
             )
-
-
-def _blob_parts(src: StoreCore, digest: str) -> Iterator[bytes]:
-    part = 0
-    while True:
-        row = src._conn.execute(
-            "SELECT data FROM blobs WHERE hash = ? AND part = ?", (digest, part)
-        ).fetchone()
-        if row is None:
-            return
-        yield bytes(row[0])
-        part += 1
 
 
 def _copy_side_rows(src: StoreCore, dst: StoreCore, episode_id: str) -> None:
