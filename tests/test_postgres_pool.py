@@ -16,6 +16,7 @@ from pg import PostgresServer
 
 from agentrunner import TraceStore
 from agentrunner.store.postgres_pool import POOL_SIZE
+from agentrunner.values.errors import StoreFailedError
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -105,3 +106,34 @@ def test_threads_share_the_pool_and_a_transaction_keeps_its_connection(pg_url: s
             seen.join()
             pids.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
         assert len(pids) == 1
+
+
+def test_a_transaction_a_thread_left_open_is_not_lent_to_another(pg_url: str) -> None:
+    with TraceStore(pg_url) as store:
+        conn = store.raw_connection()
+
+        def leave_open() -> None:
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM episodes")
+            assert conn.in_transaction
+            store.done_in_this_thread()  # a thread that ends: its transaction rolled back
+
+        thread = threading.Thread(target=leave_open)
+        thread.start()
+        thread.join()
+        conn.execute("SELECT 1")
+        assert not conn.in_transaction  # the statement ran outside any transaction
+        assert store.open_connections() == 1
+
+
+def test_a_connection_the_server_dropped_fails_one_statement_and_is_replaced(
+    pg_url: str,
+) -> None:
+    with TraceStore(pg_url) as store, psycopg.connect(pg_url, autocommit=True) as admin:
+        conn = store.raw_connection()
+        (pid,) = conn.execute("SELECT pg_backend_pid()").fetchone()
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))  # gone on return
+        with pytest.raises(StoreFailedError):
+            conn.execute("SELECT 1")
+        assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != pid
+        assert store.open_connections() == 1

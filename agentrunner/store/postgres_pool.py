@@ -16,10 +16,11 @@ so a cursor is read after its connection went back.
 
 A connection is opened in the thread that needs one, so a failure is that thread's own error
 with libpq's cause (``psycopg_pool`` opens them in worker threads and tells a waiting thread
-only that it timed out). A thread that finds every connection busy waits for one: a moment
-(:data:`GROW_AFTER_S`) before it opens another while there are fewer than the most, else up to
-:data:`WAIT_S`. A broken connection (the server restarted or dropped it) is closed when it comes
-back; the next statement opens a new one.
+only that it timed out). A thread that finds every connection busy waits in line (a connection
+that comes back goes to the thread that has waited longest, so none starves); it opens another
+while there are fewer than the most, at once when others wait too, else after a moment
+(:data:`GROW_AFTER_S`); with all open it waits up to :data:`WAIT_S`. A broken connection (the
+server restarted or dropped it) is closed when it comes back; the next statement opens a new one.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import contextlib
 import importlib
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -36,13 +38,23 @@ from agentrunner.values.errors import StoreFailedError
 POOL_SIZE = 8
 """The most server connections one store holds in one process."""
 GROW_AFTER_S = 0.05
-"""How long a statement waits for a busy connection before it opens another: a heartbeat that
-meets its episode's append waits for it, so a process running one episode (a Ray worker) keeps
-one connection; many episodes at once, each waiting longer, open more."""
+"""How long a thread waiting alone for a connection waits before it opens another: a heartbeat
+that meets its episode's append waits for it, so a process running one episode (a Ray worker)
+keeps one connection. A thread that finds others waiting already opens one at once."""
 WAIT_S = 60.0
 """How long a statement waits for a connection while all are busy before it fails."""
 
 _T = TypeVar("_T")
+
+
+class _Waiter:
+    """A thread waiting for a connection: handed one here, woken by its own condition."""
+
+    __slots__ = ("conn", "woken")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.conn: Any = None
+        self.woken = threading.Condition(lock)
 
 
 class SharedConnections:
@@ -54,10 +66,11 @@ class SharedConnections:
         self._where = where
         self._size = size
         self._idle_status = importlib.import_module("psycopg.pq").TransactionStatus.IDLE
-        self._ready = threading.Condition()
+        self._lock = threading.Lock()
         self._idle: list[Any] = []
         self._all: set[Any] = set()
         self._opening = 0
+        self._waiting: deque[_Waiter] = deque()
         self._held = threading.local()
 
     def run(self, statement: Callable[[Any], _T]) -> _T:
@@ -90,18 +103,19 @@ class SharedConnections:
             self._take_back(conn)
 
     def open_count(self) -> int:
-        with self._ready:
+        with self._lock:
             return len(self._all)
 
     def close(self) -> None:
         """Close every connection (a later statement opens new ones)."""
-        with self._ready:
+        with self._lock:
             for conn in self._all:
                 with contextlib.suppress(Exception):
                     conn.close()
             self._all.clear()
             self._idle.clear()
-            self._ready.notify_all()
+            for waiter in self._waiting:
+                waiter.woken.notify()
         self._held = threading.local()
 
     def _settled(self, conn: Any) -> bool:
@@ -109,15 +123,40 @@ class SharedConnections:
         return bool(conn.closed or conn.broken or conn.info.transaction_status == self._idle_status)
 
     def _lend(self) -> Any:
-        """An idle connection; else a new one, when none came back within
-        :data:`GROW_AFTER_S` (at once for the first) and there are fewer than ``size``."""
+        """An idle connection, or one handed over in turn, or a new one (see the module)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()  # the most recently used: its session is warm
+            if self._all or self._opening:
+                conn = self._wait_in_line()
+                if conn is not None:
+                    return conn
+            self._opening += 1
+        try:
+            conn = self._connect()
+        except BaseException:
+            with self._lock:
+                self._opening -= 1
+                self._wake_first()  # it may open one in this one's stead
+            raise
+        with self._lock:
+            self._opening -= 1
+            self._all.add(conn)
+        return conn
+
+    def _wait_in_line(self) -> Any:
+        """(Holding the lock) the connection handed to this thread, or None when it is to
+        open one."""
         now = time.monotonic()
         grow_at, deadline = now + GROW_AFTER_S, now + WAIT_S
-        with self._ready:
-            while not self._idle:
-                opened = len(self._all) + self._opening
-                if opened < self._size and (opened == 0 or now >= grow_at):
-                    break
+        waiter = _Waiter(self._lock)
+        crowded = bool(self._waiting)
+        self._waiting.append(waiter)
+        try:
+            while waiter.conn is None:
+                room = len(self._all) + self._opening < self._size
+                if room and (crowded or now >= grow_at or not (self._all or self._opening)):
+                    return None
                 if now >= deadline:
                     raise StoreFailedError(
                         f"all {self._size} connections of this process to {self._where}"
@@ -125,31 +164,38 @@ class SharedConnections:
                         driver="pool",
                         server="postgres",
                     )
-                self._ready.wait((grow_at if opened < self._size else deadline) - now)
+                waiter.woken.wait((grow_at if room else deadline) - now)
                 now = time.monotonic()
-            if self._idle:
-                return self._idle.pop()  # the most recently used: its session is warm
-            self._opening += 1
-        try:
-            conn = self._connect()
+            return waiter.conn
         except BaseException:
-            with self._ready:
-                self._opening -= 1
-                self._ready.notify()
+            if waiter.conn is not None:  # handed one as it stopped waiting: the next one's
+                self._hand_over(waiter.conn)
             raise
-        with self._ready:
-            self._opening -= 1
-            self._all.add(conn)
-        return conn
+        finally:
+            if waiter in self._waiting:
+                self._waiting.remove(waiter)
 
     def _take_back(self, conn: Any) -> None:
-        with self._ready:
+        with self._lock:
             if conn not in self._all:  # closed with the pool meanwhile
                 return
-            if conn.closed or conn.broken:
+            if not self._settled(conn) or conn.closed or conn.broken:  # never lend a transaction
                 self._all.discard(conn)
                 with contextlib.suppress(Exception):
                     conn.close()
+                self._wake_first()  # room for a new one
             else:
-                self._idle.append(conn)
-            self._ready.notify()
+                self._hand_over(conn)
+
+    def _hand_over(self, conn: Any) -> None:
+        """(Holding the lock) ``conn`` to the thread that has waited longest, else idle."""
+        if self._waiting:
+            waiter = self._waiting.popleft()
+            waiter.conn = conn
+            waiter.woken.notify()
+        else:
+            self._idle.append(conn)
+
+    def _wake_first(self) -> None:
+        if self._waiting:
+            self._waiting[0].woken.notify()
