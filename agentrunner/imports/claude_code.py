@@ -16,14 +16,15 @@ as errors; a compaction (a ``compact_boundary`` system record, then the user rec
 ``isCompactSummary`` holding the summary) as a compaction call (purpose ``compaction``,
 covering the history but the messages its metadata says it preserved; its usage is not
 recorded, so unknown) answered by the summary, which then begins the history the session went
-on from (:attr:`~.items.Said.fresh`). Each subagent is a session of its own
-(``<session id>/agent-<agent id>``), linked to its parent session and the tool call that
-started it, read from one source: its own file (``<session id>/subagents/agent-<id>.jsonl``,
-or ``agent-<id>.jsonl`` beside the main file in 2.0), else the ``agent_progress`` copies of its
-records in the main file (older logs' ``isSidechain`` lines in a main file are one
-``sidechain`` session). Everything else of a file (hook progress, file-history snapshots,
-queue operations, other system records, summaries, lines that are not JSON) is kept raw in
-the session the file is: a subagent file's in the subagent's.
+on from (:attr:`~.items.Said.fresh`), the preserved messages after it. Each subagent is a
+session of its own (``<session id>/agent-<agent id>``), linked to its parent session and the
+tool call that started it, read from one source: its own file
+(``<session id>/subagents/agent-<id>.jsonl``, or ``agent-<id>.jsonl`` beside the main file in
+2.0), else the ``agent_progress`` copies of its records in the main file (older logs'
+``isSidechain`` lines in a main file are one ``sidechain`` session). Everything else of a file
+(hook progress, file-history snapshots, queue operations, other system records, summaries,
+lines that are not JSON) is kept raw in the session the file is: a subagent file's in the
+subagent's.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from agentrunner.imports.items import (
     Emit,
     Failure,
     Item,
+    Kept,
     Observed,
     Piece,
     Said,
@@ -119,6 +121,25 @@ class _Thread:
         self.calls = 0
         self.names: dict[str, str] = {}
         self.seen_messages: set[str] = set()
+        self.messages_of: dict[str, list[str]] = {}
+        """A record's uuid -> the history messages it is part of (a call's, a text's, a tool
+        result's), for what a compaction preserved."""
+
+    def _part_of(self, record: dict[str, Any], message: str) -> None:
+        uuid = record.get("uuid")
+        if isinstance(uuid, str) and message not in self.messages_of.setdefault(uuid, []):
+            self.messages_of[uuid].append(message)
+
+    def _kept(self, boundary: dict[str, Any]) -> int | None:
+        """How many history messages a compaction boundary says were kept (none when its
+        metadata names none; None: it has no metadata)."""
+        metadata = boundary.get("compactMetadata")
+        if not isinstance(metadata, dict):
+            return None
+        preserved = metadata.get("preservedMessages")
+        uuids = preserved.get("uuids") if isinstance(preserved, dict) else None
+        uuids = uuids if isinstance(uuids, list) else []
+        return len({m for u in uuids if isinstance(u, str) for m in self.messages_of.get(u, [])})
 
     def close(self) -> list[Item]:
         call = self.open
@@ -159,6 +180,7 @@ class _Thread:
             self.open = _Call(message_id, call_id, message.get("model"))
             out.append(Ask(call_id, message.get("model"), ts))
         call = self.open
+        self._part_of(record, f"call:{call.call_id}")
         call.usage = message.get("usage") or call.usage
         call.stop_reason = message.get("stop_reason") or call.stop_reason
         call.request_id = record.get("requestId") or call.request_id
@@ -197,7 +219,7 @@ class _Thread:
         self.calls += 1
         call_id = f"compact-{record.get('uuid') or self.calls}"
         self.open = _Call(call_id, call_id, None, compaction=True)
-        return [*out, Ask(call_id, None, ts, purpose=COMPACTION, keeps=_kept(record))]
+        return [*out, Ask(call_id, None, ts, purpose=COMPACTION, keeps=self._kept(record))]
 
     def summary(self, record: dict[str, Any], text: str, ts: str | None) -> list[Item]:
         """The compaction's summary: its call's answer (a call opened here when no boundary
@@ -209,7 +231,7 @@ class _Thread:
         assert call is not None
         call.text.append(text)
         out += [Piece(call.call_id, "text", text, ts=ts), *self.close()]
-        return [*out, Said("user", text, ts, reason=COMPACTION, fresh=True)]
+        return [*out, Said("user", text, ts, reason=COMPACTION, fresh=True), Kept(call.call_id, ts)]
 
     def user(self, record: dict[str, Any], ts: str | None) -> list[Item]:
         message = record["message"]
@@ -220,11 +242,14 @@ class _Thread:
         for block in _blocks(message.get("content")):
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 call_id = str(block.get("tool_use_id", ""))
+                self._part_of(record, f"tool:{call_id}")
                 output = text_of(block.get("content"))
                 error = (output or "error") if block.get("is_error") else None
                 results.append(Observed(call_id, self.names.get(call_id, ""), output, error, ts))
             else:
                 texts.append(text_of([block]))
+        if texts:
+            self._part_of(record, f"said:{record.get('uuid')}")
         out: list[Item] = []
         if texts:  # the user spoke: the open call is over
             out.extend(self.close())
@@ -235,17 +260,6 @@ class _Thread:
             else:
                 out.append(result)
         return out
-
-
-def _kept(boundary: dict[str, Any]) -> int | None:
-    """How many of the history's last messages a compaction boundary says were kept (none
-    when its metadata names none; None: it has no metadata)."""
-    metadata = boundary.get("compactMetadata")
-    if not isinstance(metadata, dict):
-        return None
-    preserved = metadata.get("preservedMessages")
-    uuids = preserved.get("uuids") if isinstance(preserved, dict) else None
-    return len(uuids) if isinstance(uuids, list) else 0
 
 
 def _blocks(content: Any) -> list[Any]:

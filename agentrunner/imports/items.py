@@ -14,6 +14,8 @@ close to the event kinds they become:
 - :class:`Answer`: the call's whole answer and usage (``model.response``, ``usage``, then a
   ``tool.call`` per tool call);
 - :class:`Observed`: a tool's result (``tool.result``);
+- :class:`Kept`: the messages a compaction kept enter the history after its summary
+  (``message``);
 - :class:`Failure`: an error the source recorded (``error``);
 - :class:`Unmapped`: a record the importer keeps raw (an ``error`` event of where ``import``
   whose ``raw`` field holds the record verbatim), never dropped;
@@ -155,6 +157,16 @@ class Observed:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """The messages compaction ``call_id`` kept (its request's last ones, past those it
+    ``covers``) enter the history the source went on from, after its summary: ``message``
+    events of reason ``compaction``."""
+
+    call_id: str
+    ts: str | None = None
+
+
+@dataclass(frozen=True)
 class Failure:
     where: str
     type: str
@@ -179,7 +191,7 @@ class Ended:
     ts: str | None = None
 
 
-Item = Begin | Said | Edited | Ask | Piece | Answer | Observed | Failure | Unmapped | Ended
+Item = Begin | Said | Edited | Ask | Piece | Answer | Observed | Kept | Failure | Unmapped | Ended
 Emit = tuple[str, Item]
 """An item and the key of the session it belongs to ("" for the file's main session)."""
 

@@ -28,6 +28,7 @@ from agentrunner.imports.items import (
     Edited,
     Ended,
     Failure,
+    Kept,
     Observed,
     Piece,
     Said,
@@ -145,7 +146,8 @@ class SessionWriter:
         self._slot = 0
         self.answered: set[str] = set()
         self.open_calls: dict[str, str] = {}  # the source's call id -> the call id recorded
-        self.compactions: set[str] = set()  # recorded call ids of compaction calls
+        self.compactions: dict[str, tuple[str | None, int | None]] = {}
+        """Compaction calls: recorded call id -> its request's tip and ``covers``."""
         self.continued: Counter[str] = Counter()
         self.names: dict[str, str] = {}  # tool call id -> tool name
         self.closed: list[Any] = []
@@ -234,7 +236,10 @@ class SessionWriter:
                 case ev.ModelRequest(call_id=call, purpose=purpose):
                     self.open_calls[_continuation(call)[0]] = call
                     if purpose == ev.COMPACTION:
-                        self.compactions.add(call)
+                        self.compactions[call] = (
+                            row.payload["tip_hash"],
+                            row.payload.get("covers"),
+                        )
                 case ev.ModelResponse(call_id=call, message_hash=tip):
                     if call not in self.compactions:  # a summary is not part of the history
                         self.rec.tip = tip
@@ -308,13 +313,24 @@ class SessionWriter:
     def _compaction(self, call: str, keeps: int | None) -> None:
         """Mark the request about to be written as a compaction's, with what it covers: the
         history but the last ``keeps`` messages (None: unknown)."""
-        self.compactions.add(call)
         self.rec.tag["purpose"] = ev.COMPACTION
+        covers = None
         if keeps is not None:
             length, at = 0, self.rec.tip
             while at is not None:
                 length, at = length + 1, self.store.message_parent(at)
-            self.rec.tag["covers"] = max(length - keeps, 0)
+            covers = self.rec.tag["covers"] = max(length - keeps, 0)
+        self.compactions[call] = (self.rec.tip, covers)
+
+    def _kept(self, source_call: str) -> None:
+        """The messages the source's compaction call kept, again after its summary (one slot
+        each; none when what it covers is unknown)."""
+        for recorded, (tip, covers) in reversed(self.compactions.items()):
+            if _continuation(recorded)[0] == source_call and covers is not None:
+                for message in self.store.message_chain(tip)[covers:]:
+                    if self._due():
+                        self.rec.message(message, ev.COMPACTION)
+                return
 
     def _mark(self, marks: dict[str, Any]) -> None:
         """Keep a source's marks on the event about to be written (``source_marks``)."""
@@ -392,6 +408,8 @@ class SessionWriter:
                         totals=history.totals.as_dict(),
                     )
                     self.rec.record(end)
+            case Kept(call_id=call):
+                self._kept(call)
             case Failure(where=where, type=kind, message=message):
                 if self._due():
                     self.rec.failure(where, kind, message)

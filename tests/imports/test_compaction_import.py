@@ -153,12 +153,21 @@ def test_requests_after_a_codex_compaction_send_its_replacement_history(tmp_path
 
 
 @needs("claude-code/compaction")
-def test_requests_after_a_claude_code_compaction_start_from_its_summary(tmp_path: Path) -> None:
-    [summary] = [x for x in _lines(CLAUDE) if x.get("isCompactSummary")]
+def test_requests_after_a_claude_code_compaction_send_its_summary_then_what_it_preserved(
+    tmp_path: Path,
+) -> None:
+    lines = _lines(CLAUDE)
+    [summary] = [x for x in lines if x.get("isCompactSummary")]
+    [boundary] = [x for x in lines if x.get("subtype") == "compact_boundary"]
+    preserved = boundary["compactMetadata"]["preservedMessages"]["uuids"]
+    kept = [x["message"] for x in lines if x.get("uuid") in preserved]
     with TraceStore(tmp_path / "traces.db") as store:
         episode = only_episode(store, CLAUDE, claude_code)
         sent = store.reconstruct_request(episode, 11).messages
     assert sent[0].content == summary["message"]["content"]
+    assert [(m.role, m.content) for m in sent[1 : 1 + len(kept)]] == [
+        (m["role"], "".join(b["text"] for b in m["content"])) for m in kept
+    ]
 
 
 @needs("claude-code/compaction")
