@@ -91,7 +91,7 @@ def records(path: Path, *, live: bool) -> list[Any]:
 
 
 def parser(path: Path) -> OpenHandsParser:
-    return OpenHandsParser(path)
+    return OpenHandsParser(conversation_of(path) or path)
 
 
 def usage_of(metrics: dict[str, Any] | None) -> AgentUsage:

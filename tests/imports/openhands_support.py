@@ -5,7 +5,7 @@ that replays scripted answers.
 The SDK is not a dependency of agentrunner and needs Python 3.12 or newer, so it lives in a venv
 of its own outside the repository, ``$AGENTRUNNER_OPENHANDS_VENV`` (default
 ``~/.cache/agentrunner-openhands/venv``), built when missing (``.ci/run`` builds it first) with
-the first Python 3.12+ found (``$AGENTRUNNER_OPENHANDS_PYTHON``, ``python3.13``/``python3.12`` on
+the first Python 3.12+ found (``$AGENTRUNNER_OPENHANDS_PYTHON``, ``python3.12``/``python3.13`` on
 the PATH, or pyenv's); a test that needs it is skipped with the reason when it cannot be had.
 """
 
@@ -55,9 +55,9 @@ def _python() -> str | None:
     """A Python 3.12 or newer to build the venv with (the SDK needs one)."""
     named = os.environ.get("AGENTRUNNER_OPENHANDS_PYTHON")
     found = [named] if named else []
-    found += [p for p in (shutil.which("python3.13"), shutil.which("python3.12")) if p]
+    found += [p for p in (shutil.which("python3.12"), shutil.which("python3.13")) if p]
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-    found += sorted((str(p) for p in pyenv.glob("3.1[2-9]*/bin/python")), reverse=True)
+    found += sorted(str(p) for p in pyenv.glob("3.1[2-9]*/bin/python"))
     for python in found:
         check = [python, "-c", "import sys, venv; assert sys.version_info >= (3, 12)"]
         if subprocess.run(check, capture_output=True).returncode == 0:
