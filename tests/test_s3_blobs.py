@@ -432,3 +432,27 @@ def test_a_snapshotter_killed_while_putting_blobs_leaves_no_row_naming_a_missing
             (tmp_path / f"a{i}").mkdir()
             Snapshotter(tmp_path / f"a{i}", store).restore(last)
         assert _tree(tmp_path / f"a{i}") == _tree(tmp_path / f"w{i}")
+
+
+def test_db_blobs_sends_a_stores_new_blobs_to_the_bucket_and_refuses_credentials(
+    bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrunner.cli.main import main
+
+    db = tmp_path / "cli.db"
+    assert main(["run", "--db", str(db), "--json"]) == 0
+    capsys.readouterr()
+    leaked = f"s3://AKIA:hush@{bucket}/cli"
+    assert main(["db", "blobs", leaked, "--db", str(db)]) == 1
+    assert "hush" not in db.read_bytes().decode("latin-1")
+    assert main(["db", "blobs", f"s3://{bucket}/cli", "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["blobs"].endswith("/cli")
+    with TraceStore(db) as store:
+        before = _column(store, "SELECT hash FROM blobs")
+    # another task: its files are not in the store yet (blobs are stored by content)
+    assert main(["run", "--db", str(db), "--task", "paginate-off-by-one", "--json"]) == 0
+    with TraceStore(db) as store:
+        named = _snapshot_files(store)
+        assert _column(store, "SELECT hash FROM blobs") == before  # new blobs left the table
+    in_bucket = _objects(bucket, "cli")
+    assert in_bucket and named <= before | in_bucket

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 _MIGRATE_HELP = "bring the store's schema up to date (the only way a Postgres store is migrated)"
 _STATUS_HELP = "the store's schema (applied, pending), who is connected, its size by table"
+_BLOBS_HELP = "keep the store's new workspace blobs in an S3-compatible bucket (extra [s3])"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,6 +61,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     status = actions.add_parser("status", help=_STATUS_HELP, description=_STATUS_HELP + ".")
     status.set_defaults(handler=run_status)
     add_common(status, defaults=False)
+    blobs = actions.add_parser(
+        "blobs",
+        help=_BLOBS_HELP,
+        description="Record in the store that its new workspace blobs go to s3://BUCKET/PREFIX"
+        " (the store keeps their index; blobs already in it stay). Every client of the store"
+        " then puts and fetches them there: give each the server and credentials the way"
+        " boto3 reads them (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or a"
+        " profile); none is recorded. A prefix belongs to one store. Needs `pip install"
+        " 'agentrunner[s3]'`.",
+    )
+    blobs.set_defaults(handler=run_blobs)
+    add_common(blobs, defaults=False)
+    blobs.add_argument("url", metavar="s3://BUCKET/PREFIX", help="where the blobs go")
 
 
 def _need_action(args: argparse.Namespace) -> int:
@@ -134,6 +148,20 @@ def run_migrate(args: argparse.Namespace) -> int:
         done = f"applied {', '.join(applied)}" if applied else "already up to date"
     granted = f"; {args.grant_read} may read it" if args.grant_read else ""
     stdout_console().print(f"{where}: {done} (schema {known[-1]}){granted}", soft_wrap=True)
+    return 0
+
+
+def run_blobs(args: argparse.Namespace) -> int:
+    from agentrunner.store import TraceStore
+    from agentrunner.store.blob_bucket import use_bucket
+
+    with TraceStore(store_location(args)) as store:
+        use_bucket(store, args.url)
+        where = store.where
+    if args.json:
+        print_json({"store": where, "blobs": args.url})
+    else:
+        stdout_console().print(f"{where}: new workspace blobs go to {args.url}", soft_wrap=True)
     return 0
 
 

@@ -259,10 +259,20 @@ P003_ONE_STATUS_RULE = ("DROP VIEW episode_summary", _SUMMARY_WITH_ONE_STATUS_RU
 (:mod:`agentrunner.store.status`), made from the rule of this release (a later change of the
 rule is a new migration)."""
 
+P004_BLOB_BUCKET = (
+    "CREATE TABLE blob_objects (hash TEXT NOT NULL PRIMARY KEY,"
+    " bytes BIGINT NOT NULL CHECK (bytes >= 0))",
+    "CREATE TABLE blob_bucket (id INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),"
+    " url TEXT NOT NULL, store_id TEXT NOT NULL, created_at TEXT NOT NULL)",
+)
+"""Workspace blobs may live in an S3-compatible bucket: where it is, and the index of the
+blobs it holds for the store (see :mod:`agentrunner.store.blob_bucket`)."""
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("p001_initial", P001_INITIAL),
     ("p002_decision_outcomes", P002_DECISION_OUTCOMES),
     ("p003_one_status_rule", P003_ONE_STATUS_RULE),
+    ("p004_blob_bucket", P004_BLOB_BUCKET),
 )
 """Named, append-only: a released migration is never edited; changes are new ones."""
 KNOWN = [name for name, _ in MIGRATIONS]

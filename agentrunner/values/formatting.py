@@ -89,6 +89,7 @@ MESSAGE_LABELS = {
     "fork": "injected message",
     "edit": "edited turn",
     "adopted": "adopted action",
+    "compaction": "after compaction",
 }
 """How a transcript (``show``, the view page) names a message by the reason it was added."""
 KEPT_RAW = ("import", "unmapped")
