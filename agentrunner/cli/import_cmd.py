@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "import",
         run_import,
-        help="other agents' traces: Claude Code, Codex, Gemini CLI, aider, opencode, Inspect, ...",
+        help="other agents' traces: Claude Code, Codex, Gemini CLI, aider, opencode, OpenHands, …",
         description="Import other agents' traces into the store, one episode per session "
         "(subagents as linked episodes), so that ls, show, the TUI, verify, export and fork "
         "work on them. A folder imports every session file under it (e.g. "

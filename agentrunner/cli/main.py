@@ -70,7 +70,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("view_cmd", "episodes as one self-contained HTML page"),
     "import": (
         "import_cmd",
-        "other agents' traces: Claude Code, Codex, Gemini CLI, aider, opencode, Inspect, ...",
+        "other agents' traces: Claude Code, Codex, Gemini CLI, aider, opencode, OpenHands, …",
     ),
     "record": (
         "record_cmd",
