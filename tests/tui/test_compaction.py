@@ -170,3 +170,33 @@ async def test_a_request_that_masked_outputs_says_so_and_names_each_original(
     ]
     assert f"· {request['masked']} tool outputs masked" in line
     assert len(named) == request["masked"] and set(named) <= results
+
+
+@pytest.mark.parametrize("which", ["claude-code", "codex"])
+async def test_an_imported_sessions_compaction_is_a_compact_row_too(
+    which: str, tmp_path: Path
+) -> None:
+    from agentrunner.imports import claude_code, codex
+    from tests.imports.conftest import only_episode
+    from tests.imports.test_compaction_import import CLAUDE, CODEX
+
+    path, fmt = (CLAUDE, claude_code) if which == "claude-code" else (CODEX, codex)
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    db = tmp_path / "imported.db"
+    with TraceStore(db) as store:
+        episode = only_episode(store, path, fmt)
+    seq, turn, request = _requests(db, episode)[_first_compaction(db, episode)]
+    with TraceStore(db) as store:
+        summary = "".join(
+            e.payload["text"]
+            for e in store.iter_events(episode, kinds=["model.chunk"])
+            if e.payload["call_id"] == request["call_id"]
+        )
+    app = AgentRunnerApp(db, episode)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen, line = await _at_seq(pilot, app, seq)
+        shown = " ".join(_detail(screen).split())
+    assert line.split()[:3] == [str(seq), f"≋≋T{turn}", "compact"]
+    assert "context compacted" in line
+    assert summary and " ".join(summary.split())[:60] in shown
