@@ -339,3 +339,33 @@ def test_gc_keeps_the_answer_a_recorded_call_names_and_deletes_an_unnamed_blob(
     with TraceStore(db) as store:
         assert store.read_blob(named) == answer
         assert store.missing_blobs([unnamed]) == {unnamed}
+
+
+def test_gc_in_a_process_whose_threads_used_the_postgres_store_is_not_held_by_its_own_pool(
+    pg_url: str,
+) -> None:
+    """A thread that is done with the store gives its connection back to the pool, where it
+    stays open: gc in that same process must not count those as other clients."""
+    import threading
+
+    from agentrunner.store.gc import collect
+
+    with TraceStore(pg_url) as store:
+        together = threading.Barrier(4)
+
+        def use() -> None:  # four transactions at once: four connections, then idle
+            conn = store.raw_connection()
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM episodes")
+            together.wait(timeout=60)
+            conn.execute("COMMIT")
+            store.done_in_this_thread()
+
+        threads = [threading.Thread(target=use) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert store.open_connections() >= 2  # the pool keeps them open
+        report = collect(store, progress=lambda _: None)
+    assert not report.dry_run and report.size_after is not None

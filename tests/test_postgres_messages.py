@@ -78,3 +78,28 @@ def test_a_role_that_may_only_read_is_told_so_when_it_writes(
     assert code == 1
     assert f"role {role!r} may not write" in err and "permission denied" in err
     assert "check the server" not in err
+
+
+def test_a_url_libpq_cannot_read_is_refused_without_showing_its_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, err = _error(capsys, "ls", "--db", "postgresql://bob:s3cr%zzet@127.0.0.1:5999/db")
+    assert code == 1 and "s3cr" not in err and "cannot read the trace store's Postgres URL" in err
+
+
+def test_a_table_of_someone_else_in_the_stores_schema_does_not_stop_a_writer(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The write check reads the store's own tables only: a role that may write every one of
+    them runs, whatever else its schema holds."""
+    import psycopg
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        assert schema is not None
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT ALL ON SCHEMA {schema[0]} TO {role}")
+        conn.execute("CREATE TABLE someone_elses (x int)")  # owned by postgres, no grant
+    app = pg_url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    assert main(["run", "--db", app]) == 0, capsys.readouterr().err

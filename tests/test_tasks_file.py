@@ -79,3 +79,13 @@ def test_a_tasks_file_of_neither_shape_says_both(tmp_path: Path) -> None:
     tasks.write_text('"a string"')
     with pytest.raises(UsageError, match="a JSON list of task objects, or one object per line"):
         load_tasks(tasks)
+
+
+def test_a_tasks_file_is_read_once_per_process(tmp_path: Path) -> None:
+    """Every environment of a batch reads the same tasks (and task folders), however often
+    it asks: an edit made while it runs does not mix two versions into one batch."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(_task("one")) + "\n")
+    first = load_tasks(tasks)
+    tasks.write_text(json.dumps(_task("two")) + "\n")
+    assert load_tasks(tasks) is first

@@ -122,7 +122,6 @@ def _expand(entry: dict[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-@cache
 def _json_lines(path: Path, text: str) -> list[Any]:
     """A JSON Lines tasks file: one task object per line (blank lines skipped)."""
     entries = []
@@ -158,6 +157,7 @@ def _read(path: Path) -> list[Any]:
     return raw
 
 
+@cache
 def _load(path: Path) -> tuple[Task, ...]:
     raw = _read(path)
     tasks: list[Task] = []

@@ -164,16 +164,29 @@ class Bucket:
             self._client.upload_fileobj(stream, self.name, self.key(digest), Config=config)
             return stream.size
 
+    def _object(self, digest: str) -> Any:
+        try:
+            return self._client.get_object(Bucket=self.name, Key=self.key(digest))
+        except self._client.exceptions.NoSuchKey:
+            raise StoreError(
+                f"workspace blob {digest[:12]} is missing from {self.url} (the store's"
+                " index names it: was it deleted from the bucket by hand?)"
+            ) from None
+
     def get(self, digest: str) -> bytes:
         with _talking_to(self.url, f"fetching blob {digest[:12]}"):
-            try:
-                answer = self._client.get_object(Bucket=self.name, Key=self.key(digest))
-            except self._client.exceptions.NoSuchKey:
-                raise StoreError(
-                    f"workspace blob {digest[:12]} is missing from {self.url} (the store's"
-                    " index names it: was it deleted from the bucket by hand?)"
-                ) from None
-            return bytes(answer["Body"].read())
+            return bytes(self._object(digest)["Body"].read())
+
+    def get_parts(self, digest: str, size: int) -> Iterator[bytes]:
+        """The blob in parts of at most ``size`` bytes (one empty part for an empty blob),
+        streamed, never whole in memory."""
+        with _talking_to(self.url, f"fetching blob {digest[:12]}"):
+            empty = True
+            for part in self._object(digest)["Body"].iter_chunks(size):
+                empty = False
+                yield bytes(part)
+            if empty:
+                yield b""
 
     def digests(self) -> Iterator[str]:
         """The hashes of every blob under the prefix."""

@@ -100,7 +100,7 @@ def blob_parts(conn: Conn, digest: str) -> Iterator[bytes]:
     if part == 0 and blob_bucket.indexed(conn, digest):
         bucket = blob_bucket.bucket_of(conn)
         if bucket is not None:
-            yield bucket.get(digest)
+            yield from bucket.get_parts(digest, PART_SIZE)
 
 
 def put_snapshot(

@@ -337,9 +337,9 @@ def collect(
 
 
 def _exclusive(store: StoreBase) -> AbstractContextManager[Conn]:
+    store.close()  # this process's own connections (a Postgres pool's idle ones) would count
     if store.sql.postgres:
         return postgres_exclusive(store._conn)
-    store.close()  # this process's own connections would hold the store too
     return sqlite_exclusive(store.path)
 
 

@@ -200,6 +200,12 @@ class PgConnections:
         sync = "on" if self._synchronous == "FULL" else "off"
         try:
             given = psycopg.conninfo.conninfo_to_dict(self._url).get("options") or ""
+        except psycopg.Error:  # libpq's reason quotes the URL's text, password included
+            raise StoreError(
+                "cannot read the trace store's Postgres URL (a malformed %-escape, or a"
+                " character that must be escaped); it is not shown, since it may hold a password"
+            ) from None
+        try:
             return psycopg.connect(
                 self._url,
                 autocommit=True,

@@ -19,6 +19,7 @@ from agentrunner.store import eventlog
 from agentrunner.store.ddl import create_tables
 from agentrunner.store.dialect import POSTGRES, Conn, pg_json
 from agentrunner.store.status import status_sql
+from agentrunner.store.tables import tables
 from agentrunner.values.errors import StoreError, StoreSchemaError
 
 if TYPE_CHECKING:
@@ -315,15 +316,17 @@ def migrate(conn: Conn, where: str, *, create: bool = True) -> None:
 
 
 def unwritable(store: StoreBase) -> tuple[str, list[str]]:
-    """The role an open Postgres store is used as, and the store's tables it may not add rows
-    to (none: it may write; a role granted only ``SELECT`` may not write any)."""
+    """The role an open Postgres store is used as, and the store's own tables it may not add
+    rows to (none: it may write; a role granted only ``SELECT`` may not write any). Other
+    tables of a schema the store shares are not its business."""
     conn = store.raw_connection()
     role = str(conn.execute("SELECT current_user").fetchone()[0])
     rows = conn.execute(
         "SELECT c.relname FROM pg_class c"
         " WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'"
-        " AND c.relname <> 'agentrunner_migrations'"
-        " AND NOT has_table_privilege(c.oid, 'INSERT') ORDER BY c.relname"
+        " AND c.relname = ANY(?) AND NOT has_table_privilege(c.oid, 'INSERT')"
+        " ORDER BY c.relname",
+        (sorted(tables(POSTGRES)),),
     ).fetchall()
     return role, [str(name) for (name,) in rows]
 
