@@ -110,8 +110,8 @@ class Bucket:
             import boto3
         except ImportError:
             raise StoreError(
-                f"this store keeps its workspace blobs in {url}: install boto3 to read and write"
-                " them (pip install 'agentrunner[s3]')"
+                f"workspace blobs in {url} need boto3, which is not installed"
+                " (pip install 'agentrunner[s3]'); nothing was changed"
             ) from None
         self.url = url
         self.name, self.prefix = _parse(url)
