@@ -11,9 +11,7 @@ import pytest
 from cli_process import run_cli
 
 from agentrunner import TraceStore, __version__
-from agentrunner.cli import event_fields
 from agentrunner.runtime.recorder import Recorder
-from agentrunner.values import events
 
 ROWS = [
     (
@@ -76,7 +74,3 @@ def test_a_compaction_call_is_marked_as_one(episode: tuple[Path, str], follow: b
     rules = [line.strip("─ ") for line in proc.stdout.splitlines() if line.startswith("─")]
     assert rules == ["turn 1 · p:m", "compaction of 6 messages at turn 2 · p:small"]
     assert "turn one\n" in proc.stdout and "the summary\n" in proc.stdout
-
-
-def test_show_reads_a_compaction_by_the_purpose_the_runtime_records() -> None:
-    assert event_fields.COMPACTION == events.COMPACTION

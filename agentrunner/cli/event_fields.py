@@ -27,8 +27,6 @@ _CHOICES = {
     "resume": ("reason", "resume", frozenset({"resume", "fork"})),
 }
 """Kind -> a field whose model allows only these values, and its default (None: required)."""
-COMPACTION = "compaction"
-"""``agentrunner.values.events.COMPACTION`` (the ``purpose`` of a call that summarizes)."""
 
 _REQUIRED: dict[str, dict[str, tuple[type, ...]]] = {
     "model.request": {

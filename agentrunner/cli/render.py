@@ -19,7 +19,7 @@ from rich.text import Text
 
 from agentrunner.cli.batched_output import BatchedOutput
 from agentrunner.cli.common import reward_text
-from agentrunner.cli.event_fields import COMPACTION, read_fields
+from agentrunner.cli.event_fields import read_fields
 from agentrunner.cli.message_fields import PlainMessage, read_message
 from agentrunner.values.errors import StoreError
 from agentrunner.values.formatting import (
@@ -32,7 +32,7 @@ from agentrunner.values.formatting import (
 )
 from agentrunner.values.safe_text import Part, line
 from agentrunner.values.spec_text import env_kind, model_text
-from agentrunner.values.statuses import StopReason
+from agentrunner.values.statuses import COMPACTION, StopReason
 
 if TYPE_CHECKING:  # pydantic and the models: loaded only where a row is read typed
     from pydantic import BaseModel

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentrunner.values.specs import EnvSpec, ModelSpec, env_spec, model_spec
+from agentrunner.values.statuses import COMPACTION as COMPACTION
 from agentrunner.values.statuses import EVENT_KINDS as EVENT_KINDS
 from agentrunner.values.statuses import STOP_REASON_STATUS as STOP_REASON_STATUS
 from agentrunner.values.statuses import Status as Status
@@ -47,11 +48,6 @@ class EpisodeStart(_Payload):
     def env_spec(self) -> EnvSpec:
         """The recorded ``env``, typed by its kind."""
         return env_spec(self.env)
-
-
-COMPACTION: Literal["compaction"] = "compaction"
-"""The ``purpose`` of a model call that summarizes the history
-(:mod:`agentrunner.runtime.context`)."""
 
 
 class ModelRequest(_Payload):

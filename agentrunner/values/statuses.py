@@ -5,6 +5,7 @@ models; :mod:`agentrunner.values.events` re-exports every name here."""
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 EVENT_KINDS = (
     "episode.start",
@@ -47,6 +48,11 @@ class StopReason(StrEnum):
     INTERRUPTED = "interrupted"  # the environment broke: no end recorded, resumable
     IMPORTED = "imported"  # a summary's: an imported session that recorded no end (completed)
 
+
+COMPACTION: Literal["compaction"] = "compaction"
+"""The ``purpose`` of a model call that summarizes the history
+(:mod:`agentrunner.runtime.context`); here, beneath the event models, so that readers that
+load none of them (``show``) name it too."""
 
 STOP_REASON_STATUS: dict[str, Status] = {
     StopReason.DONE: Status.COMPLETED,
