@@ -105,6 +105,11 @@ class PostgresServer:
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
 
+    def shut(self, mode: str) -> None:
+        """Stop the server: ``fast`` (its sessions ended, their transactions rolled back) or
+        ``immediate`` (as a crash: what was not flushed is lost)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
     def halt(self) -> None:
         """Stop the server at once, as a crash would (clients' connections drop)."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")

@@ -150,7 +150,7 @@ def test_a_dead_database_is_one_clear_line() -> None:
     assert "cannot connect to the trace store postgresql://nobody@" in proc.stderr
 
 
-def test_a_database_that_dies_mid_run_ends_it_with_one_line_and_it_resumes_after() -> None:
+def test_a_database_dead_past_the_patience_ends_the_run_in_one_line_and_it_resumes() -> None:
     reason = pg.why_not()
     if reason is not None:
         pytest.skip(reason)
@@ -159,7 +159,11 @@ def test_a_database_that_dies_mid_run_ends_it_with_one_line_and_it_resumes_after
         url = server.url()
         runner = subprocess.Popen(
             [*AGENTRUNNER, "run", "--db", url],
-            env={**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0.01"},
+            env={
+                **os.environ,
+                "AGENTRUNNER_SCRIPTED_PACE": "0.01",
+                "AGENTRUNNER_STORE_PATIENCE": "2",  # waited out until then
+            },
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -173,6 +177,7 @@ def test_a_database_that_dies_mid_run_ends_it_with_one_line_and_it_resumes_after
         _, stderr = runner.communicate(timeout=120)
         assert runner.returncode == 1, stderr
         assert "Traceback" not in stderr and "error:" in stderr
+        assert "AGENTRUNNER_STORE_PATIENCE allows 2 s" in stderr, stderr
         server.start()
         resumed = run_cli("resume", episode_id, "--db", url)
         assert resumed.returncode == 0, resumed.stderr

@@ -16,7 +16,7 @@ from pg import PostgresServer
 
 from agentrunner import TraceStore
 from agentrunner.store.postgres_pool import POOL_SIZE
-from agentrunner.values.errors import StoreFailedError
+from agentrunner.values.errors import StoreUnreachableError
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -126,14 +126,26 @@ def test_a_transaction_a_thread_left_open_is_not_lent_to_another(pg_url: str) ->
         assert store.open_connections() == 1
 
 
-def test_a_connection_the_server_dropped_fails_one_statement_and_is_replaced(
+def test_a_connection_the_server_dropped_is_replaced_and_the_statement_runs_on_the_new_one(
     pg_url: str,
 ) -> None:
     with TraceStore(pg_url) as store, psycopg.connect(pg_url, autocommit=True) as admin:
         conn = store.raw_connection()
         (pid,) = conn.execute("SELECT pg_backend_pid()").fetchone()
         admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))  # gone on return
-        with pytest.raises(StoreFailedError):
-            conn.execute("SELECT 1")
         assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != pid
         assert store.open_connections() == 1
+
+
+def test_a_transaction_whose_connection_the_server_dropped_fails_to_its_caller(
+    pg_url: str,
+) -> None:
+    with TraceStore(pg_url) as store, psycopg.connect(pg_url, autocommit=True) as admin:
+        conn = store.raw_connection()
+        conn.execute("BEGIN")
+        (pid,) = conn.execute("SELECT pg_backend_pid()").fetchone()
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+        with pytest.raises(StoreUnreachableError):  # its statements are gone with it
+            conn.execute("SELECT 1")
+        assert not conn.in_transaction
+        assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] != pid

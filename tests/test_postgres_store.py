@@ -78,9 +78,12 @@ def test_two_schemas_of_one_database_are_two_stores(pg_server: object) -> None:
         assert a.identity == TraceStore(first).identity
 
 
-def test_a_writer_whose_heartbeat_cannot_reach_the_database_is_told_to_stop() -> None:
+def test_a_writer_whose_heartbeat_cannot_reach_the_database_past_its_patience_is_told_to_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     if pg.why_not() is not None:
         pytest.skip(str(pg.why_not()))
+    monkeypatch.setenv("AGENTRUNNER_STORE_PATIENCE", "0.5")  # waited out until then
     server = PostgresServer()  # its own: this test stops it
     try:
         store = TraceStore(server.url())
@@ -98,8 +101,9 @@ def test_a_writer_whose_heartbeat_cannot_reach_the_database_is_told_to_stop() ->
             server.halt()
             while not lost:
                 time.sleep(0.01)
-        assert "has not reached the trace store postgresql://" in lost[0]
-        assert "this run stops here" in lost[0]
+        assert "the trace store postgresql://" in lost[0]
+        assert "has been unreachable for" in lost[0]
+        assert "stops here (resume it later)" in lost[0]
         store.close()
     finally:
         server.stop()

@@ -52,7 +52,7 @@ from agentrunner.envs.snapshot_limits import (
 )
 from agentrunner.envs.trees import accessible, remove_tree, unlock
 from agentrunner.values.environment import SnapshotBackend
-from agentrunner.values.errors import AgentRunnerError, EnvironmentFailure
+from agentrunner.values.errors import AgentRunnerError, EnvironmentFailure, StoreUnreachableError
 from agentrunner.values.redaction import Redactor
 
 SKIP_DIRS = frozenset({"__pycache__"})
@@ -65,6 +65,9 @@ _RACY_NS = 50_000_000
 """A file whose mtime or ctime is this close to the scan that read it is hashed again
 (Linux stamps files from a clock that may lag by a scheduler tick, up to 10 ms)."""
 _ATTEMPTS = 3
+_BLOB_TRIES = 10
+"""How often a step's blobs are put again after the store's server was lost in the middle
+(each try waits for it first, up to the store's patience)."""
 _SPECIAL = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 _UID = os.geteuid()
 
@@ -170,7 +173,13 @@ class Snapshotter:
         parent_id = None if full else parent
         depth = 0 if full else self._depth + 1
         snapshot_id = hashlib.sha256(f"{parent_id or ''}\n{text}".encode()).hexdigest()
-        self._store_blobs(changes, found.kept)
+        for tries in range(1, _BLOB_TRIES + 1):
+            try:
+                self._store_blobs(changes, found.kept)
+                break
+            except StoreUnreachableError:  # the blobs committed so far stay; the rest again
+                if tries == _BLOB_TRIES:
+                    raise
         totals = (
             file_totals(manifest)
             if full or self._totals is None

@@ -1,7 +1,10 @@
 """The writer's heartbeat thread: refreshes the lease and watches for cancel requests.
 
 Every second it refreshes the episode's heartbeat in the control table and checks for a
-cancel request from another process (or the caller's ``cancel_check``). A request is
+cancel request from another process (or the caller's ``cancel_check``). While a shared
+store's server is out of reach, a beat waits for it like every statement (up to the store's
+patience: :mod:`agentrunner.store.postgres_pool`); the lease's fence keeps a writer that comes
+back after another took the episode over from writing more. A request is
 remembered for the runner's cooperative checks and, when the run owns the main thread,
 also delivered as an interrupt so that a blocking model call or tool step stops at once.
 """
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.runtime import interrupts
 from agentrunner.store.control import HEARTBEAT_INTERVAL_S, HEARTBEAT_STALE_S, LeaseLostError
-from agentrunner.values.errors import StoreError
+from agentrunner.values.errors import StoreError, StoreUnreachableError
 
 if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
@@ -79,6 +82,11 @@ class Heartbeat:
                 requested = self._store.heartbeat(self._episode_id, self._checkpoint())
             except LeaseLostError as exc:  # taken over: the next append would fail anyway
                 self._on_store_lost(str(exc))
+                continue
+            except StoreUnreachableError as exc:  # waited out for the store's patience already
+                self._on_store_lost(
+                    f"{exc}; episode {self._episode_id} stops here (resume it later)"
+                )
                 continue
             except StoreError as exc:  # a full disk: the next beat tries again
                 failing_since = failing_since or time.monotonic()

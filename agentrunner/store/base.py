@@ -8,14 +8,19 @@ from __future__ import annotations
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Self
+from typing import Self, TypeVar
 
 from agentrunner.store import eventlog
 from agentrunner.store.dialect import Conn, Dialect, Pool
 from agentrunner.store.records import Segment
-from agentrunner.values.errors import EpisodeNotFoundError
+from agentrunner.values.errors import EpisodeNotFoundError, StoreUnreachableError
+
+_T = TypeVar("_T")
+TRANSACTION_TRIES = 10
+"""How often a write transaction cut short by a lost server is run again (each try first
+waits for the server, up to the store's patience)."""
 
 
 def utc_now() -> str:
@@ -87,6 +92,11 @@ class StoreBase(ABC):
         would otherwise keep it, on Postgres a server connection, until :meth:`close`)."""
         self._conns.close_current()
 
+    def unreachable(self) -> str | None:
+        """While the store's server is out of reach and this process waits for it, what a
+        live view says (``store unreachable for 12 s, retrying (...)``); else None."""
+        return self._conns.unreachable()
+
     def open_connections(self) -> int:
         """How many connections this store holds open (one per thread that used it)."""
         return self._conns.open_count()
@@ -121,6 +131,21 @@ class StoreBase(ABC):
         else:
             with self._begin_writing():
                 yield
+
+    def _patiently(self, transaction: Callable[[bool], _T]) -> _T:
+        """``transaction(again)``, one write transaction of its own, run again (``again``
+        True) when the store's server was lost in its middle: the server rolled it back,
+        unless the loss came as it committed, which ``again`` tells it to look for. Inside
+        :meth:`atomic` it runs once, the outer transaction's caller answering for it."""
+        if self._atomic.depth:
+            return transaction(False)
+        for tries in range(1, TRANSACTION_TRIES + 1):
+            try:
+                return transaction(tries > 1)
+            except StoreUnreachableError:
+                if tries == TRANSACTION_TRIES:
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def episode_key(self, episode_id: str) -> int:
         """The episode's integer key in the event log (store-internal)."""

@@ -102,11 +102,24 @@ def read_lease(conn: Conn, episode_id: str) -> Lease:
     return Lease(*row) if row else Lease(None, None, None, None)
 
 
-def write_lease(conn: Conn, episode_id: str) -> str:
-    """Make this process the episode's writer (inside the caller's transaction); return the
-    lease's new attempt token."""
+def new_token() -> str:
+    """A new lease's attempt token."""
+    return uuid.uuid4().hex
+
+
+def lease_token(conn: Conn, episode_id: str) -> str | None:
+    """The token of the lease the control row holds now, if any."""
+    row = conn.execute(
+        "SELECT lease_token FROM control WHERE episode_id = ?", (episode_id,)
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def write_lease(conn: Conn, episode_id: str, token: str | None = None) -> str:
+    """Make this process the episode's writer (inside the caller's transaction) under
+    ``token`` (default: a new one); return the token."""
     pid = os.getpid()
-    token = uuid.uuid4().hex
+    token = token or new_token()
     conn.execute(
         "INSERT INTO control (episode_id, writer_pid, writer_host, writer_started,"
         " heartbeat_at, cancel_requested_at, cancel_reason, lease_token)"

@@ -73,6 +73,14 @@ class Pool(Protocol):
 
     def open_count(self) -> int: ...
 
+    def losses(self) -> int:
+        """How many connections were lost with their server, ever (a file's: none)."""
+        ...
+
+    def unreachable(self) -> str | None:
+        """What a live view shows while the store's server is out of reach, else None."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -135,8 +135,19 @@ class EpisodeStore(StoreBase):
         members that has none yet, in one transaction (a batch run again keeps its
         episodes); return ``(task_id, seed) -> episode_id`` for every member. The episodes
         are unclaimed: whoever runs one claims it."""
+        with critical:
+            return self._patiently(lambda again: self._add_batch(batch_id, config, members))
+
+    def _add_batch(
+        self,
+        batch_id: str,
+        config: dict[str, Any],
+        members: Sequence[tuple[str, int, dict[str, Any], dict[str, Any]]],
+    ) -> dict[tuple[str, int], str]:
+        """:meth:`add_batch`'s transaction (run again after a lost server: it adds only
+        what is missing)."""
         conn = self._conn
-        with critical, self._writing():
+        with self._writing():
             self._insert_batch(batch_id, config)
             have = self.batch_members(batch_id)
             for task_id, seed, env, model in members:
@@ -205,6 +216,7 @@ class EpisodeStore(StoreBase):
             max(current, 1),
             leases=self._leases,
             sql=self.sql,
+            losses=self._conns.losses,
         )
 
     def resolve(self, id_or_prefix: str) -> str:

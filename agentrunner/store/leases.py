@@ -112,10 +112,19 @@ class LeaseStore(LogStore):
         another run in this one: one writer per episode), with a new attempt token that
         this store's writers of the episode append under. Clears old cancel requests."""
         conn = self._conn
-        with self._writing():
-            if control.read_lease(conn, episode_id).alive():
-                return False  # nothing written: the commit ends the read
-            token = control.write_lease(conn, episode_id)
+        token = control.new_token()
+
+        def claim(again: bool) -> bool:
+            with self._writing():
+                if again and control.lease_token(conn, episode_id) == token:
+                    return True  # the try before committed; its reply was lost
+                if control.read_lease(conn, episode_id).alive():
+                    return False  # nothing written: the commit ends the read
+                control.write_lease(conn, episode_id, token)
+            return True
+
+        if not self._patiently(claim):
+            return False
         self._leases[episode_id] = token
         return True
 

@@ -48,6 +48,7 @@ from agentrunner.values.errors import (
     StoreError,
     StoreFailedError,
     StoreRefusedError,
+    StoreUnreachableError,
     UsageError,
 )
 
@@ -100,12 +101,33 @@ def _pg_sql(sql: str) -> str:
     return "".join(out)
 
 
+_GONE_STATES = ("08", "57P01", "57P02", "57P03")
+"""SQLSTATEs of a server out of reach: connection exceptions, and a server shutting down
+(admin or crash) or not yet accepting connections."""
+
+
+def _unreachable(exc: Exception) -> bool:
+    """Whether ``exc`` says the server is out of reach (refused, dropped, restarting) rather
+    than that a statement or a login was refused: libpq's own failures carry no SQLSTATE."""
+    if isinstance(exc, StoreUnreachableError):
+        return True
+    psycopg = _psycopg()
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith(_GONE_STATES)
+
+
 def _translated(exc: Exception) -> StoreDriverError:
     """A psycopg error as the store's error of the same meaning (see the module docstring)."""
     psycopg = _psycopg()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     refused = (psycopg.errors.IntegrityError, psycopg.errors.RaiseException, psycopg.DataError)
-    kind = StoreRefusedError if isinstance(exc, refused) else StoreFailedError
+    kind: type[StoreDriverError] = StoreFailedError
+    if isinstance(exc, refused):
+        kind = StoreRefusedError
+    elif _unreachable(exc):
+        kind = StoreUnreachableError
     return kind(message, driver=type(exc).__name__, server="postgres")
 
 
@@ -181,7 +203,7 @@ class PgConnections:
         self._url = url
         self._where = where
         self._synchronous = synchronous
-        self._pool = SharedConnections(self._open, where)
+        self._pool = SharedConnections(self._open, where, lost=_unreachable)
         self._conn = PgConnection(self._pool)
 
     def get(self) -> PgConnection:
@@ -194,6 +216,12 @@ class PgConnections:
 
     def open_count(self) -> int:
         return self._pool.open_count()
+
+    def losses(self) -> int:
+        return self._pool.outage.losses
+
+    def unreachable(self) -> str | None:
+        return self._pool.outage.unreachable()
 
     def _open(self) -> Any:
         psycopg = _psycopg()
@@ -214,8 +242,12 @@ class PgConnections:
                 options=f"{given} -c synchronous_commit={sync}".strip(),
             )
         except psycopg.Error as exc:
-            reason = why_not_connected(exc)
-            raise StoreError(f"cannot connect to the trace store {self._where}: {reason}") from None
+            message = f"cannot connect to the trace store {self._where}: {why_not_connected(exc)}"
+            if self._pool.reached and _unreachable(exc):  # else: a wrong URL, no server yet
+                raise StoreUnreachableError(
+                    message, driver=type(exc).__name__, server="postgres"
+                ) from None
+            raise StoreError(message) from None
 
     def close(self) -> None:
         self._pool.close()

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
+import os
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from agentrunner.values.errors import StoreFailedError
+from agentrunner.values.errors import StoreFailedError, StoreUnreachableError, UsageError
 
 POOL_SIZE = 8
 """The most server connections one store holds in one process."""
@@ -44,7 +47,110 @@ keeps one connection. A thread that finds others waiting already opens one at on
 WAIT_S = 60.0
 """How long a statement waits for a connection while all are busy before it fails."""
 
+PATIENCE_ENV = "AGENTRUNNER_STORE_PATIENCE"
+PATIENCE_S = 300.0
+"""How long a process waits out a store it reached before and cannot reach now (a server
+restarting, a network blip) before its statements fail: seconds, ``$AGENTRUNNER_STORE_PATIENCE``
+overrides. A run that fails so stops as interrupted, resumable."""
+FIRST_PAUSE_S = 0.05
+LONGEST_PAUSE_S = 2.0
+"""The back-off between tries while the store is unreachable: doubling from the first pause
+to the longest."""
+
 _T = TypeVar("_T")
+
+
+def patience_s() -> float:
+    """The store's patience in seconds (see :data:`PATIENCE_S`)."""
+    text = os.environ.get(PATIENCE_ENV, "").strip()
+    if not text:
+        return PATIENCE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"{PATIENCE_ENV} must be a number of seconds (0 or more), not {text!r}")
+    return value
+
+
+def _say(line: str) -> None:
+    print(f"agentrunner: {line}", file=sys.stderr, flush=True)
+
+
+class Outage:
+    """This process's view of its store's server being out of reach: since when (said once
+    on stderr as it starts and as it ends), and how many connections it cost (a writer whose
+    last chunks committed without a flush checks them after one: :mod:`.writer`)."""
+
+    def __init__(self, where: str, say: Callable[[str], None] = _say) -> None:
+        self._where = where
+        self._say = say
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._cause = ""
+        self.patience = patience_s()
+        self.losses = 0
+        """How many statements or connections failed for want of the server, ever."""
+
+    @property
+    def on(self) -> bool:
+        """Whether an outage is on record (read without the lock: a hint, checked under it)."""
+        return self._since is not None
+
+    def unreachable(self) -> str | None:
+        """What a live view shows while the store is out of reach (None: it is not)."""
+        with self._lock:
+            if self._since is None:
+                return None
+            gone = time.monotonic() - self._since
+        return f"store unreachable for {gone:.0f} s, retrying ({self._cause})"
+
+    def lost(self) -> None:
+        """A connection was lost (its transaction, if any, with it)."""
+        with self._lock:
+            self.losses += 1
+
+    def wait(self, exc: Exception, tries: int) -> None:
+        """Pause before try ``tries + 1``; raise once the outage has lasted the patience."""
+        now = time.monotonic()
+        with self._lock:
+            self.losses += 1
+            if self._since is None:
+                self._since, self._cause = now, _cause(exc)
+                self._say(
+                    f"the trace store {self._where} is unreachable ({self._cause});"
+                    f" retrying for up to {self.patience:g} s"
+                )
+            since, cause = self._since, self._cause
+        if now - since >= self.patience:
+            raise StoreUnreachableError(
+                f"the trace store {self._where} has been unreachable for {now - since:.0f} s"
+                f" ({cause}); {PATIENCE_ENV} allows {self.patience:g} s",
+                driver=type(exc).__name__,
+                server="postgres",
+            ) from None
+        time.sleep(min(FIRST_PAUSE_S * 2**tries, LONGEST_PAUSE_S, since + self.patience - now))
+
+    def over(self) -> None:
+        """A statement ran again after a wait: the outage (if still on record) is over."""
+        with self._lock:
+            if self._since is None:
+                return
+            gone, self._since = time.monotonic() - self._since, None
+        self._say(f"the trace store {self._where} is reachable again (after {gone:.0f} s)")
+
+
+_CANNOT_CONNECT = "cannot connect to the trace store "
+
+
+def _cause(exc: Exception) -> str:
+    """The error's first line, without the store's name when it starts with it."""
+    lines = str(exc).strip().splitlines()
+    line = lines[0].strip() if lines else type(exc).__name__
+    if line.startswith(_CANNOT_CONNECT) and ": " in line:
+        return line.split(": ", 1)[1]
+    return line
 
 
 class _Waiter:
@@ -61,9 +167,21 @@ class SharedConnections:
     """At most ``size`` connections from ``connect`` (psycopg, autocommit), lent out one
     statement or one transaction at a time."""
 
-    def __init__(self, connect: Callable[[], Any], where: str, size: int = POOL_SIZE) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        where: str,
+        *,
+        lost: Callable[[Exception], bool],
+        size: int = POOL_SIZE,
+    ) -> None:
         self._connect = connect
         self._where = where
+        self._lost = lost
+        self._reached = False
+        """Whether a connection was ever opened: until then a failure is the user's (a wrong
+        URL, a server not started) and reported at once, never waited out."""
+        self.outage = Outage(where)
         self._size = size
         self._idle_status = importlib.import_module("psycopg.pq").TransactionStatus.IDLE
         self._lock = threading.Lock()
@@ -75,10 +193,35 @@ class SharedConnections:
 
     def run(self, statement: Callable[[Any], _T]) -> _T:
         """``statement`` on the connection of this thread's open transaction, else on one
-        lent for it (kept by the thread when ``statement`` leaves a transaction open)."""
+        lent for it (kept by the thread when ``statement`` leaves a transaction open).
+
+        Outside a transaction, once the store has been reached, a lost server (see
+        :class:`Outage`) is waited out and the statement run again on a new connection; in
+        one, the error goes to the transaction's caller, whose transaction the server rolled
+        back with the connection."""
         conn = getattr(self._held, "conn", None)
-        if conn is None:
-            conn = self._lend()
+        if conn is not None:
+            try:
+                return self._on(conn, statement)
+            except Exception as exc:
+                if self._lost(exc):
+                    self.outage.lost()
+                raise
+        tries = 0
+        while True:
+            try:
+                result = self._on(self._lend(), statement)
+            except Exception as exc:
+                if not (self._reached and self._lost(exc)):
+                    raise
+                self.outage.wait(exc, tries)
+                tries += 1
+                continue
+            if tries or self.outage.on:
+                self.outage.over()
+            return result
+
+    def _on(self, conn: Any, statement: Callable[[Any], _T]) -> _T:
         try:
             return statement(conn)
         finally:
@@ -87,6 +230,11 @@ class SharedConnections:
                 self._take_back(conn)
             else:
                 self._held.conn = conn
+
+    @property
+    def reached(self) -> bool:
+        """Whether a connection was ever opened (see ``_reached``)."""
+        return self._reached
 
     def in_transaction(self) -> bool:
         """Whether this thread has a transaction open."""
@@ -142,6 +290,7 @@ class SharedConnections:
         with self._lock:
             self._opening -= 1
             self._all.add(conn)
+            self._reached = True
         return conn
 
     def _wait_in_line(self) -> Any:

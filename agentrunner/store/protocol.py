@@ -231,6 +231,8 @@ class StoreBackend(SnapshotBackend, Protocol):
 
     def done_in_this_thread(self) -> None: ...
 
+    def unreachable(self) -> str | None: ...
+
     # -- side tables
     def add_verification(
         self,

@@ -11,6 +11,14 @@ statement: no extra round trip), so its commit returns only once the server's WA
 The runner acts only after such an event (a request before it is sent, a tool call before it
 runs), and a flush covers everything written before it, so a crash of the server loses at
 most the chunks (and heartbeats) after the last one.
+
+A store whose server is out of reach for a while (restarting, a network blip) is waited out
+(:mod:`agentrunner.store.postgres_pool`), and the writer makes sure its log came through it
+whole: an insert whose reply was lost with its connection but which committed is found when
+tried again (the same attempt wrote the same row at that seq: it stands); a transaction cut
+short is run again unless it committed; and after a lost connection the chunks since the last
+flushed event, which a crash of the server may have lost, are checked and written again where
+missing (a follower may meet that as a brief gap), so the seqs end up dense.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from agentrunner.values.errors import (
     StoreError,
     StoreFailedError,
     StoreRefusedError,
+    StoreUnreachableError,
 )
 
 if TYPE_CHECKING:
@@ -35,6 +44,10 @@ if TYPE_CHECKING:
 
 _NO_KIND = {"kind"}
 _CHUNK = "model.chunk"
+_TRANSACTION_TRIES = 10
+"""How often a transaction of events cut short by a lost server is run again (each try waits
+for the server up to the store's patience first)."""
+Row = tuple[int, int, int, int, int, str]
 _SELECT_ROW = "INSERT INTO event_log (id, attempt, turn, kind, ts, payload) SELECT ?, ?, ?, ?, ?, ?"
 DURABLE = "set_config('synchronous_commit', 'on', true)"
 """Postgres: this transaction's commit waits for the WAL flush (whatever the session says)."""
@@ -68,8 +81,16 @@ class EpisodeWriter:
         *,
         leases: dict[str, str] | None = None,
         sql: Dialect = SQLITE,
+        losses: Callable[[], int] = lambda: 0,
     ):
         self._conn = conn
+        self._losses = losses
+        """How many connections the store has lost so far (see the module)."""
+        self._losses_seen = losses()
+        self._unflushed: list[Row] = []
+        """Chunks committed since the last flushed event (Postgres: ``synchronous_commit``
+        off), which a crash of the server may have lost."""
+        self._track = sql.postgres
         self._leases = leases if leases is not None else {}
         """The store's leases: while the store holds one of this writer's episode, every
         append is fenced by its token."""
@@ -105,24 +126,65 @@ class EpisodeWriter:
             raise StoreError(self.lost)
         seq = self.next_seq
         row = (self._base | seq, self.attempt, turn, KIND_CODE[kind], self.clock(), body)
+        chunk = kind == _CHUNK
+        insert, fenced = self._chunk_sql if chunk else self._event_sql
+        if not self._insert(row, insert, fenced, kind):
+            self._lose()
+        if self._losses_seen != self._losses():  # this insert (or another thread's) met one
+            self._rewrite_lost_chunks()
+        if self._track:
+            if chunk:
+                self._unflushed.append(row)
+            else:
+                self._unflushed.clear()
+        self.next_seq = seq + 1
+        return seq
+
+    def _insert(self, row: Row, insert: str, fenced: str, kind: str) -> bool:
+        """Insert ``row`` (fenced while the store holds the lease); False when the fence
+        refused it. A row refused as already there stands when this attempt wrote it (its
+        commit's reply was lost with the connection, and the insert was tried again)."""
         token = self._leases.get(self.episode_id)
-        insert, fenced = self._chunk_sql if kind == _CHUNK else self._event_sql
         try:
             if token is None:
                 cur = self._conn.execute(insert, row)
             else:
                 cur = self._conn.execute(fenced, (*row, self.episode_id, token))
         except StoreRefusedError as exc:
+            if self._landed(row):
+                return True
             raise StoreError(
-                f"cannot record {kind} as seq {seq} of {self.episode_id}: {exc}"
+                f"cannot record {kind} as seq {row[0] - self._base} of {self.episode_id}: {exc}"
                 " (is another run writing this episode?)"
             ) from None
         except StoreFailedError as exc:
             raise StoreError(f"cannot record {kind} of {self.episode_id}: {exc}") from None
-        if cur.rowcount == 0:  # the fence: the control row holds another writer's token
-            self._lose()
-        self.next_seq = seq + 1
-        return seq
+        return bool(cur.rowcount)
+
+    def _landed(self, row: Row) -> bool:
+        """Whether the log holds ``row`` as this attempt wrote it (time aside)."""
+        found = self._conn.execute(
+            "SELECT attempt, turn, kind, payload FROM event_log WHERE id = ?", (row[0],)
+        ).fetchone()
+        return found is not None and tuple(found) == (row[1], row[2], row[3], row[5])
+
+    def _rewrite_lost_chunks(self) -> None:
+        """After a lost connection: write again the unflushed chunks the server lost (a
+        suffix of them: the log is flushed in order), closing the gap before the row just
+        written."""
+        self._losses_seen = self._losses()
+        if not self._unflushed:
+            return
+        first, last = self._unflushed[0][0], self._unflushed[-1][0]
+        have = {
+            int(r[0])
+            for r in self._conn.execute(
+                "SELECT id FROM event_log WHERE id >= ? AND id <= ?", (first, last)
+            ).fetchall()
+        }
+        for row in self._unflushed:
+            if row[0] not in have and not self._insert(row, *self._chunk_sql, _CHUNK):
+                self._lose()
 
     def _lose(self) -> None:
         error = control.lease_lost(self.episode_id, self._conn)
@@ -134,7 +196,7 @@ class EpisodeWriter:
         all or none; return their seqs."""
         if self.lost is not None:
             raise StoreError(self.lost)
-        rows = []
+        rows: list[Row] = []
         kinds = []
         seq = self.next_seq
         for payload in payloads:
@@ -144,35 +206,52 @@ class EpisodeWriter:
             kinds.append(kind)
             seq += 1
         with critical:
-            try:
-                self._conn.execute(self._begin)
-                if self._durable is not None:
-                    self._conn.execute(self._durable)
-                token = self._leases.get(self.episode_id)
-                if (
-                    token is not None
-                    and not self._conn.execute(
-                        "SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?"
-                        + self._lock,
-                        (self.episode_id, token),
-                    ).fetchone()
-                ):
-                    self._rollback()
-                    self._lose()
-                self._conn.executemany(eventlog.INSERT, rows)
-                self._conn.execute("COMMIT")
-            except StoreRefusedError as exc:
-                self._rollback()
-                raise StoreError(
-                    f"cannot record {kinds[0]} as seq {self.next_seq} of {self.episode_id}: {exc}"
-                    " (is another run writing this episode?)"
-                ) from None
-            except StoreFailedError as exc:
-                self._rollback()
-                raise StoreError(f"cannot record {kinds[0]} of {self.episode_id}: {exc}") from None
+            for tries in range(1, _TRANSACTION_TRIES + 1):
+                try:
+                    self._insert_together(rows, kinds[0])
+                    break
+                except StoreUnreachableError:
+                    if self._landed(rows[0]):  # the COMMIT went through; its reply did not
+                        break
+                    if tries == _TRANSACTION_TRIES:
+                        raise
+            if self._losses_seen != self._losses():
+                self._rewrite_lost_chunks()
             first = self.next_seq
             self.next_seq = seq
+            self._unflushed.clear()
         return list(range(first, seq))
+
+    def _insert_together(self, rows: list[Row], kind: str) -> None:
+        """One transaction of ``rows``, fenced by the lease (see :meth:`append_together`)."""
+        try:
+            self._conn.execute(self._begin)
+            if self._durable is not None:
+                self._conn.execute(self._durable)
+            token = self._leases.get(self.episode_id)
+            if (
+                token is not None
+                and not self._conn.execute(
+                    "SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?" + self._lock,
+                    (self.episode_id, token),
+                ).fetchone()
+            ):
+                self._rollback()
+                self._lose()
+            self._conn.executemany(eventlog.INSERT, rows)
+            self._conn.execute("COMMIT")
+        except StoreRefusedError as exc:
+            self._rollback()
+            raise StoreError(
+                f"cannot record {kind} as seq {self.next_seq} of {self.episode_id}: {exc}"
+                " (is another run writing this episode?)"
+            ) from None
+        except StoreUnreachableError:
+            self._rollback()
+            raise
+        except StoreFailedError as exc:
+            self._rollback()
+            raise StoreError(f"cannot record {kind} of {self.episode_id}: {exc}") from None
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:

@@ -13,6 +13,7 @@ once, at the boundary where they happen; nothing else catches broadly.
     │   └── StoreDriverError      the database driver failed a statement (sqlite3, psycopg)
     │       ├── StoreRefusedError     a row refused (a constraint, the log's append-only rule)
     │       ├── StoreFailedError      locked, read-only, full, server gone, not permitted
+    │       │   └── StoreUnreachableError the server unreachable past the store's patience
     │       └── StoreDamagedError     anything else the database reports (a damaged file)
     ├── EnvironmentFailure    the environment itself broke (not a tool error)
     │   └── DivergenceError       replaying recorded actions gave other observations
@@ -93,6 +94,14 @@ class StoreRefusedError(StoreDriverError):
 class StoreFailedError(StoreDriverError):
     """The statement could not run: the store locked, read-only or full, its server gone, a
     permission missing."""
+
+
+class StoreUnreachableError(StoreFailedError):
+    """The store's server could not be reached: it refused the connection, dropped it, or is
+    shutting down or starting up. A statement outside a transaction waits it out (up to the
+    store's patience, ``AGENTRUNNER_STORE_PATIENCE``) before this is raised; a transaction
+    it cut short was rolled back by the server (unless it was at its ``COMMIT``), so its
+    caller may run it again."""
 
 
 class StoreDamagedError(StoreDriverError):

@@ -1,0 +1,185 @@
+"""A batch waits out its Postgres server stopped for 20 s in its middle, and completes.
+
+The server is stopped both ways a team meets: ``fast`` (an administrator's restart: sessions
+ended, their transactions rolled back) and ``immediate`` (a crash: what was committed without
+a flush is lost; the store's chunks commit so). Every statement outside a transaction waits
+for the server with bounded back-off, a transaction cut short runs again, and a writer writes
+again the unflushed chunks the crash lost before anything follows them. So: every (task, seed)
+exactly once, completed, dense seqs, the driver's summary equal to the store, no errors, and
+stderr saying the store was unreachable and then reachable again.
+
+Also: an insert whose reply was lost but which committed stands when tried again; the patience
+(``AGENTRUNNER_STORE_PATIENCE``) bounds the wait; a store never reached fails at once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+
+import pg
+import pytest
+from cli_process import AGENTRUNNER, last_json
+from pg import PostgresServer
+
+from agentrunner import TraceStore
+from agentrunner.store.postgres_pool import PATIENCE_ENV
+from agentrunner.values.errors import StoreError, StoreUnreachableError, UsageError
+from agentrunner.values.events import EpisodeStart, ModelChunk
+
+psycopg = pytest.importorskip("psycopg")
+
+SEEDS = 16
+OUTAGE_S = 20.0
+DEADLINE_S = 600.0
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PostgresServer]:
+    """A server of this module's own (its tests stop it) that flushes asynchronous commits
+    only every 10 s, so a crash surely loses the chunks since the last flushed event."""
+    reason = pg.why_not()
+    if reason is not None:
+        pytest.skip(f"no Postgres server: {reason}")
+    server = PostgresServer(wal_writer_delay=10000)
+    yield server
+    server.stop()
+
+
+def _ended(store_url: str) -> int:
+    """How many of the store's episodes have ended (read over a connection of the test's own)."""
+    try:
+        with TraceStore(store_url, create=False) as store:
+            return sum(e.status == "completed" for e in store.list_episodes())
+    except StoreError:  # the batch has not made its tables yet
+        return 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_a_batch_waits_out_its_server_stopped_for_20_s_and_completes(
+    server: PostgresServer, mode: str
+) -> None:
+    url = server.schema_url()
+    command = [*AGENTRUNNER, "batch", "--db", url, "--task", "demo-mean", "--json"]
+    command += ["--seeds", f"0-{SEEDS - 1}", "--concurrency", "4"]
+    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0.01"}
+    env.pop("AGENTRUNNER_DB", None)
+    batch = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    output: dict[str, str] = {}
+    reader = threading.Thread(
+        target=lambda: output.update(zip(("out", "err"), batch.communicate(), strict=True))
+    )
+    reader.start()
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while _ended(url) < 1:  # in its middle: one episode done, the rest not
+            assert batch.poll() is None, "the batch ended before the server was stopped"
+            assert time.monotonic() < deadline, "no episode of the batch completed"
+            time.sleep(0.05)
+        server.shut(mode)
+        time.sleep(OUTAGE_S)  # the outage itself; nothing is timed against it
+        assert batch.poll() is None, "the batch gave up while its server was stopped"
+        server.start()
+        reader.join(DEADLINE_S)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+        reader.join()
+        if not (server.data / "postmaster.pid").exists():
+            server.start()
+    out, err = output["out"], output["err"]
+    assert batch.returncode == 0, err[-3000:]
+    assert "is unreachable" in err and "is reachable again" in err, err[-3000:]
+    summary = last_json(out)["summary"]
+    assert summary["errors"] == 0 and summary["completed"] == SEEDS, summary
+    with TraceStore(url, create=False) as store:
+        episodes = store.list_episodes()
+        assert sorted(e.seed for e in episodes) == list(range(SEEDS))  # each exactly once
+        assert all(e.status == "completed" for e in episodes)
+        for episode in episodes:
+            seqs = [e.seq for e in store.iter_events(episode.episode_id)]
+            assert seqs == list(range(1, len(seqs) + 1)), episode.episode_id
+
+
+def _start(store: TraceStore) -> str:
+    start = EpisodeStart(task_id="t", seed=0, env={}, model={}, config={}, version="0")
+    return store.create_episode(
+        task_id="t", seed=0, env={}, model={}, claim=True, first_event=(0, start)
+    )
+
+
+def test_an_insert_that_committed_before_its_reply_was_lost_stands_when_tried_again(
+    pg_url: str,
+) -> None:
+    with TraceStore(pg_url) as store:
+        episode_id = _start(store)
+        writer = store.writer(episode_id)
+        writer.clock = lambda: 1_700_000_000_000_000
+        hello = ModelChunk(call_id="c", channel="text", index=0, text="hello")
+        seq = writer.append(1, hello)
+        writer.next_seq = seq  # as if its reply never came: the same row once more
+        assert writer.append(1, hello) == seq
+        writer.next_seq = seq  # another row at that seq is still refused
+        with pytest.raises(StoreError, match="is another run writing this episode"):
+            writer.append(1, hello.model_copy(update={"text": "other"}))
+        texts = [e.payload.get("text") for e in store.iter_events(episode_id)]
+    assert texts == [None, "hello"]
+
+
+def test_chunks_a_crash_of_the_server_lost_are_written_again_before_the_log_goes_on(
+    server: PostgresServer,
+) -> None:
+    url = server.schema_url()
+    with TraceStore(url) as store:
+        episode_id = _start(store)
+        writer = store.writer(episode_id)
+        for index in range(3):
+            writer.append(1, ModelChunk(call_id="c", channel="text", index=index, text="x"))
+        server.halt()  # a crash: the chunks' commits were never flushed
+        server.start()
+        with TraceStore(url) as other:  # really gone from the server
+            assert [e.kind for e in other.iter_events(episode_id)] == ["episode.start"]
+        writer.append(1, ModelChunk(call_id="c", channel="text", index=3, text="y"))
+        events = list(store.iter_events(episode_id))
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+    assert [e.payload.get("index") for e in events[1:]] == [0, 1, 2, 3]
+
+
+def test_a_statement_waits_for_its_server_no_longer_than_the_patience(
+    server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PATIENCE_ENV, "1")
+    url = server.schema_url()
+    with TraceStore(url) as store:
+        _start(store)
+        server.shut("fast")
+        try:
+            with pytest.raises(StoreUnreachableError, match=PATIENCE_ENV):
+                store.list_episodes()
+            assert store.unreachable() is not None  # what a live view shows meanwhile
+        finally:
+            server.start()
+        assert len(store.list_episodes()) == 1  # and on again once it is back
+        assert store.unreachable() is None
+
+
+def test_a_store_never_reached_fails_at_once_whatever_the_patience(
+    server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PATIENCE_ENV, "3600")
+    url = f"postgresql://postgres@/postgres?host={server.root / 'nowhere'}"
+    with pytest.raises(StoreError, match="cannot connect to the trace store") as caught:
+        TraceStore(url)
+    assert not isinstance(caught.value, StoreUnreachableError)
+
+
+def test_a_bad_patience_is_named(monkeypatch: pytest.MonkeyPatch, pg_url: str) -> None:
+    monkeypatch.setenv(PATIENCE_ENV, "soon")
+    with pytest.raises(UsageError, match=f"{PATIENCE_ENV} must be a number of seconds"):
+        TraceStore(pg_url)
