@@ -10,6 +10,7 @@ opened lazily on the first worker so the UI thread never touches the store.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
 
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
+OUTAGE_NOTE_S = 30.0
+"""How often the app says again that its store is still out of reach."""
 
 
 @keys.listed("Everywhere")
@@ -68,6 +71,7 @@ class AgentRunnerApp(App[None]):
         self._store_lock = threading.Lock()
         self._reading = 0  # workers inside the store right now
         self._closing = False
+        self._outage_said_at: float | None = None
 
     @contextmanager
     def reading(self) -> Iterator[StoreBackend]:
@@ -97,12 +101,34 @@ class AgentRunnerApp(App[None]):
             self._store = None
 
     def on_mount(self) -> None:
+        self.set_interval(1.0, self._watch_store)
         if self.keymap_overrides:
             self.set_keymap(self.keymap_overrides)
         if self.start_episode:
             self.open_episode(self.start_episode)
         else:
             self.push_screen(self._episodes_screen())
+
+    def _watch_store(self) -> None:
+        """Say so while the store's server is out of reach (the screens' reads wait for it,
+        so their rows stand still), and again when it is back."""
+        store = self._store
+        problem = None if store is None else store.unreachable()
+        now = time.monotonic()
+        if problem is not None:
+            said = self._outage_said_at
+            if said is None or now - said >= OUTAGE_NOTE_S:
+                self._outage_said_at = now
+                self.notify(
+                    visible(problem),
+                    title="store",
+                    severity="warning",
+                    timeout=OUTAGE_NOTE_S,
+                    markup=False,
+                )
+        elif self._outage_said_at is not None:
+            self._outage_said_at = None
+            self.notify("store reachable again", title="store", markup=False)
 
     @staticmethod
     def _episodes_screen() -> Screen[None]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pg
 import pytest
+from pg import PostgresServer
 
 from agentrunner import TraceStore
 from agentrunner.store.transfer import copy_episode, lineage_order
@@ -66,3 +68,32 @@ async def test_an_episode_written_over_another_connection_streams_in(
         first = screen.event_list.index.last_seq
         await wait_for(pilot, lambda: screen.event_list.index.last_seq > first + 20)
         await wait_for(pilot, lambda: screen.summary is not None and screen.summary.turns >= 3)
+
+
+async def test_a_server_out_of_reach_is_said_while_the_screens_wait_and_they_go_on_after(
+    tui_db: Path,
+) -> None:
+    reason = pg.why_not()
+    if reason is not None:
+        pytest.skip(f"no Postgres server: {reason}")
+    server = PostgresServer()  # its own: this test stops it
+    try:
+        url = server.schema_url()
+        with TraceStore(tui_db) as src, TraceStore(url) as dst:
+            for episode_id in lineage_order(src, None):
+                copy_episode(src, dst, episode_id)
+        app = AgentRunnerApp(url, poll_s=0.05)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await wait_for(pilot, lambda: app.screen.query_one(EpisodesTable).row_count == 5)
+            server.shut("fast")
+
+            def said() -> list[str]:
+                return [str(n.message) for n in app._notifications]
+
+            await wait_for(pilot, lambda: any("store unreachable for" in m for m in said()))
+            server.start()
+            await wait_for(pilot, lambda: "store reachable again" in said())
+            table = app.screen.query_one(EpisodesTable)
+            assert table.row_count == 5
+    finally:
+        server.stop()
