@@ -19,6 +19,7 @@ from agentrunner.cli.common import (
 from agentrunner.cli.ls_cmd import STATUS_STYLE
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.subagents_view import spawner, tree_json, tree_lines
+from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.verifications import (
     DISPUTED_MARK,
     DISPUTED_NOTE,
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
 
 FOLLOW_POLL_S = 0.25
+RESUME_GRACE_S = 30.0
+"""How long ``show --follow`` stays on an interrupted batch member while nothing else of its
+batch runs (a Ray actor restarting before its unit is submitted again)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -266,11 +270,53 @@ def _branching(store: StoreBackend, episode_id: str, made: list[Decision]) -> st
     )
 
 
+class _BatchResume:
+    """Whether an interrupted episode that ``show --follow`` tails may yet go on: a batch
+    (a Ray unit whose worker died is submitted again) resumes it while the batch runs. Kept
+    on while another member of one of its batches runs, or for :data:`RESUME_GRACE_S` after
+    the interruption was seen; said once on stderr."""
+
+    def __init__(self, store: StoreBackend, episode_id: str) -> None:
+        self._store = store
+        self._episode_id = episode_id
+        self.since: float | None = None
+        self._batches: list[str] | None = None
+        self._said = False
+
+    def on(self, status: str) -> bool:
+        if status != Status.INTERRUPTED:
+            return False
+        if self._batches is None:
+            self._batches = self._store.batches_of([self._episode_id])
+        if not self._batches:
+            return False
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        running = sum(
+            self._store.count_episodes(EpisodeFilter(batch_id=b, status=Status.RUNNING))
+            for b in self._batches
+        )
+        if not running and now - self.since >= RESUME_GRACE_S:
+            return False
+        if not self._said:
+            self._said = True
+            stderr_console().print(
+                f"{self._episode_id} is interrupted; its batch may resume it"
+                f" ({fmt.plural(running, 'other member')} running): following on"
+                " until it ends or its batch stops (Ctrl-C stops following)",
+                markup=False,
+                highlight=False,
+            )
+        return True
+
+
 def _follow(store: StoreBackend, episode_id: str, args: argparse.Namespace) -> int:
     console = stderr_console() if args.json else stdout_console()
     renderer = EventRenderer(console, verbose=args.verbose, store=store, episode_id=episode_id)
     after = 0
     segments = store.segments(episode_id)
+    waiting = _BatchResume(store, episode_id)
     while True:
         batch = store.events(episode_id, after_seq=after, limit=500, segments=segments)
         for row in batch:
@@ -280,7 +326,9 @@ def _follow(store: StoreBackend, episode_id: str, args: argparse.Namespace) -> i
             continue
         renderer.flush()
         summary = store.episode(episode_id)
-        if summary.status != Status.RUNNING and summary.last_seq <= after:
+        if summary.status == Status.RUNNING or summary.last_seq > after:
+            waiting.since = None
+        elif not waiting.on(summary.status):
             break
         time.sleep(FOLLOW_POLL_S)
     if args.json:
