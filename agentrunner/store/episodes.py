@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.store import control, eventlog
+from agentrunner.store import listing as _listing
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.base import StoreBase, utc_now
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.ids import new_episode_id
+from agentrunner.store.listing import ListingChanges, ListingCursor
 from agentrunner.store.records import BatchSummary, EpisodeFilter, EpisodeSummary
 from agentrunner.store.summaries import summaries
 from agentrunner.store.writer import EpisodeWriter
@@ -255,6 +257,11 @@ class EpisodeStore(StoreBase):
         most ``limit``; None or 0: all). A corrupt episode raises StoreCorruptError, or with
         ``corrupt`` given is left out and reported there."""
         return _summaries.list_summaries(self, where or EpisodeFilter(), limit, corrupt)
+
+    def listing_changes(self, since: ListingCursor | None = None) -> ListingChanges:
+        """For a live view: every episode (``since`` None), else only those new or changed
+        since the cursor a former call returned (see :mod:`agentrunner.store.listing`)."""
+        return _listing.changes(self, since)
 
     def count_episodes(self, where: EpisodeFilter | None = None) -> int:
         """How many episodes ``where`` keeps (what ``list_episodes`` would list without a

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from agentrunner.store.gc import Part, Report
 from agentrunner.store.leases import Lease
+from agentrunner.store.listing import ListingChanges, ListingCursor
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -122,6 +123,8 @@ class StoreBackend(SnapshotBackend, Protocol):
     ) -> list[EpisodeSummary]: ...
 
     def count_episodes(self, where: EpisodeFilter | None = None) -> int: ...
+
+    def listing_changes(self, since: ListingCursor | None = None) -> ListingChanges: ...
 
     def episode_ids(self) -> list[str]: ...
 

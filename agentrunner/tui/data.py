@@ -42,6 +42,20 @@ def id_prefixes(store: StoreBackend, wanted: Iterable[str] | None = None) -> dic
     return out
 
 
+def prefixes_around(known: list[str], new: Iterable[str]) -> dict[str, str]:
+    """The short prefixes of ``new`` ids joining the sorted ``known`` ones, and of their
+    neighbours (the only ids a new one can lengthen), from the ids in memory."""
+    ids = sorted({*known, *new})
+    out: dict[str, str] = {}
+    for episode_id in new:
+        i = bisect_left(ids, episode_id)
+        around = ids[max(0, i - 2) : i + 3]  # it, its neighbours, and theirs
+        prefixes = unique_prefixes(around, minimum=8)
+        for j in range(max(0, i - 1), min(len(ids), i + 2)):  # their prefixes need theirs
+            out[ids[j]] = prefixes[ids[j]]
+    return out
+
+
 @dataclass(frozen=True)
 class TraceData:
     """Everything the trace list needs to lay itself out, read in one snapshot."""

@@ -162,3 +162,24 @@ async def test_R_on_the_list_resumes_the_selected_episode_and_follows_it(
             lambda: screen.summary is not None and screen.summary.status == "completed",
             timeout=30,
         )
+
+
+async def test_after_its_first_listing_the_screen_reads_only_what_changed(
+    make_app: Callable[..., AgentRunnerApp], tui_db: Path
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await wait_for(pilot, lambda: app.screen.query_one(EpisodesTable).row_count == 5)
+        screen = app.screen
+        assert isinstance(screen, EpisodesScreen)
+        assert screen.last_read == 5  # the first look: every episode
+        screen.reload()
+        await wait_for(pilot, lambda: screen.last_read == 0)  # nothing changed: none read
+        with TraceStore(tui_db) as store:
+            added = store.create_episode(task_id="later", seed=7, env={}, model={})
+        await wait_for(pilot, lambda: app.screen.query_one(EpisodesTable).row_count == 6)
+        assert screen.last_read == 1
+        rows = {r[0]: r for r in _rows(app)}
+    with TraceStore(tui_db) as store:
+        assert {store.resolve(shown) for shown in rows} == set(store.episode_ids())
+    assert any(added.startswith(shown) and rows[shown][2] == "later" for shown in rows)

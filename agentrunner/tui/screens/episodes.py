@@ -8,6 +8,7 @@ in place; Enter opens the selected episode's trace, ``r`` the report of what is 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -18,9 +19,10 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
 from agentrunner.store import EpisodeSummary
+from agentrunner.store.listing import ListingChanges, ListingCursor
 from agentrunner.tui import actions, keys
 from agentrunner.tui import format as fmt
-from agentrunner.tui.data import id_prefixes
+from agentrunner.tui.data import id_prefixes, prefixes_around
 from agentrunner.tui.widgets.styled import STATUS_CLASSES, status_text
 from agentrunner.tui.work import ReaderScreen
 from agentrunner.values.safe_text import one_line_visible, plain
@@ -53,11 +55,25 @@ SORTS: dict[str, Callable[[EpisodeSummary], Any]] = {
 }
 
 
-def list_episodes(store: StoreBackend) -> tuple[tuple[EpisodeSummary, ...], dict[str, str]]:
-    """Every episode, and the shortest unique prefix of every id (read after the list, so
-    it covers every listed episode)."""
-    episodes = tuple(store.list_episodes())
-    return episodes, id_prefixes(store)
+@dataclass(frozen=True)
+class _Changes:
+    """One look at the store: what changed since ``since`` and the ids' short prefixes."""
+
+    since: ListingCursor | None
+    changes: ListingChanges
+    prefixes: dict[str, str]
+
+
+def list_changes(store: StoreBackend, since: ListingCursor | None, known: list[str]) -> _Changes:
+    """Every episode on the first look (or after a removal), then only what changed since the
+    last (:mod:`agentrunner.store.listing`); the short prefix of every id listed the first
+    time, then of each new id and its neighbours among ``known`` (the ids listed so far,
+    sorted), the only ones a new id can lengthen."""
+    changes = store.listing_changes(since)
+    if changes.whole:
+        return _Changes(since, changes, id_prefixes(store))
+    new = {e.episode_id for e in changes.episodes}.difference(known)
+    return _Changes(since, changes, prefixes_around(known, new) if new else {})
 
 
 class EpisodesTable(DataTable[Text]):
@@ -103,6 +119,12 @@ class EpisodesScreen(ReaderScreen):
         super().__init__()
         self._shown: list[tuple[Any, ...]] = []
         self._loaded = False
+        self._cursor: ListingCursor | None = None
+        self._by_id: dict[str, EpisodeSummary] = {}
+        self._sorted_ids: list[str] = []
+        self.last_read = 0
+        """How many episodes the last look at the store read (all of them the first time,
+        then only those that changed)."""
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -133,14 +155,32 @@ class EpisodesScreen(ReaderScreen):
             self._timer.pause()
 
     def reload(self) -> None:
-        self.read(list_episodes, then=self._loaded_episodes, group="episodes", exclusive=True)
+        self.read(
+            list_changes,
+            self._cursor,
+            list(self._sorted_ids),
+            then=self._loaded_changes,
+            group="episodes",
+            exclusive=True,
+        )
 
-    def _loaded_episodes(self, value: tuple[tuple[EpisodeSummary, ...], dict[str, str]]) -> None:
-        episodes, prefixes = value
+    def _loaded_changes(self, value: _Changes) -> None:
+        if value.since is not self._cursor:  # an older look, overtaken by one applied since
+            return
+        changes = value.changes
+        self._cursor = changes.cursor
         self._loaded = True
-        self.ids.update(prefixes)
-        self.episodes = episodes
-        self._refill()  # a prefix may have grown though no episode changed
+        self.ids.update(value.prefixes)
+        self.last_read = len(changes.episodes)
+        if changes.whole:
+            self._by_id = {e.episode_id: e for e in changes.episodes}
+        elif changes.episodes:
+            self._by_id.update((e.episode_id, e) for e in changes.episodes)
+        else:
+            return  # nothing changed (a prefix only changes with a new episode)
+        self._sorted_ids = sorted(self._by_id)
+        self.episodes = tuple(self._by_id[i] for i in reversed(self._sorted_ids))  # newest first
+        self._refill()
 
     # ------------------------------------------------------------------ view
 
