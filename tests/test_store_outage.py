@@ -2,10 +2,10 @@
 
 The server is stopped both ways a team meets: ``fast`` (an administrator's restart: sessions
 ended, their transactions rolled back) and ``immediate`` (a crash: what was committed without
-a flush is lost; the store's chunks commit so), under a batch of threads and one on a local Ray
-cluster (whose workers each wait for the server on their own). Every statement outside a transaction waits
-for the server with bounded back-off, a transaction cut short runs again, and a writer writes
-again the unflushed chunks the crash lost before anything follows them. So: every (task, seed)
+a flush is lost; the store's chunks commit so), under a batch of threads and one on a local
+Ray cluster (whose workers each wait for the server on their own). Every statement outside a
+transaction waits for the server with bounded back-off, a transaction cut short runs again,
+and a writer writes again the unflushed chunks the crash lost. So: every (task, seed)
 exactly once, completed, dense seqs, the driver's summary equal to the store, no errors, and
 stderr saying the store was unreachable and then reachable again.
 
@@ -19,7 +19,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pg
 import pytest
@@ -190,3 +190,30 @@ def test_a_bad_patience_is_named(monkeypatch: pytest.MonkeyPatch, pg_url: str) -
     monkeypatch.setenv(PATIENCE_ENV, "soon")
     with pytest.raises(UsageError, match=f"{PATIENCE_ENV} must be a number of seconds"):
         TraceStore(pg_url)
+
+
+def test_a_listener_hears_notices_again_once_its_server_is_back(server: PostgresServer) -> None:
+    url = server.schema_url()
+    heard = threading.Event()
+    with TraceStore(url) as store:
+        listener = store.listen(heard.set)
+        assert listener is not None
+        try:
+            _until(lambda: listener.listens == 1)
+            store.create_episode(task_id="t", seed=0, env={}, model={})
+            assert heard.wait(60)
+            server.shut("fast")
+            server.start()
+            _until(lambda: listener.listens == 2)
+            heard.clear()
+            store.create_episode(task_id="t", seed=1, env={}, model={})
+            assert heard.wait(60)
+        finally:
+            listener.close()
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)

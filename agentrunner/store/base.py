@@ -14,6 +14,7 @@ from typing import Self, TypeVar
 
 from agentrunner.store import eventlog
 from agentrunner.store.dialect import Conn, Dialect, Pool
+from agentrunner.store.notices import NOTIFY
 from agentrunner.store.records import Segment
 from agentrunner.values.errors import EpisodeNotFoundError, StoreUnreachableError
 
@@ -131,6 +132,13 @@ class StoreBase(ABC):
         else:
             with self._begin_writing():
                 yield
+
+    def _changed(self) -> None:
+        """Tell live views on other connections that how episodes are listed changed (on
+        Postgres a notice, sent when this statement's transaction commits:
+        :mod:`agentrunner.store.notices`; a file's views poll)."""
+        if self.sql.postgres:
+            self._conn.execute(NOTIFY)
 
     def _patiently(self, transaction: Callable[[bool], _T]) -> _T:
         """``transaction(again)``, one write transaction of its own, run again (``again``

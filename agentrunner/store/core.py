@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentrunner.store import reports, verifications
 from agentrunner.store.base import utc_now
 from agentrunner.store.leases import LeaseStore
+from agentrunner.store.notices import Listener
 from agentrunner.store.verifications import StoredVerification
 from agentrunner.values.critical import critical
 from agentrunner.values.errors import (
@@ -96,7 +97,16 @@ class StoreCore(LeaseStore):
                 ),
             )
             (row_id,) = cur.fetchone()
+            self._changed()
         return int(row_id), created
+
+    def listen(self, heard: Callable[[], None]) -> Listener | None:
+        """Call ``heard()`` (in a thread of its own) whenever another connection changes how
+        episodes are listed, until the returned listener is closed; None: this store sends
+        no notices (a SQLite file: poll it). See :mod:`agentrunner.store.notices`."""
+        if not self.sql.postgres:
+            return None
+        return Listener(self.location, heard)
 
     def verifications(self, episode_id: str) -> list[StoredVerification]:
         """Every verifier result stored for an episode, newest first."""

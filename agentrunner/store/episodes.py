@@ -76,6 +76,7 @@ class EpisodeStore(StoreBase):
                     ) from None
             if claim:
                 token = control.write_lease(conn, episode_id)
+            self._changed()
             if first_event is not None:
                 turn, payload = first_event
                 conn.execute(
@@ -162,6 +163,7 @@ class EpisodeStore(StoreBase):
                     (batch_id, task_id, seed, episode_id),
                 )
                 have[(task_id, seed)] = episode_id
+            self._changed()
         return have
 
     def ensure_batch(self, batch_id: str, config: dict[str, Any]) -> bool:

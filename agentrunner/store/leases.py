@@ -121,6 +121,7 @@ class LeaseStore(LogStore):
                 if control.read_lease(conn, episode_id).alive():
                     return False  # nothing written: the commit ends the read
                 control.write_lease(conn, episode_id, token)
+                self._changed()
             return True
 
         if not self._patiently(claim):
@@ -142,7 +143,9 @@ class LeaseStore(LogStore):
         token = self._leases.pop(episode_id, None)
         with contextlib.suppress(StoreDriverError):
             control.release(self._conn, episode_id, token)
+            self._changed()
 
     def request_cancel(self, episode_id: str, reason: str = "cancel requested") -> None:
         """Ask the episode's writer (in any process) to cancel; it polls within a second."""
         control.request_cancel(self._conn, self.resolve(episode_id), reason, utc_now())
+        self._changed()

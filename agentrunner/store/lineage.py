@@ -133,4 +133,5 @@ class LineageStore(EpisodeStore):
         conn.execute("DELETE FROM fork_groups WHERE parent_episode_id = ?", (episode_id,))
         conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
         conn.execute("DELETE FROM removals WHERE episode_id = ?", (episode_id,))
+        self._changed()
         return int(removed)

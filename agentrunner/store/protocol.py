@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from agentrunner.store.gc import Part, Report
 from agentrunner.store.leases import Lease
 from agentrunner.store.listing import ListingChanges, ListingCursor
+from agentrunner.store.notices import Listener
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -235,6 +236,8 @@ class StoreBackend(SnapshotBackend, Protocol):
     def done_in_this_thread(self) -> None: ...
 
     def unreachable(self) -> str | None: ...
+
+    def listen(self, heard: Callable[[], None]) -> Listener | None: ...
 
     # -- side tables
     def add_verification(

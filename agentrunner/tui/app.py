@@ -9,6 +9,7 @@ opened lazily on the first worker so the UI thread never touches the store.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -30,6 +31,7 @@ from agentrunner.values.errors import StoreError
 from agentrunner.values.safe_text import visible
 
 if TYPE_CHECKING:
+    from agentrunner.store.notices import Listener
     from agentrunner.store.protocol import StoreBackend
 
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
@@ -72,6 +74,7 @@ class AgentRunnerApp(App[None]):
         self._reading = 0  # workers inside the store right now
         self._closing = False
         self._outage_said_at: float | None = None
+        self._listener: Listener | None = None
 
     @contextmanager
     def reading(self) -> Iterator[StoreBackend]:
@@ -85,6 +88,7 @@ class AgentRunnerApp(App[None]):
                 raise StoreError("the app is closing")
             if self._store is None:
                 self._store = TraceStore(self.db_path)
+                self._listener = self._store.listen(self._heard)
             store = self._store
             self._reading += 1
         try:
@@ -95,7 +99,26 @@ class AgentRunnerApp(App[None]):
                 if self._closing and self._reading == 0:
                     self._close_store()
 
+    @property
+    def hears_changes(self) -> bool:
+        """Whether the store tells the app of changes (Postgres notices): screens then poll
+        only what runs, and read again when told."""
+        return self._listener is not None
+
+    def _heard(self) -> None:
+        """(The listener's thread) another connection changed how episodes are listed."""
+        with contextlib.suppress(RuntimeError):  # the app is closing
+            self.call_from_thread(self._store_changed)
+
+    def _store_changed(self) -> None:
+        changed = getattr(self.screen, "store_changed", None)
+        if callable(changed):
+            changed()
+
     def _close_store(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -97,3 +97,26 @@ async def test_a_server_out_of_reach_is_said_while_the_screens_wait_and_they_go_
             assert table.row_count == 5
     finally:
         server.stop()
+
+
+async def test_with_nothing_running_a_notice_brings_a_new_episode_in_without_a_poll(
+    pg_tui: str,
+) -> None:
+    app = AgentRunnerApp(pg_tui, poll_s=3600)  # its own polls never come during the test
+    async with app.run_test(size=(160, 30)) as pilot:
+        await wait_for(pilot, lambda: app.screen.query_one(EpisodesTable).row_count == 5)
+        assert app.hears_changes
+        with TraceStore(pg_tui) as store:  # another connection (another machine)
+            added = store.create_episode(task_id="heard", seed=3, env={}, model={})
+            await wait_for(pilot, lambda: app.screen.query_one(EpisodesTable).row_count == 6)
+            store.claim_writer(added)
+            table = app.screen.query_one(EpisodesTable)
+            await wait_for(
+                pilot,
+                lambda: "running" in [str(table.get_row_at(i)[1]) for i in range(table.row_count)],
+            )
+            store.release_writer(added)
+            await wait_for(
+                pilot,
+                lambda: "running" not in [str(table.get_row_at(i)[1]) for i in range(6)],
+            )

@@ -7,6 +7,7 @@ in place; Enter opens the selected episode's trace, ``r`` the report of what is 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from agentrunner.store.protocol import StoreBackend
 
 # what a narrow terminal (80 columns) must show comes first: the rest scrolls into view
+QUIET_POLL_S = 10.0
+"""How often the screen looks at a store that sends notices while none of its episodes runs."""
 COLUMNS = (
     "id",
     "status",
@@ -125,6 +128,7 @@ class EpisodesScreen(ReaderScreen):
         self.last_read = 0
         """How many episodes the last look at the store read (all of them the first time,
         then only those that changed)."""
+        self._read_at = 0.0
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -146,7 +150,7 @@ class EpisodesScreen(ReaderScreen):
         self.reload()
         if self._timer is None:
             poll_s: float = self.runner_app.poll_s
-            self._timer = self.set_interval(poll_s * 4, self.reload)
+            self._timer = self.set_interval(poll_s * 4, self._tick)
         else:
             self._timer.resume()
 
@@ -154,7 +158,27 @@ class EpisodesScreen(ReaderScreen):
         if self._timer is not None:
             self._timer.pause()
 
+    def _tick(self) -> None:
+        """The poll: every tick while an episode runs (its turns and spend grow without a
+        notice) or the store sends no notices; else every :data:`QUIET_POLL_S` (a writer on
+        another machine that died sends none)."""
+        if (
+            self.runner_app.hears_changes
+            and not self._cursor_running()
+            and time.monotonic() - self._read_at < QUIET_POLL_S
+        ):
+            return
+        self.reload()
+
+    def store_changed(self) -> None:
+        """A notice: another connection changed how episodes are listed."""
+        self.reload()
+
+    def _cursor_running(self) -> bool:
+        return self._cursor is not None and bool(self._cursor.running)
+
     def reload(self) -> None:
+        self._read_at = time.monotonic()
         self.read(
             list_changes,
             self._cursor,
