@@ -163,3 +163,29 @@ def test_a_batch_episode_not_started_yet_is_left_to_its_batch(store: TraceStore)
     ).values()
     why = can_resume(store, store.episode(queued))
     assert why is not None and "waits for its batch" in why
+
+
+def test_a_member_whose_environment_cannot_be_built_is_reported_as_the_store_has_it(
+    tmp_path: Path,
+) -> None:
+    """The driver's summary agrees with the store: a unit that failed before its episode
+    started leaves it pending (resumable), and the summary says pending, not failed."""
+    built: list[WorkspaceEnv] = []
+
+    def env_factory() -> WorkspaceEnv:
+        if built:  # the driver's probe got one; the unit's worker cannot (a moved tasks file)
+            raise UsageError("the tasks file went away")
+        built.append(WorkspaceEnv())
+        return built[0]
+
+    with TraceStore(tmp_path / "t.db") as store:
+        result = run_batch(
+            store,
+            task_seed_pairs=[("demo-mean", 0)],
+            env_factory=env_factory,
+            model_factory=lambda: get_model("scripted:demo"),
+        )
+        (member,) = result.episodes
+        (stored,) = store.list_episodes()
+    assert (member.action, member.error) == ("error", "the tasks file went away")
+    assert member.status == stored.status == "pending"

@@ -47,7 +47,7 @@ def cluster() -> Iterator[str]:
     its workers inherit an unpaced scripted model. Yields its address."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("AGENTRUNNER_SCRIPTED_PACE", "0")
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 

@@ -39,7 +39,7 @@ def cluster() -> Iterator[str]:
     """A local cluster of 2 CPUs whose workers run a paced scripted model; its address."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("AGENTRUNNER_SCRIPTED_PACE", PACE)
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -185,3 +185,27 @@ def test_a_cli_batch_completes_each_pair_once_through_worker_kills_at_random_ins
         assert kinds(store, again.episode_id).count("resume") >= 5
     statuses = {e["episode_id"]: e["status"] for e in report["episodes"]}
     assert statuses[again.episode_id] == "completed"
+
+
+def test_batch_ray_without_an_address_runs_past_a_head_stopped_by_its_pid(tmp_path: Path) -> None:
+    """A head stopped by its PID (as the README advises) leaves Ray's note of the host's
+    current cluster behind; ``--ray`` with no address starts a cluster of its own anyway
+    (Ray's default would join the dead one and hang)."""
+    from ray._common.utils import get_default_ray_temp_dir
+
+    note = Path(get_default_ray_temp_dir()) / "ray_current_cluster"
+    before = note.read_text() if note.exists() else None
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text(f"127.0.0.1:{_closed_port()}")
+    try:
+        done = run_cli(
+            "batch", "--seeds", "0-1", "--task", TASKS[0], "--db", str(tmp_path / "t.db"),
+            "--json", "--ray", timeout=600,
+        )  # fmt: skip
+    finally:
+        if before is None:
+            note.unlink(missing_ok=True)
+        else:
+            note.write_text(before)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert last_json(done.stdout)["summary"]["completed"] == 2

@@ -126,7 +126,9 @@ def batch(args: argparse.Namespace) -> int:
     get_model(args.model, **options)  # fail fast on a bad spec or a missing key
     store = open_store(args)
     sandbox = sandbox_from_args(args)
-    warn_about_sandbox(make_env(args.env, tasks_path=args.tasks, sandbox=sandbox))
+    # absolute: a Ray worker builds the environment in a folder of its own (its node's)
+    tasks_path = args.tasks.resolve() if args.tasks is not None else None
+    warn_about_sandbox(make_env(args.env, tasks_path=tasks_path, sandbox=sandbox))
 
     rewards: list[float] = []
     costs: list[float] = []
@@ -163,7 +165,7 @@ def batch(args: argparse.Namespace) -> int:
                 task_seed_pairs=pairs,
                 # Plain functions and values: a Ray worker builds them again.
                 env_factory=functools.partial(
-                    make_env, args.env, tasks_path=args.tasks, sandbox=sandbox
+                    make_env, args.env, tasks_path=tasks_path, sandbox=sandbox
                 ),
                 model_factory=functools.partial(get_model, args.model, **options),
                 concurrency=args.concurrency,

@@ -19,7 +19,6 @@ from agentrunner.cli.common import (
 from agentrunner.cli.ls_cmd import STATUS_STYLE
 from agentrunner.cli.render import EventRenderer
 from agentrunner.cli.subagents_view import spawner, tree_json, tree_lines
-from agentrunner.store.records import EpisodeFilter
 from agentrunner.store.verifications import (
     DISPUTED_MARK,
     DISPUTED_NOTE,
@@ -290,6 +289,8 @@ class _BatchResume:
             self._batches = self._store.batches_of([self._episode_id])
         if not self._batches:
             return False
+        from agentrunner.store.records import EpisodeFilter  # only for an interrupted episode
+
         now = time.monotonic()
         if self.since is None:
             self.since = now

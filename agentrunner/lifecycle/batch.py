@@ -31,6 +31,7 @@ from agentrunner.lifecycle.members import (
     run_member,
     run_member_in,
     shared,
+    stored_status,
 )
 from agentrunner.runtime.distributed import Lost, RayExecutor, require_ray
 from agentrunner.runtime.recorder import Observer
@@ -203,7 +204,8 @@ def run_batch(
         with RayExecutor(work, address=ray_address, concurrency=concurrency) as cluster:
             episodes = store.add_batch(batch_id, config, members)
             units = [Member(episodes[p], p[0], p[1], max_turns, branching, context) for p in pairs]
-            return BatchResult(batch_id, _run_on_ray(units, cluster, on_episode, cancel_check))
+            ran = _run_on_ray(store, units, cluster, on_episode, cancel_check)
+            return BatchResult(batch_id, ran)
     episodes = store.add_batch(batch_id, config, members)
     units = [Member(episodes[p], p[0], p[1], max_turns, branching, context) for p in pairs]
     threads = _ThreadBatch(store, env_factory, probe, model_factory, cancel_check, observer_factory)
@@ -312,26 +314,35 @@ class _ThreadBatch:
 
 
 def _run_on_ray(
+    store: StoreBackend,
     units: list[Member],
     cluster: RayExecutor[Member, BatchEpisode],
     on_episode: Callable[[BatchEpisode], None] | None,
     cancel_check: Callable[[], bool] | None,
 ) -> list[BatchEpisode]:
+    found: dict[str, BatchEpisode] = {}
+
     def done(member: Member, result: BatchEpisode | Lost) -> None:
+        found[member.episode_id] = _found(store, member, result)
         if on_episode is not None:
-            on_episode(_found(member, result))
+            on_episode(found[member.episode_id])
 
     results = cluster.map(units, done, cancel_check)
-    return [_found(m, r) for m, r in zip(units, results, strict=True)]
+    return [
+        found.get(m.episode_id) or _found(store, m, r)
+        for m, r in zip(units, results, strict=True)
+    ]
 
 
-def _found(member: Member, result: BatchEpisode | Lost) -> BatchEpisode:
-    """What happened to ``member``, also when its unit gave no result."""
+def _found(store: StoreBackend, member: Member, result: BatchEpisode | Lost) -> BatchEpisode:
+    """What happened to ``member``, also when its unit gave no result (then with the status
+    the store has for its episode)."""
     if not isinstance(result, Lost):
         return result
     action = "skipped" if result.cancelled else "error"
     reason = "batch cancelled" if result.cancelled else result.reason
-    return outcome(member.task_id, member.seed, member.episode_id, action, None, reason)
+    status = stored_status(store, member.episode_id)
+    return outcome(member.task_id, member.seed, member.episode_id, action, None, reason, status)
 
 
 def _adding_system_prompt(

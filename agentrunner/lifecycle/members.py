@@ -102,7 +102,7 @@ def run_member_in(
             now = store.episode(member.episode_id).status
             if now not in (Status.RUNNING, Status.COMPLETED):  # this run's own refusal
                 return outcome(
-                    member.task_id, member.seed, member.episode_id, "error", None, str(exc)
+                    member.task_id, member.seed, member.episode_id, "error", None, str(exc), now
                 )
         # another writer claimed it first: wait for its end, then report what it did
 
@@ -153,7 +153,10 @@ def _run(
     except UsageError:
         raise
     except AgentRunnerError as exc:
-        return outcome(member.task_id, member.seed, member.episode_id, "error", None, str(exc))
+        status = stored_status(store, member.episode_id)
+        return outcome(
+            member.task_id, member.seed, member.episode_id, "error", None, str(exc), status
+        )
     finally:
         if env is not None:
             env.close()
@@ -176,14 +179,18 @@ def outcome(
     action: str,
     rollout: Rollout | None,
     error: str | None = None,
+    status: Status | None = None,
 ) -> BatchEpisode:
+    """What a member's unit did: its rollout's outcome, else its ``action`` (``error``,
+    ``skipped``) with ``status``, the episode's status as the store has it (default: failed
+    for an error, skipped for a skip), so that a summary agrees with the store."""
     if rollout is None:
         return BatchEpisode(
             task_id,
             seed,
             episode_id,
             action,
-            Status.FAILED if action == "error" else "skipped",
+            status or (Status.FAILED if action == "error" else "skipped"),
             None,
             0.0,
             0,
@@ -202,6 +209,14 @@ def outcome(
         rollout.cost_usd,
         rollout.error,
     )
+
+
+def stored_status(store: StoreBackend, episode_id: str) -> Status | None:
+    """The episode's status in the store (None when the store cannot say: it failed too)."""
+    try:
+        return store.episode(episode_id).status
+    except AgentRunnerError:
+        return None
 
 
 def summary_outcome(

@@ -107,7 +107,10 @@ def connect(ray: Any, address: str | None) -> bool:
     try:
         if address is not None:
             _answering(address)
-        ray.init(address=address, **options)
+        # None is "local": a new cluster for this command. Ray's own None would join the
+        # cluster named in /tmp/ray/ray_current_cluster, which outlives a head stopped by
+        # its PID and then hangs the driver on a dead address.
+        ray.init(address=address or "local", **options)
     except (ConnectionError, ValueError) as exc:
         raise UsageError(f"cannot connect to the Ray cluster at {address}: {exc}") from None
     return True

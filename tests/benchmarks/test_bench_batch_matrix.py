@@ -35,7 +35,7 @@ PACE_S = 0.002  # the scripted model's seconds per streamed chunk
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

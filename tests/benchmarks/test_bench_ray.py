@@ -31,7 +31,7 @@ PACE_S = 0.005  # the scripted model's seconds per streamed chunk (a real model 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
     started = time.perf_counter()
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
     print(f"\nlocal Ray cluster up in {time.perf_counter() - started:.1f} s")
     yield
     ray.shutdown()
