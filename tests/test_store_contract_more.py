@@ -362,3 +362,41 @@ def test_every_protocol_method_has_a_contract_test() -> None:
     suites = "\n".join(p.read_text(encoding="utf-8") for p in TESTS.glob("test_store_contract*.py"))
     untested = sorted(m for m in _protocol_methods() if not re.search(rf"\.{m}\b", suites))
     assert not untested, f"no contract test calls these store methods: {untested}"
+
+
+# ---------------------------------------------------------------- live views
+
+
+def test_a_live_view_reads_every_episode_once_then_only_what_changed(backend: MakeStore) -> None:
+    store = backend()
+    first = _episode(store)
+    whole = store.listing_changes()
+    assert whole.whole and [e.episode_id for e in whole.episodes] == [first]
+    assert store.listing_changes(whole.cursor).episodes == []
+    second = _episode(store)
+    assert [e.episode_id for e in store.listing_changes(whole.cursor).episodes] == [second]
+
+
+def test_a_reachable_store_is_not_said_to_be_unreachable(backend: MakeStore) -> None:
+    store = backend()
+    _episode(store)
+    assert store.unreachable() is None
+
+
+def test_a_server_store_tells_a_listener_of_a_new_episode_and_a_file_sends_none(
+    backend: MakeStore,
+) -> None:
+    store = backend()
+    heard = threading.Event()
+    listener = store.listen(heard.set)
+    if not isinstance(store, PostgresStore):
+        assert listener is None  # a file's views poll
+        return
+    assert listener is not None
+    try:
+        while listener.listens == 0:
+            heard.wait(0.02)
+        _episode(store)
+        assert heard.wait(60)
+    finally:
+        listener.close()

@@ -329,8 +329,7 @@ def _run_on_ray(
 
     results = cluster.map(units, done, cancel_check)
     return [
-        found.get(m.episode_id) or _found(store, m, r)
-        for m, r in zip(units, results, strict=True)
+        found.get(m.episode_id) or _found(store, m, r) for m, r in zip(units, results, strict=True)
     ]
 
 

@@ -15,7 +15,7 @@ from typing import Self, TypeVar
 from agentrunner.store import eventlog
 from agentrunner.store.dialect import Conn, Dialect, Pool
 from agentrunner.store.notices import NOTIFY
-from agentrunner.store.records import Segment
+from agentrunner.store.records import Segment, iso
 from agentrunner.values.errors import EpisodeNotFoundError, StoreUnreachableError
 
 _T = TypeVar("_T")
@@ -26,7 +26,7 @@ waits for the server, up to the store's patience)."""
 
 def utc_now() -> str:
     """Now, as the contract's ISO 8601 UTC text."""
-    return eventlog.iso(eventlog.now_us())
+    return iso(eventlog.now_us())
 
 
 class _Depth(threading.local):

@@ -45,11 +45,6 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def iso(ts_us: int) -> str:
-    """Microseconds since the epoch as the contract's ISO 8601 UTC text."""
-    return datetime.fromtimestamp(ts_us / 1_000_000, UTC).isoformat(timespec="microseconds")
-
-
 def stored_time(text: str) -> int:
     """An ISO 8601 time (as older stores hold it) as microseconds (0 when unreadable)."""
     try:
@@ -147,4 +142,4 @@ def kinds_sql(kinds: Sequence[str]) -> tuple[str, tuple[int, ...]]:
 def to_row(episode_id: str, row: tuple[Any, ...]) -> EventRow:
     """A stored row (``COLUMNS``) of ``episode_id`` as the contract spells it."""
     rid, attempt, turn, kind, ts, payload = row
-    return EventRow(episode_id, rid & SEQ_MASK, attempt, turn, KIND_NAME[kind], iso(ts), payload)
+    return EventRow(episode_id, rid & SEQ_MASK, attempt, turn, KIND_NAME[kind], ts, payload)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 from ulid import ULID
 
-from agentrunner.store.eventlog import iso, now_us
+from agentrunner.store.eventlog import now_us
+from agentrunner.store.records import iso
 from agentrunner.values.branching import KIND, DecisionConfig
 from agentrunner.values.critical import critical
 

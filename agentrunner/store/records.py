@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.values.errors import StoreCorruptError
@@ -16,6 +17,11 @@ if TYPE_CHECKING:  # the event and spec models load pydantic: imported where the
     from agentrunner.values.types import Message, ToolSpec
 
 
+def iso(ts_us: int) -> str:
+    """Microseconds since the epoch as the contract's ISO 8601 UTC text."""
+    return datetime.fromtimestamp(ts_us / 1_000_000, UTC).isoformat(timespec="microseconds")
+
+
 @dataclass(frozen=True, slots=True)
 class EventRow:
     """One row of the event log. ``episode_id`` is the episode that physically owns it
@@ -26,8 +32,15 @@ class EventRow:
     attempt: int
     turn: int
     kind: str
-    ts: str
+    ts_us: int
+    """When it was written: microseconds since the epoch (UTC)."""
     payload_json: str
+
+    @property
+    def ts(self) -> str:
+        """When it was written, as the contract's ISO 8601 UTC text (made when asked: a
+        transcript of 100,000 events never shows it)."""
+        return iso(self.ts_us)
 
     @property
     def payload(self) -> dict[str, Any]:
