@@ -16,6 +16,7 @@ Also: an insert whose reply was lost but which committed stands when tried again
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -27,9 +28,11 @@ from cli_process import AGENTRUNNER, last_json
 from pg import PostgresServer
 
 from agentrunner import TraceStore
+from agentrunner.envs.workspace import TOOL_SPECS
 from agentrunner.store.postgres_pool import PATIENCE_ENV
 from agentrunner.values.errors import StoreError, StoreUnreachableError, UsageError
-from agentrunner.values.events import EpisodeStart, ModelChunk
+from agentrunner.values.events import EpisodeStart, MessageEvent, ModelChunk
+from agentrunner.values.types import Message
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -158,6 +161,43 @@ def test_chunks_a_crash_of_the_server_lost_are_written_again_before_the_log_goes
     assert [e.payload.get("index") for e in events[1:]] == [0, 1, 2, 3]
 
 
+def test_a_flushed_event_after_lost_chunks_waits_for_them_and_a_second_crash_keeps_all(
+    server: PostgresServer,
+) -> None:
+    url = server.schema_url()
+    with TraceStore(url) as store:
+        episode_id = _start(store)
+        writer = store.writer(episode_id)
+        for index in range(3):
+            writer.append(1, ModelChunk(call_id="c", channel="text", index=index, text="x"))
+        server.halt()
+        server.start()
+        writer.append(1, MessageEvent(role="user", message_hash="0" * 64))  # flushed
+        with TraceStore(url) as other:  # no gap, not even before the next event
+            assert [e.seq for e in other.iter_events(episode_id)] == [1, 2, 3, 4, 5]
+        server.halt()  # what came back before the flushed event was flushed with it
+        server.start()
+        writer.append(1, ModelChunk(call_id="c", channel="text", index=9, text="y"))
+        kinds = [e.kind for e in store.iter_events(episode_id)]
+    assert kinds == ["episode.start", *["model.chunk"] * 3, "message", "model.chunk"]
+
+
+def test_content_put_just_before_a_crash_is_there_for_the_event_that_names_it(
+    server: PostgresServer,
+) -> None:
+    url = server.schema_url()
+    with TraceStore(url) as store:
+        episode_id = _start(store)
+        writer = store.writer(episode_id)
+        digest = store.put_message(None, Message(role="user", content="hi"))
+        tools = store.put_tools(TOOL_SPECS)
+        server.halt()  # between the puts and the event naming them
+        server.start()
+        writer.append(1, MessageEvent(role="user", message_hash=digest))
+        assert store.message(digest).content == "hi"
+        assert store.tools(tools)
+
+
 def test_a_statement_waits_for_its_server_no_longer_than_the_patience(
     server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,3 +257,37 @@ def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         assert time.monotonic() < deadline
         time.sleep(0.02)
+
+
+def test_ctrl_c_while_a_run_waits_for_its_server_stops_the_wait(server: PostgresServer) -> None:
+    url = server.schema_url()
+    env = {**os.environ, "AGENTRUNNER_SCRIPTED_PACE": "0.05", PATIENCE_ENV: "3600"}
+    env.pop("AGENTRUNNER_DB", None)
+    run = subprocess.Popen(
+        [*AGENTRUNNER, "run", "--db", url], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert run.stderr is not None
+    try:
+        _until(lambda: _ended(url) == 0 and _events(url) > 20)  # streaming now
+        server.shut("fast")
+        said = run.stderr.readline()
+        while "is unreachable" not in said:  # it waits for the server now
+            assert said, "the run ended without waiting for its server"
+            said = run.stderr.readline()
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=120)  # not the hour of its patience
+    finally:
+        if run.poll() is None:
+            run.kill()
+        server.start()
+    assert run.returncode != 0 and "Traceback" not in err
+    assert "stopped waiting for it (interrupted)" in err
+
+
+def _events(url: str) -> int:
+    try:
+        with TraceStore(url, create=False) as store:
+            return sum(e.last_seq for e in store.list_episodes())
+    except StoreError:
+        return 0

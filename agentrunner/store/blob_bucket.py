@@ -293,6 +293,8 @@ def _index(conn: Conn, sql: Dialect, done: list[tuple[str, int]]) -> None:
         return
     conn.execute(sql.begin_write)
     try:
+        if sql.flush_on_commit is not None:  # a snapshot naming them outlives a server crash
+            conn.execute(sql.flush_on_commit)
         conn.executemany(
             sql.keep_existing("INSERT INTO blob_objects (hash, bytes) VALUES (?, ?)"), done
         )

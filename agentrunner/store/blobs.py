@@ -56,8 +56,11 @@ def put_blobs(conn: Conn, sql: Dialect, blobs: Iterable[tuple[str, Iterable[byte
     written = 0
     pending = 0
     insert = sql.keep_existing("INSERT INTO blobs (hash, part, data) VALUES (?, ?, ?)")
+    flush = sql.flush_on_commit  # a snapshot naming them outlives a crash of the server
     conn.execute(sql.begin_write)
     try:
+        if flush is not None:
+            conn.execute(flush)
         for digest, parts in blobs:
             for index, data in enumerate(parts):
                 conn.execute(insert, (digest, index, data))
@@ -66,6 +69,8 @@ def put_blobs(conn: Conn, sql: Dialect, blobs: Iterable[tuple[str, Iterable[byte
             if pending >= _TXN_BYTES:
                 conn.execute("COMMIT")
                 conn.execute(sql.begin_write)
+                if flush is not None:
+                    conn.execute(flush)
                 pending = 0
         conn.execute("COMMIT")
     except BaseException:
@@ -116,7 +121,7 @@ def put_snapshot(
 ) -> None:
     """Record a snapshot once (equal ids hold equal changes on equal parents)."""
     conn.execute(
-        sql.keep_existing(
+        sql.keep_flushed(
             "INSERT INTO snapshots (id, parent_id, depth, created_at, files, bytes, changes)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)"
         ),

@@ -132,9 +132,6 @@ class Connections:
         with self._lock:
             return len(self._all)
 
-    def losses(self) -> int:
-        return 0  # a file is never out of reach (a deleted one is ``identity_problem``)
-
     def unreachable(self) -> str | None:
         return None
 

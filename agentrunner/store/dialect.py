@@ -37,6 +37,10 @@ _TYPE_SPELLINGS: dict[str, dict[ColumnType, str]] = {
 }
 
 
+DURABLE = "set_config('synchronous_commit', 'on', true)"
+"""Postgres: this transaction's commit waits for the WAL flush (whatever the session says)."""
+
+
 class Cursor(Protocol):
     """What the store reads from a query's result (``sqlite3.Cursor`` and the Postgres
     connection's cursor both are)."""
@@ -72,10 +76,6 @@ class Pool(Protocol):
     def close_current(self) -> None: ...
 
     def open_count(self) -> int: ...
-
-    def losses(self) -> int:
-        """How many connections were lost with their server, ever (a file's: none)."""
-        ...
 
     def unreachable(self) -> str | None:
         """What a live view shows while the store's server is out of reach, else None."""
@@ -141,6 +141,23 @@ class Dialect:
     def total(self, expr: str) -> str:
         """The sum of ``expr`` over the rows, 0.0 when there are none."""
         return f"coalesce(sum({expr}), 0.0)" if self.postgres else f"total({expr})"
+
+    def keep_flushed(self, insert: str) -> str:
+        """:meth:`keep_existing` whose commit waits for the WAL flush on Postgres (whose
+        connections commit with ``synchronous_commit`` off): for content a later event names
+        (a message, a tool set, a snapshot), which must never be lost to a crash of the
+        server that the event outlives."""
+        if not self.postgres:
+            return self.keep_existing(insert)
+        head, values = insert.split(" VALUES ", 1)
+        marks = values.strip().removeprefix("(").removesuffix(")")
+        return f"{head} SELECT {marks} WHERE {DURABLE} = 'on' ON CONFLICT DO NOTHING"
+
+    @property
+    def flush_on_commit(self) -> str | None:
+        """A statement making the open transaction's commit wait for the WAL flush (None: a
+        SQLite commit does by itself)."""
+        return f"SELECT {DURABLE}" if self.postgres else None
 
     def keep_existing(self, insert: str) -> str:
         """``insert`` (``INSERT INTO t (...) VALUES (...)``) that leaves a row with the same

@@ -220,7 +220,6 @@ class EpisodeStore(StoreBase):
             max(current, 1),
             leases=self._leases,
             sql=self.sql,
-            losses=self._conns.losses,
         )
 
     def resolve(self, id_or_prefix: str) -> str:

@@ -41,7 +41,7 @@ class LogStore(LineageStore):
         digest = message_hash(parent_hash, text)
         with critical:
             self._conn.execute(
-                self.sql.keep_existing(
+                self.sql.keep_flushed(
                     "INSERT INTO messages (hash, parent_hash, message) VALUES (?, ?, ?)"
                 ),
                 (digest, parent_hash, text),
@@ -53,7 +53,7 @@ class LogStore(LineageStore):
         digest = tools_hash(text)
         with critical:
             self._conn.execute(
-                self.sql.keep_existing("INSERT INTO tools (hash, tools) VALUES (?, ?)"),
+                self.sql.keep_flushed("INSERT INTO tools (hash, tools) VALUES (?, ?)"),
                 (digest, text),
             )
         return digest

@@ -37,12 +37,11 @@ from typing import Any
 
 from agentrunner.store.connection import Synchronous
 from agentrunner.store.core import StoreCore
-from agentrunner.store.dialect import POSTGRES, Conn, Dialect
+from agentrunner.store.dialect import DURABLE, POSTGRES, Conn, Dialect
 from agentrunner.store.driver import Bare
 from agentrunner.store.postgres_pool import SharedConnections
 from agentrunner.store.postgres_schema import LOCK_KEY, migrate
 from agentrunner.store.store import register_backend
-from agentrunner.store.writer import DURABLE
 from agentrunner.values.errors import (
     StoreDriverError,
     StoreError,
@@ -107,10 +106,9 @@ _GONE_STATES = ("08", "57P01", "57P02", "57P03")
 
 
 def _unreachable(exc: Exception) -> bool:
-    """Whether ``exc`` says the server is out of reach (refused, dropped, restarting) rather
-    than that a statement or a login was refused: libpq's own failures carry no SQLSTATE."""
-    if isinstance(exc, StoreUnreachableError):
-        return True
+    """Whether a failed connection attempt says the server is out of reach (refused, gone,
+    shutting down or starting up) rather than that the login was refused: libpq's own
+    failures carry no SQLSTATE."""
     psycopg = _psycopg()
     if not isinstance(exc, psycopg.OperationalError):
         return False
@@ -118,16 +116,17 @@ def _unreachable(exc: Exception) -> bool:
     return state is None or state.startswith(_GONE_STATES)
 
 
-def _translated(exc: Exception) -> StoreDriverError:
-    """A psycopg error as the store's error of the same meaning (see the module docstring)."""
+def _translated(exc: Exception, *, lost: bool = False) -> StoreDriverError:
+    """A psycopg error as the store's error of the same meaning (see the module docstring);
+    ``lost``: the statement failed with its connection (the server went away)."""
     psycopg = _psycopg()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     refused = (psycopg.errors.IntegrityError, psycopg.errors.RaiseException, psycopg.DataError)
     kind: type[StoreDriverError] = StoreFailedError
-    if isinstance(exc, refused):
-        kind = StoreRefusedError
-    elif _unreachable(exc):
+    if lost:
         kind = StoreUnreachableError
+    elif isinstance(exc, refused):
+        kind = StoreRefusedError
     return kind(message, driver=type(exc).__name__, server="postgres")
 
 
@@ -164,7 +163,7 @@ class PgConnection:
         try:
             return self._pool.run(lambda conn: conn.execute(native, values))
         except self._psycopg.Error as exc:
-            raise _translated(exc) from None
+            raise _translated(exc, lost=self._pool.lost_connection()) from None
 
     def _execute_native(self, sql: str, parameters: Sequence[Any]) -> Any:
         return self._pool.run(lambda conn: conn.execute(sql, parameters))
@@ -185,7 +184,7 @@ class PgConnection:
         try:
             return self._pool.run(run)
         except self._psycopg.Error as exc:
-            raise _translated(exc) from None
+            raise _translated(exc, lost=self._pool.lost_connection()) from None
 
     @property
     def in_transaction(self) -> bool:
@@ -203,7 +202,7 @@ class PgConnections:
         self._url = url
         self._where = where
         self._synchronous = synchronous
-        self._pool = SharedConnections(self._open, where, lost=_unreachable)
+        self._pool = SharedConnections(self._open, where)
         self._conn = PgConnection(self._pool)
 
     def get(self) -> PgConnection:
@@ -216,9 +215,6 @@ class PgConnections:
 
     def open_count(self) -> int:
         return self._pool.open_count()
-
-    def losses(self) -> int:
-        return self._pool.outage.losses
 
     def unreachable(self) -> str | None:
         return self._pool.outage.unreachable()

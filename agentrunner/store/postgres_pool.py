@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from agentrunner.values.critical import state as critical_state
 from agentrunner.values.errors import StoreFailedError, StoreUnreachableError, UsageError
 
 POOL_SIZE = 8
@@ -80,8 +81,10 @@ def _say(line: str) -> None:
 
 class Outage:
     """This process's view of its store's server being out of reach: since when (said once
-    on stderr as it starts and as it ends), and how many connections it cost (a writer whose
-    last chunks committed without a flush checks them after one: :mod:`.writer`)."""
+    on stderr as it starts and as it ends), and how many statements or connections it cost
+    (for tests and diagnostics). A statement counts the server as gone only when its
+    connection broke or could not be made: an error the server answered with (or libpq's own
+    refusal of a statement, such as too many parameters) is the statement's."""
 
     def __init__(self, where: str, say: Callable[[str], None] = _say) -> None:
         self._where = where
@@ -89,6 +92,7 @@ class Outage:
         self._lock = threading.Lock()
         self._since: float | None = None
         self._cause = ""
+        self._interrupted = False
         self.patience = patience_s()
         self.losses = 0
         """How many statements or connections failed for want of the server, ever."""
@@ -123,6 +127,15 @@ class Outage:
                     f" retrying for up to {self.patience:g} s"
                 )
             since, cause = self._since, self._cause
+        if critical_state.pending:  # Ctrl-C while a store write waits: stop waiting,
+            self._interrupted = True  # and do not wait again in this outage (its cancel)
+        if self._interrupted:
+            raise StoreUnreachableError(
+                f"the trace store {self._where} is unreachable ({cause}); stopped waiting"
+                " for it (interrupted)",
+                driver=type(exc).__name__,
+                server="postgres",
+            ) from None
         if now - since >= self.patience:
             raise StoreUnreachableError(
                 f"the trace store {self._where} has been unreachable for {now - since:.0f} s"
@@ -138,6 +151,7 @@ class Outage:
             if self._since is None:
                 return
             gone, self._since = time.monotonic() - self._since, None
+            self._interrupted = False
         self._say(f"the trace store {self._where} is reachable again (after {gone:.0f} s)")
 
 
@@ -172,12 +186,10 @@ class SharedConnections:
         connect: Callable[[], Any],
         where: str,
         *,
-        lost: Callable[[Exception], bool],
         size: int = POOL_SIZE,
     ) -> None:
         self._connect = connect
         self._where = where
-        self._lost = lost
         self._reached = False
         """Whether a connection was ever opened: until then a failure is the user's (a wrong
         URL, a server not started) and reported at once, never waited out."""
@@ -190,29 +202,39 @@ class SharedConnections:
         self._opening = 0
         self._waiting: deque[_Waiter] = deque()
         self._held = threading.local()
+        self._failed = threading.local()
 
     def run(self, statement: Callable[[Any], _T]) -> _T:
         """``statement`` on the connection of this thread's open transaction, else on one
         lent for it (kept by the thread when ``statement`` leaves a transaction open).
 
-        Outside a transaction, once the store has been reached, a lost server (see
-        :class:`Outage`) is waited out and the statement run again on a new connection; in
-        one, the error goes to the transaction's caller, whose transaction the server rolled
-        back with the connection."""
+        Outside a transaction, once the store has been reached, a server out of reach (a
+        connection refused, or one the statement found broken: see :class:`Outage`) is
+        waited out and the statement run again on a new connection; in one, the error goes
+        to the transaction's caller (:meth:`lost_connection` says it was the connection's),
+        whose transaction the server rolled back with the connection."""
+        self._failed.lost = False
         conn = getattr(self._held, "conn", None)
         if conn is not None:
             try:
                 return self._on(conn, statement)
-            except Exception as exc:
-                if self._lost(exc):
+            except Exception:
+                if self._gone(conn):
+                    self._failed.lost = True
                     self.outage.lost()
                 raise
         tries = 0
         while True:
             try:
-                result = self._on(self._lend(), statement)
+                conn = self._lend()
+            except StoreUnreachableError as exc:  # only once reached (see ``_connect``)
+                self.outage.wait(exc, tries)
+                tries += 1
+                continue
+            try:
+                result = self._on(conn, statement)
             except Exception as exc:
-                if not (self._reached and self._lost(exc)):
+                if not self._gone(conn):  # the statement's own error (the server answered)
                     raise
                 self.outage.wait(exc, tries)
                 tries += 1
@@ -220,6 +242,15 @@ class SharedConnections:
             if tries or self.outage.on:
                 self.outage.over()
             return result
+
+    def lost_connection(self) -> bool:
+        """Whether this thread's last failed statement failed because its connection was
+        lost (not because the server refused it)."""
+        return bool(getattr(self._failed, "lost", False))
+
+    @staticmethod
+    def _gone(conn: Any) -> bool:
+        return bool(conn.closed or conn.broken)
 
     def _on(self, conn: Any, statement: Callable[[Any], _T]) -> _T:
         try:

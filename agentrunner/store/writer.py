@@ -16,9 +16,10 @@ A store whose server is out of reach for a while (restarting, a network blip) is
 (:mod:`agentrunner.store.postgres_pool`), and the writer makes sure its log came through it
 whole: an insert whose reply was lost with its connection but which committed is found when
 tried again (the same attempt wrote the same row at that seq: it stands); a transaction cut
-short is run again unless it committed; and after a lost connection the chunks since the last
-flushed event, which a crash of the server may have lost, are checked and written again where
-missing (a follower may meet that as a brief gap), so the seqs end up dense.
+short is run again unless it committed; and a row following chunks not yet flushed (which a
+crash of the server loses) is inserted only if the chunk before it is there: when it is not,
+the lost chunks are written again first, so the seqs never have a gap, not even for a
+moment.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentrunner.store import control, eventlog
-from agentrunner.store.dialect import SQLITE, Conn, Dialect
+from agentrunner.store.dialect import DURABLE, SQLITE, Conn, Dialect
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.values.critical import critical
 from agentrunner.values.errors import (
@@ -48,24 +49,31 @@ _TRANSACTION_TRIES = 10
 """How often a transaction of events cut short by a lost server is run again (each try waits
 for the server up to the store's patience first)."""
 Row = tuple[int, int, int, int, int, str]
+
+
+class _Mended(Exception):
+    """A transaction of events gave way to writing again the chunks before it (lost with the
+    server): it runs again."""
+
+
 _SELECT_ROW = "INSERT INTO event_log (id, attempt, turn, kind, ts, payload) SELECT ?, ?, ?, ?, ?, ?"
-DURABLE = "set_config('synchronous_commit', 'on', true)"
-"""Postgres: this transaction's commit waits for the WAL flush (whatever the session says)."""
 
 
-def _inserts(sql: Dialect, *, durable: bool) -> tuple[str, str]:
+def _inserts(sql: Dialect, *, durable: bool, guarded: bool = False) -> tuple[str, str]:
     """The plain insert and the insert of a leased writer, which adds the row only while the
     control row still holds the writer's token (Postgres: locking that row against a takeover
-    until the commit). ``durable`` (Postgres): both commit with ``synchronous_commit`` on."""
+    until the commit). ``durable`` (Postgres): both commit with ``synchronous_commit`` on.
+    ``guarded`` (Postgres): both add the row only if the row before it (its id minus one,
+    the last parameter) is there."""
     fence = (
         f"EXISTS (SELECT 1 FROM control WHERE episode_id = ? AND lease_token = ?{sql.share_lock})"
     )
-    if not (durable and sql.postgres):
+    if not sql.postgres:
         return eventlog.INSERT, f"{_SELECT_ROW} WHERE {fence}"
-    return (
-        f"{_SELECT_ROW} WHERE {DURABLE} = 'on'",
-        f"{_SELECT_ROW} WHERE {fence} AND {DURABLE} = 'on'",
+    tail = (f" AND {DURABLE} = 'on'" if durable else "") + (
+        " AND EXISTS (SELECT 1 FROM event_log WHERE id = ?)" if guarded else ""
     )
+    return f"{_SELECT_ROW} WHERE true{tail}", f"{_SELECT_ROW} WHERE {fence}{tail}"
 
 
 class EpisodeWriter:
@@ -81,12 +89,8 @@ class EpisodeWriter:
         *,
         leases: dict[str, str] | None = None,
         sql: Dialect = SQLITE,
-        losses: Callable[[], int] = lambda: 0,
     ):
         self._conn = conn
-        self._losses = losses
-        """How many connections the store has lost so far (see the module)."""
-        self._losses_seen = losses()
         self._unflushed: list[Row] = []
         """Chunks committed since the last flushed event (Postgres: ``synchronous_commit``
         off), which a crash of the server may have lost."""
@@ -94,8 +98,11 @@ class EpisodeWriter:
         self._leases = leases if leases is not None else {}
         """The store's leases: while the store holds one of this writer's episode, every
         append is fenced by its token."""
-        self._chunk_sql = _inserts(sql, durable=False)
-        self._event_sql = _inserts(sql, durable=True)
+        self._sql = {
+            (chunk, guarded): _inserts(sql, durable=not chunk, guarded=guarded)
+            for chunk in (False, True)
+            for guarded in (False, True)
+        }
         self._lock = sql.share_lock
         self._begin = sql.begin_write
         self._durable = f"SELECT {DURABLE}" if sql.postgres else None
@@ -127,11 +134,8 @@ class EpisodeWriter:
         seq = self.next_seq
         row = (self._base | seq, self.attempt, turn, KIND_CODE[kind], self.clock(), body)
         chunk = kind == _CHUNK
-        insert, fenced = self._chunk_sql if chunk else self._event_sql
-        if not self._insert(row, insert, fenced, kind):
+        if not self._insert(row, kind, chunk=chunk):
             self._lose()
-        if self._losses_seen != self._losses():  # this insert (or another thread's) met one
-            self._rewrite_lost_chunks()
         if self._track:
             if chunk:
                 self._unflushed.append(row)
@@ -140,16 +144,22 @@ class EpisodeWriter:
         self.next_seq = seq + 1
         return seq
 
-    def _insert(self, row: Row, insert: str, fenced: str, kind: str) -> bool:
-        """Insert ``row`` (fenced while the store holds the lease); False when the fence
-        refused it. A row refused as already there stands when this attempt wrote it (its
-        commit's reply was lost with the connection, and the insert was tried again)."""
+    def _insert(self, row: Row, kind: str, *, chunk: bool, mend: bool = True) -> bool:
+        """Insert ``row`` (fenced while the store holds the lease, and after unflushed chunks
+        only if the row before it is there); False when the fence refused it. Its lost
+        predecessors are written again first (``mend``). A row refused as already there
+        stands when this attempt wrote it (its commit's reply was lost with the connection,
+        and the insert was tried again)."""
         token = self._leases.get(self.episode_id)
+        guarded = bool(self._unflushed) and row[0] - 1 == self._unflushed[-1][0]
+        plain, fenced = self._sql[(chunk, guarded)]
+        sql, params = (plain, row) if token is None else (fenced, (*row, self.episode_id, token))
+        if guarded:
+            params = (*params, row[0] - 1)
         try:
-            if token is None:
-                cur = self._conn.execute(insert, row)
-            else:
-                cur = self._conn.execute(fenced, (*row, self.episode_id, token))
+            cur = self._conn.execute(sql, params)
+            if not cur.rowcount and guarded and mend and self._rewrite_lost_chunks():
+                cur = self._conn.execute(sql, params)  # its predecessors are back
         except StoreRefusedError as exc:
             if self._landed(row):
                 return True
@@ -168,13 +178,9 @@ class EpisodeWriter:
         ).fetchone()
         return found is not None and tuple(found) == (row[1], row[2], row[3], row[5])
 
-    def _rewrite_lost_chunks(self) -> None:
-        """After a lost connection: write again the unflushed chunks the server lost (a
-        suffix of them: the log is flushed in order), closing the gap before the row just
-        written."""
-        self._losses_seen = self._losses()
-        if not self._unflushed:
-            return
+    def _rewrite_lost_chunks(self) -> bool:
+        """Write again the unflushed chunks the server lost in a crash (a suffix of them: its
+        log is flushed in order); whether any was missing."""
         first, last = self._unflushed[0][0], self._unflushed[-1][0]
         have = {
             int(r[0])
@@ -182,9 +188,14 @@ class EpisodeWriter:
                 "SELECT id FROM event_log WHERE id >= ? AND id <= ?", (first, last)
             ).fetchall()
         }
-        for row in self._unflushed:
-            if row[0] not in have and not self._insert(row, *self._chunk_sql, _CHUNK):
+        lost = [row for row in self._unflushed if row[0] not in have]
+        kept = [row for row in self._unflushed if row[0] in have]
+        self._unflushed = kept
+        for row in lost:
+            if not self._insert(row, _CHUNK, chunk=True, mend=False):
                 self._lose()
+            self._unflushed.append(row)
+        return bool(lost)
 
     def _lose(self) -> None:
         error = control.lease_lost(self.episode_id, self._conn)
@@ -210,13 +221,18 @@ class EpisodeWriter:
                 try:
                     self._insert_together(rows, kinds[0])
                     break
+                except _Mended:
+                    continue
                 except StoreUnreachableError:
                     if self._landed(rows[0]):  # the COMMIT went through; its reply did not
                         break
                     if tries == _TRANSACTION_TRIES:
                         raise
-            if self._losses_seen != self._losses():
-                self._rewrite_lost_chunks()
+            else:
+                raise StoreError(
+                    f"cannot record {kinds[0]} of {self.episode_id}: its store's server kept"
+                    f" losing what was written before it ({_TRANSACTION_TRIES} tries)"
+                )
             first = self.next_seq
             self.next_seq = seq
             self._unflushed.clear()
@@ -238,6 +254,15 @@ class EpisodeWriter:
             ):
                 self._rollback()
                 self._lose()
+            if (
+                self._unflushed
+                and not self._conn.execute(
+                    "SELECT 1 FROM event_log WHERE id = ?", (self._unflushed[-1][0],)
+                ).fetchone()
+            ):
+                self._rollback()  # chunks before them were lost with the server
+                self._rewrite_lost_chunks()
+                raise _Mended
             self._conn.executemany(eventlog.INSERT, rows)
             self._conn.execute("COMMIT")
         except StoreRefusedError as exc:
