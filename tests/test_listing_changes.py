@@ -104,3 +104,29 @@ def test_an_episode_whose_writer_died_is_read_again_though_nothing_was_written(
         holder.wait()
     again = _look(store, seen.cursor)
     assert {e.episode_id: e.status for e in again.episodes}[dying] == "pending"  # no event yet
+
+
+def test_removing_the_newest_episode_and_making_more_is_a_whole_listing_again(
+    any_store: StoreBackend,
+) -> None:
+    store = any_store
+    kept, newest = _new(store, 0), _new(store, 1)
+    seen = _look(store, None)
+    store.remove_episode(newest)  # its key is given again to the next one
+    made = [_new(store, 2), _new(store, 3)]
+    again = _look(store, seen.cursor)
+    assert again.whole and sorted(_ids(again)) == sorted([kept, *made])
+
+
+def test_episodes_released_a_moment_ago_are_read_once_not_on_every_look(
+    any_store: StoreBackend,
+) -> None:
+    store = any_store
+    done = [_new(store, seed) for seed in range(30)]
+    seen = _look(store, None)
+    for episode_id in done:  # a batch that just finished: 30 fresh stamps
+        assert store.claim_writer(episode_id)
+        store.release_writer(episode_id)
+    once = _look(store, seen.cursor)
+    assert sorted(_ids(once)) == sorted(done)
+    assert _look(store, once.cursor).episodes == []  # their stamps have not changed since

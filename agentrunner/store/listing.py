@@ -6,12 +6,14 @@ episode's row in a listing leaves a mark the next look finds:
 
 - a new episode (made, forked, imported, copied in) has a larger ``key`` than any before;
 - its writer claiming, heartbeating and releasing its lease stamps ``control.heartbeat_at``
-  (the writer's clock: rows stamped within :data:`CLOCK_SLACK_S` of the newest stamp seen
-  before are read again, so machines' clocks may differ by that much);
+  (the writer's clock: the stamps within :data:`CLOCK_SLACK_S` of the newest one are kept in
+  the cursor, and an episode is read again when its stamp differs from the kept one, so
+  machines' clocks may differ by that much);
 - a verification adds a row with a larger ``id``;
 - a running episode's writer may die without writing anything, so every episode last seen
   running is read again;
-- a removed episode changes the count: the next look is a whole listing again.
+- a removed episode changes the count, or frees the newest key for the next new episode:
+  either way the next look is a whole listing again.
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ class ListingCursor:
 
     count: int
     max_key: int
+    newest: str | None
+    """The id of the episode holding ``max_key`` (a key freed by removing the newest episode
+    is given again: then this no longer matches, and the next look is a whole one)."""
     newest_beat: float
+    stamps: dict[str, float]
+    """The lease stamps within the slack window as last read: one read again only changed."""
     max_verification: int
     running: frozenset[str]
 
@@ -61,43 +68,58 @@ def changes(store: StoreBase, since: ListingCursor | None) -> ListingChanges:
     (beat,) = conn.execute("SELECT coalesce(max(heartbeat_at), 0) FROM control").fetchone()
     (verified,) = conn.execute("SELECT coalesce(max(id), 0) FROM verifications").fetchone()
     count, max_key, beat, verified = int(count), int(max_key), float(beat), int(verified)
-    whole = since is None
-    if since is not None:
-        (added,) = conn.execute(
-            "SELECT count(*) FROM episodes WHERE key > ?", (since.max_key,)
-        ).fetchone()
-        whole = count != since.count + int(added)  # one was removed (and maybe others added)
+    newest = _id_at(store, max_key)
+    whole = since is None or _removed_since(store, since, count)
+    cutoff = min(beat, since.newest_beat if since is not None else beat) - CLOCK_SLACK_S
+    stamped = {
+        str(r[0]): (int(r[1]), None if r[2] is None else float(r[2]))
+        for r in conn.execute(
+            "SELECT e.id, e.key, c.heartbeat_at FROM episodes e"
+            " LEFT JOIN control c ON c.episode_id = e.id"
+            " WHERE e.key > ? OR c.heartbeat_at >= ?",
+            (since.max_key if since is not None and not whole else max_key, cutoff),
+        ).fetchall()
+    }
+    stamps = {
+        i: at for i, (_, at) in stamped.items() if at is not None and at >= beat - CLOCK_SLACK_S
+    }
     if whole:
         episodes = summaries(store, "ORDER BY e.id DESC", ())
     else:
         assert since is not None
-        ids = _changed_ids(store, since, max_key, verified)
+        ids = {
+            i
+            for i, (key, at) in stamped.items()
+            if key > since.max_key or at != since.stamps.get(i)
+        }
+        ids |= since.running  # a writer may have died without a word
+        if verified > since.max_verification:
+            ids.update(
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT DISTINCT episode_id FROM verifications WHERE id > ?",
+                    (since.max_verification,),
+                ).fetchall()
+            )
         episodes = _read(store, sorted(ids, reverse=True))
     # every episode running before was read again, so this is every one running now
     running = {e.episode_id for e in episodes if e.status == Status.RUNNING}
-    cursor = ListingCursor(count, max_key, beat, verified, frozenset(running))
+    cursor = ListingCursor(count, max_key, newest, beat, stamps, verified, frozenset(running))
     return ListingChanges(episodes, whole, cursor)
 
 
-def _changed_ids(store: StoreBase, since: ListingCursor, max_key: int, verified: int) -> set[str]:
-    conn = store._conn
-    ids = {
-        str(r[0])
-        for r in conn.execute(
-            "SELECT e.id FROM episodes e LEFT JOIN control c ON c.episode_id = e.id"
-            " WHERE e.key > ? OR c.heartbeat_at >= ?",
-            (since.max_key, since.newest_beat - CLOCK_SLACK_S),
-        ).fetchall()
-    }
-    if verified > since.max_verification:
-        ids.update(
-            str(r[0])
-            for r in conn.execute(
-                "SELECT DISTINCT episode_id FROM verifications WHERE id > ?",
-                (since.max_verification,),
-            ).fetchall()
-        )
-    return ids | since.running
+def _id_at(store: StoreBase, key: int) -> str | None:
+    row = store._conn.execute("SELECT id FROM episodes WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _removed_since(store: StoreBase, since: ListingCursor, count: int) -> bool:
+    """Whether an episode was removed since ``since``: fewer than were added since, or the
+    key it saw newest now holds another episode (given again after a removal)."""
+    (added,) = store._conn.execute(
+        "SELECT count(*) FROM episodes WHERE key > ?", (since.max_key,)
+    ).fetchone()
+    return count != since.count + int(added) or _id_at(store, since.max_key) != since.newest
 
 
 def _read(store: StoreBase, ids: list[str]) -> list[EpisodeSummary]:
