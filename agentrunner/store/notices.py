@@ -56,17 +56,22 @@ class Listener:
                     (schema,) = conn.execute("SELECT current_schema()").fetchone()
                     conn.execute(f"LISTEN {CHANNEL}")
                     self.listens += 1
+                    if self.listens > 1:
+                        self._tell()  # what changed while it was not listening went unheard
                     pause = _WAIT_S
                     self._hear(conn, schema)
             except psycopg.Error:  # the server went away: listen again once it is back
                 if self._stop.wait(pause):
                     return
                 pause = min(pause * 2, _LONGEST_PAUSE_S)
-                with contextlib.suppress(Exception):
-                    self._heard()  # what changed meanwhile went unheard: look once
 
     def _hear(self, conn: Any, schema: str) -> None:
         while not self._stop.is_set():
             for notice in conn.notifies(timeout=_WAIT_S):
                 if notice.payload == schema:
-                    self._heard()
+                    self._tell()
+
+    def _tell(self) -> None:
+        """``heard()``, whose failure (the view closing) must not end the listening."""
+        with contextlib.suppress(Exception):
+            self._heard()

@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.app import App, AwaitComplete
+from textual.app import App, AwaitComplete, ScreenStackError
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.screen import Screen
 
 from agentrunner.store import TraceStore
@@ -33,6 +34,11 @@ from agentrunner.values.safe_text import visible
 if TYPE_CHECKING:
     from agentrunner.store.notices import Listener
     from agentrunner.store.protocol import StoreBackend
+
+
+class StoreChanged(Message):
+    """Another connection changed how the store's episodes are listed (a Postgres notice)."""
+
 
 POLL_S = 0.25  # live trace polling interval (episodes and branches poll every 4th tick)
 OUTAGE_NOTE_S = 30.0
@@ -106,14 +112,16 @@ class AgentRunnerApp(App[None]):
         return self._listener is not None
 
     def _heard(self) -> None:
-        """(The listener's thread) another connection changed how episodes are listed."""
-        with contextlib.suppress(RuntimeError):  # the app is closing
-            self.call_from_thread(self._store_changed)
+        """(The listener's thread) another connection changed how episodes are listed: told
+        to the UI without waiting for it (the listener never blocks on the UI)."""
+        self.post_message(StoreChanged())
 
-    def _store_changed(self) -> None:
-        changed = getattr(self.screen, "store_changed", None)
-        if callable(changed):
-            changed()
+    def on_store_changed(self, message: StoreChanged) -> None:
+        message.stop()
+        with contextlib.suppress(ScreenStackError):  # no screen yet, or none left
+            changed = getattr(self.screen, "store_changed", None)
+            if callable(changed):
+                changed()
 
     def _close_store(self) -> None:
         if self._listener is not None:

@@ -29,6 +29,8 @@ from agentrunner.tui.work import ReaderScreen
 from agentrunner.values.safe_text import one_line_visible, plain
 
 if TYPE_CHECKING:
+    from textual.worker import Worker
+
     from agentrunner.store.protocol import StoreBackend
 
 # what a narrow terminal (80 columns) must show comes first: the rest scrolls into view
@@ -129,6 +131,8 @@ class EpisodesScreen(ReaderScreen):
         """How many episodes the last look at the store read (all of them the first time,
         then only those that changed)."""
         self._read_at = 0.0
+        self._look: Worker[None] | None = None
+        self._again = False
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -178,17 +182,28 @@ class EpisodesScreen(ReaderScreen):
         return self._cursor is not None and bool(self._cursor.running)
 
     def reload(self) -> None:
+        """Look at the store: one look at a time (a look waits while the store's server is
+        out of reach); asked meanwhile, one more look follows it."""
+        if self._look is not None and not self._look.is_finished:
+            self._again = True
+            return
         self._read_at = time.monotonic()
-        self.read(
+        self._look = self.read(
             list_changes,
             self._cursor,
             list(self._sorted_ids),
             then=self._loaded_changes,
             group="episodes",
-            exclusive=True,
+            on_error=lambda _: self._look_again(),
         )
 
+    def _look_again(self) -> None:
+        if self._again:
+            self._again = False
+            self.reload()
+
     def _loaded_changes(self, value: _Changes) -> None:
+        self.call_after_refresh(self._look_again)
         if value.since is not self._cursor:  # an older look, overtaken by one applied since
             return
         changes = value.changes
