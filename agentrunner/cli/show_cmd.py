@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 FOLLOW_POLL_S = 0.25
 RESUME_GRACE_S = 30.0
-"""How long ``show --follow`` stays on an interrupted batch member while nothing else of its
+"""How long ``show --follow`` stays on an interrupted batch member once nothing else of its
 batch runs (a Ray actor restarting before its unit is submitted again)."""
+RESUME_CHECK_S = 2.0
+"""How often it looks whether the batch still runs meanwhile."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -272,14 +274,17 @@ def _branching(store: StoreBackend, episode_id: str, made: list[Decision]) -> st
 class _BatchResume:
     """Whether an interrupted episode that ``show --follow`` tails may yet go on: a batch
     (a Ray unit whose worker died is submitted again) resumes it while the batch runs. Kept
-    on while another member of one of its batches runs, or for :data:`RESUME_GRACE_S` after
-    the interruption was seen; said once on stderr."""
+    on while another member of one of its batches runs (looked at every
+    :data:`RESUME_CHECK_S`, a look reading the batch's members), and for
+    :data:`RESUME_GRACE_S` after none does; said once on stderr."""
 
     def __init__(self, store: StoreBackend, episode_id: str) -> None:
         self._store = store
         self._episode_id = episode_id
         self.since: float | None = None
+        """Since when nothing of its batches has been seen running (None: following)."""
         self._batches: list[str] | None = None
+        self._checked_at = -RESUME_CHECK_S
         self._said = False
 
     def on(self, status: str) -> bool:
@@ -289,17 +294,24 @@ class _BatchResume:
             self._batches = self._store.batches_of([self._episode_id])
         if not self._batches:
             return False
+        now = time.monotonic()
+        if now - self._checked_at >= RESUME_CHECK_S:
+            self._checked_at = now
+            running = self._running()
+            self.since = None if running else (self.since or now)
+            self._say(running)
+        return self.since is None or now - self.since < RESUME_GRACE_S
+
+    def _running(self) -> int:
         from agentrunner.store.records import EpisodeFilter  # only for an interrupted episode
 
-        now = time.monotonic()
-        if self.since is None:
-            self.since = now
-        running = sum(
+        assert self._batches is not None
+        return sum(
             self._store.count_episodes(EpisodeFilter(batch_id=b, status=Status.RUNNING))
             for b in self._batches
         )
-        if not running and now - self.since >= RESUME_GRACE_S:
-            return False
+
+    def _say(self, running: int) -> None:
         if not self._said:
             self._said = True
             stderr_console().print(
@@ -309,7 +321,6 @@ class _BatchResume:
                 markup=False,
                 highlight=False,
             )
-        return True
 
 
 def _follow(store: StoreBackend, episode_id: str, args: argparse.Namespace) -> int:

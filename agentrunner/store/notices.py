@@ -3,9 +3,12 @@
 Whatever changes how an episode is listed and leaves no mark a cheap look finds at once
 (:mod:`agentrunner.store.listing`) also sends a notice: a new episode or batch, a lease
 claimed or released (an episode starting, ending or stopping), a cancel request, a
-verification, a removal. A writer sends it in the statement's own transaction, so it is
-delivered once that commits (``pg_notify`` on :data:`CHANNEL`, the store's schema as its
-payload, so stores in two schemas of one database do not wake each other). Appends and
+verification, a removal. A writer sends it in the change's own transaction where it has one
+(a new episode or batch, a claim, a removal), so it is delivered once that commits, and right
+after it otherwise (a release, a cancel request, a verification: a crash in between loses the
+notice, and the view's slower poll finds the change). ``pg_notify`` on :data:`CHANNEL`, with
+the store's schema as its payload, so stores in two schemas of one database do not wake each
+other. Appends and
 heartbeats send none: a view reads a running episode's growth as it polls it.
 
 :class:`Listener` is a view's ear: one connection of its own that ``LISTEN``\\ s, in a thread
