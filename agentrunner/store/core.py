@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentrunner.store import reports, verifications
 from agentrunner.store.base import utc_now
 from agentrunner.store.leases import LeaseStore
-from agentrunner.store.notices import Listener
 from agentrunner.store.verifications import StoredVerification
 from agentrunner.values.critical import critical
 from agentrunner.values.errors import (
@@ -26,6 +25,7 @@ from agentrunner.values.errors import (
 if TYPE_CHECKING:
     from agentrunner.store import gc as _gc
     from agentrunner.store.groups import DecisionOutcome, ForkGroup, GroupMember
+    from agentrunner.store.notices import Listener
 
 _T = TypeVar("_T")
 
@@ -106,6 +106,8 @@ class StoreCore(LeaseStore):
         no notices (a SQLite file: poll it). See :mod:`agentrunner.store.notices`."""
         if not self.sql.postgres:
             return None
+        from agentrunner.store.notices import Listener  # for live views only
+
         return Listener(self.location, heard)
 
     def verifications(self, episode_id: str) -> list[StoredVerification]:

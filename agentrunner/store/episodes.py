@@ -9,12 +9,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.store import control, eventlog
-from agentrunner.store import listing as _listing
 from agentrunner.store import summaries as _summaries
 from agentrunner.store.base import StoreBase, utc_now
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.store.ids import new_episode_id
-from agentrunner.store.listing import ListingChanges, ListingCursor
 from agentrunner.store.records import BatchSummary, EpisodeFilter, EpisodeSummary
 from agentrunner.store.summaries import summaries
 from agentrunner.store.writer import EpisodeWriter
@@ -28,6 +26,8 @@ from agentrunner.values.errors import (
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+    from agentrunner.store.listing import ListingChanges, ListingCursor
 
 
 class EpisodeStore(StoreBase):
@@ -262,7 +262,9 @@ class EpisodeStore(StoreBase):
     def listing_changes(self, since: ListingCursor | None = None) -> ListingChanges:
         """For a live view: every episode (``since`` None), else only those new or changed
         since the cursor a former call returned (see :mod:`agentrunner.store.listing`)."""
-        return _listing.changes(self, since)
+        from agentrunner.store import listing  # for live views only
+
+        return listing.changes(self, since)
 
     def count_episodes(self, where: EpisodeFilter | None = None) -> int:
         """How many episodes ``where`` keeps (what ``list_episodes`` would list without a

@@ -20,8 +20,6 @@ from pydantic import BaseModel
 
 from agentrunner.store.gc import Part, Report
 from agentrunner.store.leases import Lease
-from agentrunner.store.listing import ListingChanges, ListingCursor
-from agentrunner.store.notices import Listener
 from agentrunner.store.records import (
     BatchSummary,
     EpisodeFilter,
@@ -38,6 +36,8 @@ from agentrunner.values.types import Message, ToolSpec
 
 if TYPE_CHECKING:  # imported by the store only when fork groups are used
     from agentrunner.store.groups import DecisionOutcome, ForkGroup, GroupMember
+    from agentrunner.store.listing import ListingChanges, ListingCursor
+    from agentrunner.store.notices import Listener
 
 
 class EventWriter(Protocol):
