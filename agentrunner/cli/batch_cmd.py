@@ -115,6 +115,12 @@ def _task_ids(args: argparse.Namespace) -> list[str]:
     return selected
 
 
+def _absolute(tasks: Path | None) -> Path | None:
+    """The tasks file's absolute path: a Ray worker builds the environment in a folder of its
+    own (its node's)."""
+    return tasks.resolve() if tasks is not None else None
+
+
 def batch(args: argparse.Namespace) -> int:
     on_ray, address = ray_executor(args)
     branching = branching_from_args(args)
@@ -126,9 +132,7 @@ def batch(args: argparse.Namespace) -> int:
     get_model(args.model, **options)  # fail fast on a bad spec or a missing key
     store = open_store(args)
     sandbox = sandbox_from_args(args)
-    # absolute: a Ray worker builds the environment in a folder of its own (its node's)
-    tasks_path = args.tasks.resolve() if args.tasks is not None else None
-    warn_about_sandbox(make_env(args.env, tasks_path=tasks_path, sandbox=sandbox))
+    warn_about_sandbox(make_env(args.env, tasks_path=_absolute(args.tasks), sandbox=sandbox))
 
     rewards: list[float] = []
     costs: list[float] = []
@@ -165,7 +169,7 @@ def batch(args: argparse.Namespace) -> int:
                 task_seed_pairs=pairs,
                 # Plain functions and values: a Ray worker builds them again.
                 env_factory=functools.partial(
-                    make_env, args.env, tasks_path=tasks_path, sandbox=sandbox
+                    make_env, args.env, tasks_path=_absolute(args.tasks), sandbox=sandbox
                 ),
                 model_factory=functools.partial(get_model, args.model, **options),
                 concurrency=args.concurrency,
