@@ -30,6 +30,7 @@ from pg import PostgresServer
 from agentrunner import TraceStore
 from agentrunner.envs.workspace import TOOL_SPECS
 from agentrunner.store.postgres_pool import PATIENCE_ENV
+from agentrunner.store.writer import EpisodeWriter
 from agentrunner.values.errors import StoreError, StoreUnreachableError, UsageError
 from agentrunner.values.events import EpisodeStart, MessageEvent, ModelChunk
 from agentrunner.values.types import Message
@@ -142,17 +143,26 @@ def test_an_insert_that_committed_before_its_reply_was_lost_stands_when_tried_ag
     assert texts == [None, "hello"]
 
 
+def _three_chunks_then_a_crash(
+    store: TraceStore, server: PostgresServer
+) -> tuple[str, EpisodeWriter]:
+    """An episode whose writer wrote three chunks, and a crash of the server: their commits
+    were never flushed, so they are lost."""
+    episode_id = _start(store)
+    writer = store.writer(episode_id)
+    for index in range(3):
+        writer.append(1, ModelChunk(call_id="c", channel="text", index=index, text="x"))
+    server.halt()
+    server.start()
+    return episode_id, writer
+
+
 def test_chunks_a_crash_of_the_server_lost_are_written_again_before_the_log_goes_on(
     server: PostgresServer,
 ) -> None:
     url = server.schema_url()
     with TraceStore(url) as store:
-        episode_id = _start(store)
-        writer = store.writer(episode_id)
-        for index in range(3):
-            writer.append(1, ModelChunk(call_id="c", channel="text", index=index, text="x"))
-        server.halt()  # a crash: the chunks' commits were never flushed
-        server.start()
+        episode_id, writer = _three_chunks_then_a_crash(store, server)
         with TraceStore(url) as other:  # really gone from the server
             assert [e.kind for e in other.iter_events(episode_id)] == ["episode.start"]
         writer.append(1, ModelChunk(call_id="c", channel="text", index=3, text="y"))
@@ -166,12 +176,7 @@ def test_a_flushed_event_after_lost_chunks_waits_for_them_and_a_second_crash_kee
 ) -> None:
     url = server.schema_url()
     with TraceStore(url) as store:
-        episode_id = _start(store)
-        writer = store.writer(episode_id)
-        for index in range(3):
-            writer.append(1, ModelChunk(call_id="c", channel="text", index=index, text="x"))
-        server.halt()
-        server.start()
+        episode_id, writer = _three_chunks_then_a_crash(store, server)
         writer.append(1, MessageEvent(role="user", message_hash="0" * 64))  # flushed
         with TraceStore(url) as other:  # no gap, not even before the next event
             assert [e.seq for e in other.iter_events(episode_id)] == [1, 2, 3, 4, 5]

@@ -13,15 +13,12 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from agentrunner.store import eventlog
-from agentrunner.store.dialect import Conn, Dialect, Pool
+from agentrunner.store.dialect import TRANSACTION_TRIES, Conn, Dialect, Pool
 from agentrunner.store.notices import NOTIFY
 from agentrunner.store.records import Segment, iso
 from agentrunner.values.errors import EpisodeNotFoundError, StoreUnreachableError
 
 _T = TypeVar("_T")
-TRANSACTION_TRIES = 10
-"""How often a write transaction cut short by a lost server is run again (each try first
-waits for the server, up to the store's patience)."""
 
 
 def utc_now() -> str:

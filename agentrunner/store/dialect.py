@@ -39,6 +39,9 @@ _TYPE_SPELLINGS: dict[str, dict[ColumnType, str]] = {
 
 DURABLE = "set_config('synchronous_commit', 'on', true)"
 """Postgres: this transaction's commit waits for the WAL flush (whatever the session says)."""
+TRANSACTION_TRIES = 10
+"""How often a write transaction cut short by a lost server is run again (each try first
+waits for the server, up to the store's patience)."""
 
 
 class Cursor(Protocol):

@@ -138,17 +138,12 @@ class EpisodeStore(StoreBase):
         members that has none yet, in one transaction (a batch run again keeps its
         episodes); return ``(task_id, seed) -> episode_id`` for every member. The episodes
         are unclaimed: whoever runs one claims it."""
-        with critical:
+        with critical:  # run again after a lost server: it adds only what is missing
             return self._patiently(lambda again: self._add_batch(batch_id, config, members))
 
     def _add_batch(
-        self,
-        batch_id: str,
-        config: dict[str, Any],
-        members: Sequence[tuple[str, int, dict[str, Any], dict[str, Any]]],
+        self, batch_id: str, config: dict[str, Any], members: Sequence[tuple[str, int, Any, Any]]
     ) -> dict[tuple[str, int], str]:
-        """:meth:`add_batch`'s transaction (run again after a lost server: it adds only
-        what is missing)."""
         conn = self._conn
         with self._writing():
             self._insert_batch(batch_id, config)

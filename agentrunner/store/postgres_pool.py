@@ -81,10 +81,9 @@ def _say(line: str) -> None:
 
 class Outage:
     """This process's view of its store's server being out of reach: since when (said once
-    on stderr as it starts and as it ends), and how many statements or connections it cost
-    (for tests and diagnostics). A statement counts the server as gone only when its
-    connection broke or could not be made: an error the server answered with (or libpq's own
-    refusal of a statement, such as too many parameters) is the statement's."""
+    on stderr as it starts and as it ends). A statement counts the server as gone only when
+    its connection broke or could not be made: an error the server answered with (or libpq's
+    own refusal of a statement, such as too many parameters) is the statement's."""
 
     def __init__(self, where: str, say: Callable[[str], None] = _say) -> None:
         self._where = where
@@ -94,8 +93,6 @@ class Outage:
         self._cause = ""
         self._interrupted = False
         self.patience = patience_s()
-        self.losses = 0
-        """How many statements or connections failed for want of the server, ever."""
 
     @property
     def on(self) -> bool:
@@ -110,16 +107,10 @@ class Outage:
             gone = time.monotonic() - self._since
         return f"store unreachable for {gone:.0f} s, retrying ({self._cause})"
 
-    def lost(self) -> None:
-        """A connection was lost (its transaction, if any, with it)."""
-        with self._lock:
-            self.losses += 1
-
     def wait(self, exc: Exception, tries: int) -> None:
         """Pause before try ``tries + 1``; raise once the outage has lasted the patience."""
         now = time.monotonic()
         with self._lock:
-            self.losses += 1
             if self._since is None:
                 self._since, self._cause = now, _cause(exc)
                 self._say(
@@ -213,15 +204,12 @@ class SharedConnections:
         waited out and the statement run again on a new connection; in one, the error goes
         to the transaction's caller (:meth:`lost_connection` says it was the connection's),
         whose transaction the server rolled back with the connection."""
-        self._failed.lost = False
         conn = getattr(self._held, "conn", None)
         if conn is not None:
             try:
                 return self._on(conn, statement)
             except Exception:
-                if self._gone(conn):
-                    self._failed.lost = True
-                    self.outage.lost()
+                self._failed.lost = self._gone(conn)
                 raise
         tries = 0
         while True:
@@ -235,6 +223,7 @@ class SharedConnections:
                 result = self._on(conn, statement)
             except Exception as exc:
                 if not self._gone(conn):  # the statement's own error (the server answered)
+                    self._failed.lost = False
                     raise
                 self.outage.wait(exc, tries)
                 tries += 1

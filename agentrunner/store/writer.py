@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentrunner.store import control, eventlog
-from agentrunner.store.dialect import DURABLE, SQLITE, Conn, Dialect
+from agentrunner.store.dialect import DURABLE, SQLITE, TRANSACTION_TRIES, Conn, Dialect
 from agentrunner.store.eventlog import KIND_CODE, now_us
 from agentrunner.values.critical import critical
 from agentrunner.values.errors import (
@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 
 _NO_KIND = {"kind"}
 _CHUNK = "model.chunk"
-_TRANSACTION_TRIES = 10
-"""How often a transaction of events cut short by a lost server is run again (each try waits
-for the server up to the store's patience first)."""
 Row = tuple[int, int, int, int, int, str]
 
 
@@ -217,7 +214,7 @@ class EpisodeWriter:
             kinds.append(kind)
             seq += 1
         with critical:
-            for tries in range(1, _TRANSACTION_TRIES + 1):
+            for tries in range(1, TRANSACTION_TRIES + 1):
                 try:
                     self._insert_together(rows, kinds[0])
                     break
@@ -226,12 +223,12 @@ class EpisodeWriter:
                 except StoreUnreachableError:
                     if self._landed(rows[0]):  # the COMMIT went through; its reply did not
                         break
-                    if tries == _TRANSACTION_TRIES:
+                    if tries == TRANSACTION_TRIES:
                         raise
             else:
                 raise StoreError(
                     f"cannot record {kinds[0]} of {self.episode_id}: its store's server kept"
-                    f" losing what was written before it ({_TRANSACTION_TRIES} tries)"
+                    f" losing what was written before it ({TRANSACTION_TRIES} tries)"
                 )
             first = self.next_seq
             self.next_seq = seq

@@ -191,7 +191,7 @@ class EpisodesScreen(ReaderScreen):
         self._look = self.read(
             list_changes,
             self._cursor,
-            list(self._sorted_ids),
+            self._sorted_ids,  # replaced, never changed in place: the worker may read it
             then=self._loaded_changes,
             group="episodes",
             on_error=lambda _: self._look_again(),
